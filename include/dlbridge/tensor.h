@@ -1,0 +1,105 @@
+/*
+ * dlbridge/tensor.h -- managed tensors: allocate, wrap, adopt, convert,
+ * release.
+ *
+ * Every DLManagedTensorVersioned that dlbridge creates points, through
+ * manager_ctx, at a reference-counted owner of the data. Views and shares
+ * of a tensor hold a reference to the same owner, so the data (and the
+ * foreign deleter or release callback behind it) lives until the last of
+ * them is released, and that release runs exactly once. The struct, shape
+ * and strides of each tensor are one allocation.
+ */
+#ifndef DLBRIDGE_TENSOR_H
+#define DLBRIDGE_TENSOR_H
+
+#include "common.h"
+#include "status.h"
+
+DLB_BEGIN_DECLS
+
+/* Alignment of data that dlbridge allocates on the CPU. */
+#define DLB_DATA_ALIGNMENT 256
+
+/* A callback that frees wrapped memory; ctx is the value given to
+ * dlb_tensor_wrap(). It may run on any thread. */
+typedef void (*dlb_release_fn)(void *ctx);
+
+/*
+ * Allocates a compact row-major tensor with uninitialised data, version
+ * DLPACK_MAJOR_VERSION.DLPACK_MINOR_VERSION, flags 0, strides set (even for
+ * ndim 0 they are a valid pointer or NULL), byte_offset 0 and data aligned to
+ * DLB_DATA_ALIGNMENT (never NULL, even when empty). shape is borrowed.
+ * The core allocates cpu memory; other kinds need their runtime and return
+ * DLB_E_UNSUPPORTED, DLB_E_NO_RUNTIME or DLB_E_NO_DEVICE when it is missing.
+ * New; release with dlb_tensor_release().
+ */
+DLB_API dlb_status dlb_tensor_alloc(DLDevice device, DLDataType dtype,
+                                    int32_t ndim, const int64_t *shape,
+                                    DLManagedTensorVersioned **out);
+
+/*
+ * Wraps foreign memory described by desc (borrowed; shape and strides are
+ * copied, NULL strides become compact strides) as a managed tensor with the
+ * given DLPACK_FLAG_BITMASK_* flags. When the last tensor sharing it is
+ * released, release(ctx) runs once (release may be NULL). desc is validated
+ * with dlb_tensor_validate(). On failure release is not called: the caller
+ * still owns the memory. New; release with dlb_tensor_release().
+ */
+DLB_API dlb_status dlb_tensor_wrap(const DLTensor *desc, uint64_t flags,
+                                   dlb_release_fn release, void *ctx,
+                                   DLManagedTensorVersioned **out);
+
+/*
+ * Adopts a versioned managed tensor made by anyone: checks it with
+ * dlb_managed_validate(), then returns a dlbridge tensor for the same data,
+ * same flags and the current version, whose last release calls foreign's
+ * deleter exactly once. Takes ownership of foreign on success; on failure
+ * foreign is untouched (the caller must still call its deleter).
+ * New; release with dlb_tensor_release().
+ */
+DLB_API dlb_status dlb_tensor_adopt(DLManagedTensorVersioned *foreign,
+                                    DLManagedTensorVersioned **out);
+
+/*
+ * Adopts a legacy managed tensor: validates it, returns a versioned tensor
+ * with the given flags whose last release calls legacy's deleter exactly
+ * once. Takes ownership of legacy on success; on failure it is untouched.
+ * New; release with dlb_tensor_release().
+ */
+DLB_API dlb_status dlb_tensor_from_legacy(DLManagedTensor *legacy,
+                                          uint64_t flags,
+                                          DLManagedTensorVersioned **out);
+
+/*
+ * Converts t to a legacy managed tensor describing the same data; its
+ * deleter releases t. The legacy struct cannot carry flags, so a READ_ONLY
+ * tensor is refused (DLB_E_READONLY) and a padded sub-byte one too
+ * (DLB_E_UNSUPPORTED). Takes ownership of t on success; on failure t is
+ * untouched. New; release with dlb_legacy_release().
+ */
+DLB_API dlb_status dlb_tensor_to_legacy(DLManagedTensorVersioned *t,
+                                        DLManagedTensor **out);
+
+/*
+ * Returns a new managed tensor describing the same data as t (same shape,
+ * strides, flags), sharing its owner: the data lives until both are
+ * released. t must be a dlbridge tensor (DLB_E_INVAL otherwise; adopt
+ * foreign tensors first). t is borrowed. New; release with
+ * dlb_tensor_release().
+ */
+DLB_API dlb_status dlb_tensor_share(const DLManagedTensorVersioned *t,
+                                    DLManagedTensorVersioned **out);
+
+/* Returns 1 when t was created by dlbridge (so views and shares of it are
+ * possible), else 0. Accepts NULL (returns 0). */
+DLB_API int dlb_tensor_is_ours(const DLManagedTensorVersioned *t);
+
+/* Calls t's deleter if it has one. Accepts NULL. */
+DLB_API void dlb_tensor_release(DLManagedTensorVersioned *t);
+
+/* Calls t's deleter if it has one. Accepts NULL. */
+DLB_API void dlb_legacy_release(DLManagedTensor *t);
+
+DLB_END_DECLS
+
+#endif /* DLBRIDGE_TENSOR_H */

@@ -1,0 +1,67 @@
+/*
+ * dlbridge/view.h -- views that share a tensor's data without copying.
+ *
+ * Every function takes a dlbridge tensor (dlb_tensor_is_ours(); adopt a
+ * foreign one first), borrows it, and returns a new tensor that shares its
+ * owner: the base may be released before the view. Views keep READ_ONLY
+ * and drop IS_COPIED. Packed sub-byte tensors cannot be viewed
+ * (DLB_E_UNSUPPORTED). New; release each result with dlb_tensor_release().
+ */
+#ifndef DLBRIDGE_VIEW_H
+#define DLBRIDGE_VIEW_H
+
+#include "common.h"
+#include "status.h"
+
+DLB_BEGIN_DECLS
+
+/* Marks a default start or stop in a dlb_slice. */
+#define DLB_SLICE_DEFAULT INT64_MIN
+
+/* One dimension of a slice, with Python's meaning: start and stop may be
+ * negative (counted from the end) and are clamped; DLB_SLICE_DEFAULT picks
+ * the natural end for the step's sign; step != 0 and may be negative. */
+typedef struct dlb_slice {
+  int64_t start;
+  int64_t stop;
+  int64_t step;
+} dlb_slice;
+
+/* Slices the first nslices dimensions (nslices <= ndim; the rest are kept
+ * whole). DLB_E_INVAL for step 0 or nslices out of range. */
+DLB_API dlb_status dlb_tensor_slice(const DLManagedTensorVersioned *base,
+                                    int32_t nslices, const dlb_slice *slices,
+                                    DLManagedTensorVersioned **out);
+
+/* Selects index (negative counts from the end) of dimension dim, which the
+ * view drops. DLB_E_RANGE for an index or dim out of range. */
+DLB_API dlb_status dlb_tensor_select(const DLManagedTensorVersioned *base,
+                                     int32_t dim, int64_t index,
+                                     DLManagedTensorVersioned **out);
+
+/* Reorders dimensions: view dimension i is base dimension axes[i]; axes
+ * holds each of 0..ndim-1 once (negative values count from the end).
+ * DLB_E_INVAL otherwise. */
+DLB_API dlb_status dlb_tensor_permute(const DLManagedTensorVersioned *base,
+                                      const int32_t *axes,
+                                      DLManagedTensorVersioned **out);
+
+/* Gives base a new shape of the same element count (one entry may be -1,
+ * inferred) when its strides allow it without a copy, in row-major element
+ * order. DLB_E_LAYOUT when the counts differ, DLB_E_NEEDS_COPY when the
+ * strides do not allow a view. */
+DLB_API dlb_status dlb_tensor_reshape(const DLManagedTensorVersioned *base,
+                                      int32_t ndim, const int64_t *shape,
+                                      DLManagedTensorVersioned **out);
+
+/* Broadcasts base to shape (ndim >= base's ndim) with NumPy's rules: new
+ * leading dimensions and size-1 dimensions get stride 0. The view is marked
+ * READ_ONLY, since its elements alias. DLB_E_LAYOUT when a dimension of base
+ * is neither 1 nor the target extent. */
+DLB_API dlb_status dlb_tensor_expand(const DLManagedTensorVersioned *base,
+                                     int32_t ndim, const int64_t *shape,
+                                     DLManagedTensorVersioned **out);
+
+DLB_END_DECLS
+
+#endif /* DLBRIDGE_VIEW_H */

@@ -1,0 +1,59 @@
+#!/bin/sh
+# setup.sh -- installs what building and testing dlbridge needs, then exits.
+#   scripts/setup.sh [c|python|bench]   (default: python)
+# c:      the C toolchain (Debian packages, installed with apt-get when run as
+#         root; otherwise it says which are missing) and meson + ninja.
+# python: c, plus a virtual environment .venv with meson-python, NumPy,
+#         PyTorch (CPU) and pytest from PyPI.
+# bench:  python, plus valgrind for instruction counts.
+# PYTHON=/path/to/python3 picks the interpreter that makes .venv.
+set -eu
+
+what=${1:-python}
+root=$(cd "$(dirname "$0")/.." && pwd)
+venv="$root/.venv"
+python=${PYTHON:-python3}
+
+need_debs=""
+have() { command -v "$1" >/dev/null 2>&1; }
+have cc || need_debs="$need_debs build-essential"
+have c++ || need_debs="$need_debs g++"
+have pkg-config || need_debs="$need_debs pkg-config"
+have git || need_debs="$need_debs git"
+have "$python" || need_debs="$need_debs python3"
+if have "$python"; then
+  "$python" -c 'import venv, ensurepip' 2>/dev/null || need_debs="$need_debs python3-venv"
+  inc=$("$python" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+  [ -f "$inc/Python.h" ] || need_debs="$need_debs python3-dev"
+fi
+if [ "$what" = bench ]; then have valgrind || need_debs="$need_debs valgrind"; fi
+
+if [ -n "$need_debs" ]; then
+  if [ "$(id -u)" = 0 ] && have apt-get; then
+    echo "setup: installing Debian packages:$need_debs"
+    DEBIAN_FRONTEND=noninteractive apt-get update -q
+    # shellcheck disable=SC2086
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q $need_debs
+  else
+    echo "setup: missing:$need_debs; install them (as root: apt-get install$need_debs)" >&2
+    exit 1
+  fi
+fi
+
+# Tools and test peers live in the project's own virtual environment.
+if [ ! -x "$venv/bin/python" ]; then
+  echo "setup: creating $venv with $python"
+  "$python" -m venv "$venv"
+fi
+pip_install() {
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check "$@"
+}
+stamp="$venv/.dlbridge-$what"
+if [ ! -f "$stamp" ] || [ "$root/scripts/setup.sh" -nt "$stamp" ]; then
+  pip_install meson ninja
+  if [ "$what" != c ]; then
+    # torch is pinned: 2.13.0's CPU build is what the tests are written for.
+    pip_install meson-python 'numpy>=2,<3' pytest 'torch==2.13.0'
+  fi
+  touch "$stamp"
+fi

@@ -1,0 +1,2 @@
+/* device.c: being written. */
+#include "internal.h"

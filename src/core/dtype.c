@@ -1,0 +1,2 @@
+/* dtype.c: being written. */
+#include "internal.h"

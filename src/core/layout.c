@@ -1,0 +1,2 @@
+/* layout.c: being written. */
+#include "internal.h"

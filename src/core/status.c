@@ -1,0 +1,43 @@
+/* status.c -- status names, messages and the thread-local detailed error. */
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define DLB__ERROR_MAX 512
+
+static _Thread_local char dlb__error[DLB__ERROR_MAX];
+
+const char *dlb_status_name(dlb_status status) {
+  switch (status) {
+#define DLB__CASE(name, value, msg) \
+  case DLB_##name:                  \
+    return "DLB_" #name;
+    DLB_STATUS_MAP(DLB__CASE)
+#undef DLB__CASE
+  }
+  return "DLB_E_UNKNOWN";
+}
+
+const char *dlb_status_message(dlb_status status) {
+  switch (status) {
+#define DLB__CASE(name, value, msg) \
+  case DLB_##name:                  \
+    return msg;
+    DLB_STATUS_MAP(DLB__CASE)
+#undef DLB__CASE
+  }
+  return "unknown status";
+}
+
+const char *dlb_last_error(void) { return dlb__error; }
+
+void dlb_clear_error(void) { dlb__error[0] = '\0'; }
+
+dlb_status dlb__fail(dlb_status status, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(dlb__error, sizeof dlb__error, fmt, ap);
+  va_end(ap);
+  return status;
+}

@@ -1,0 +1,44 @@
+/*
+ * internal.h -- helpers shared by the library's sources. Not installed.
+ * Internal non-static names use the dlb__ prefix.
+ */
+#ifndef DLBRIDGE_INTERNAL_H
+#define DLBRIDGE_INTERNAL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dlbridge.h"
+
+#if defined(__GNUC__)
+#define DLB__PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
+#else
+#define DLB__PRINTF(fmt, args)
+#endif
+
+/* Records a detailed message for dlb_last_error() and returns status, so a
+ * failure reads: return dlb__fail(DLB_E_LAYOUT, "shape[%d] is %lld", ...). */
+dlb_status dlb__fail(dlb_status status, const char *fmt, ...)
+    DLB__PRINTF(2, 3);
+
+/* Bookkeeping allocations through the installed allocator (default
+ * alignment). Failures record a DLB_E_NOMEM message. */
+void *dlb__malloc(size_t size);
+void *dlb__calloc(size_t size);
+void dlb__free(void *p);
+
+/* Data allocations: size bytes (0 allowed) aligned to `alignment`. The block
+ * remembers the allocator that made it; dlb__data_free frees through it. */
+void *dlb__data_alloc(size_t size, size_t alignment);
+void dlb__data_free(void *p);
+
+/* Overflow-checked int64 arithmetic: return 0 on success, 1 on overflow. */
+static inline int dlb__mul_overflow(int64_t a, int64_t b, int64_t *out) {
+  return __builtin_mul_overflow(a, b, out);
+}
+static inline int dlb__add_overflow(int64_t a, int64_t b, int64_t *out) {
+  return __builtin_add_overflow(a, b, out);
+}
+
+#endif /* DLBRIDGE_INTERNAL_H */

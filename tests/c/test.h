@@ -1,0 +1,90 @@
+/*
+ * test.h -- the C test harness. Each DLB_TEST registers itself; the runner
+ * (main.c) runs every test in its own child process, so a crash fails only
+ * that test.
+ */
+#ifndef DLB_TEST_H
+#define DLB_TEST_H
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dlbridge.h"
+
+typedef void (*dlb_test_fn)(void);
+
+void dlb_test_register(const char *name, const char *file, dlb_test_fn fn);
+void dlb_test_failed(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#define DLB_TEST(name)                                                   \
+  static void dlb_test_##name(void);                                     \
+  __attribute__((constructor)) static void dlb_test_reg_##name(void) {   \
+    dlb_test_register(#name, __FILE__, dlb_test_##name);                 \
+  }                                                                      \
+  static void dlb_test_##name(void)
+
+/* Fails the test (the process exits non-zero) when cond is false. */
+#define CHECK(cond)                                                    \
+  do {                                                                 \
+    if (!(cond)) dlb_test_failed(__FILE__, __LINE__, "CHECK(%s)", #cond); \
+  } while (0)
+
+#define CHECK_EQ_INT(a, b)                                                 \
+  do {                                                                     \
+    long long dlb_a_ = (long long)(a), dlb_b_ = (long long)(b);            \
+    if (dlb_a_ != dlb_b_)                                                  \
+      dlb_test_failed(__FILE__, __LINE__, "%s == %s: %lld != %lld", #a, #b, \
+                      dlb_a_, dlb_b_);                                     \
+  } while (0)
+
+#define CHECK_STR(a, b)                                                     \
+  do {                                                                      \
+    const char *dlb_a_ = (a), *dlb_b_ = (b);                                \
+    if (dlb_a_ == NULL || dlb_b_ == NULL || strcmp(dlb_a_, dlb_b_) != 0)    \
+      dlb_test_failed(__FILE__, __LINE__, "%s == %s: \"%s\" != \"%s\"", #a, \
+                      #b, dlb_a_ ? dlb_a_ : "(null)",                       \
+                      dlb_b_ ? dlb_b_ : "(null)");                          \
+  } while (0)
+
+/* Checks that a call returned the expected status. */
+#define CHECK_STATUS(call, expected)                                        \
+  do {                                                                      \
+    dlb_status dlb_s_ = (call);                                             \
+    if (dlb_s_ != (expected))                                               \
+      dlb_test_failed(__FILE__, __LINE__, "%s: got %s, expected %s (%s)",   \
+                      #call, dlb_status_name(dlb_s_),                       \
+                      dlb_status_name(expected), dlb_last_error());         \
+  } while (0)
+
+#define CHECK_OK(call) CHECK_STATUS(call, DLB_OK)
+
+/* Checks that dlb_last_error() contains the text needle. */
+#define CHECK_ERROR_MENTIONS(needle)                                      \
+  do {                                                                    \
+    if (strstr(dlb_last_error(), (needle)) == NULL)                       \
+      dlb_test_failed(__FILE__, __LINE__, "last error \"%s\" lacks \"%s\"", \
+                      dlb_last_error(), (needle));                        \
+  } while (0)
+
+/*
+ * Allocation-failure testing. dlb_test_failalloc_install(n) installs an
+ * allocator whose n-th call fails (n = 0: none fails) and counts live blocks.
+ */
+void dlb_test_failalloc_install(long fail_at);
+long dlb_test_failalloc_live(void);  /* blocks not yet freed */
+long dlb_test_failalloc_calls(void); /* alloc calls since install */
+void dlb_test_failalloc_remove(void);
+
+/*
+ * Runs body(ctx) with allocation 1, 2, 3 ... failing in turn, until a run
+ * completes without an injected failure. body must return DLB_OK after
+ * releasing everything it made, or the failing status after cleaning up.
+ * Checks that every failing run returned DLB_E_NOMEM and that no run left a
+ * block live. Returns the number of allocations the successful run made.
+ */
+long dlb_test_oom_loop(dlb_status (*body)(void *ctx), void *ctx);
+
+#endif /* DLB_TEST_H */

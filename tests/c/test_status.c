@@ -1,0 +1,85 @@
+/* test_status.c -- status names, messages, the thread-local last error. */
+#include <pthread.h>
+
+#include "internal.h"
+#include "test.h"
+
+DLB_TEST(status_names_and_messages) {
+  CHECK_STR(dlb_status_name(DLB_OK), "DLB_OK");
+  CHECK_STR(dlb_status_name(DLB_E_NOMEM), "DLB_E_NOMEM");
+  CHECK_STR(dlb_status_name(DLB_E_NO_RUNTIME), "DLB_E_NO_RUNTIME");
+  CHECK_STR(dlb_status_name((dlb_status)-9999), "DLB_E_UNKNOWN");
+  CHECK_STR(dlb_status_message(DLB_E_NOMEM), "out of memory");
+  CHECK_STR(dlb_status_message((dlb_status)12345), "unknown status");
+}
+
+DLB_TEST(status_values_are_fixed) {
+  CHECK_EQ_INT(DLB_OK, 0);
+  CHECK_EQ_INT(DLB_E_INVAL, -1);
+  CHECK_EQ_INT(DLB_E_NOMEM, -2);
+  CHECK_EQ_INT(DLB_E_OVERFLOW, -3);
+  CHECK_EQ_INT(DLB_E_DTYPE, -4);
+  CHECK_EQ_INT(DLB_E_DEVICE, -5);
+  CHECK_EQ_INT(DLB_E_LAYOUT, -6);
+  CHECK_EQ_INT(DLB_E_VERSION, -7);
+  CHECK_EQ_INT(DLB_E_STATE, -16);
+}
+
+DLB_TEST(status_every_code_has_distinct_name) {
+#define NAME(name, value, msg) dlb_status_name(DLB_##name),
+  const char *names[] = {DLB_STATUS_MAP(NAME)};
+#undef NAME
+  size_t n = sizeof names / sizeof names[0];
+  for (size_t i = 0; i < n; i++) {
+    CHECK(strcmp(names[i], "DLB_E_UNKNOWN") != 0);
+    for (size_t j = i + 1; j < n; j++) CHECK(strcmp(names[i], names[j]) != 0);
+  }
+}
+
+static void *other_thread(void *arg) {
+  (void)arg;
+  /* A fresh thread sees no error of another thread. */
+  if (dlb_last_error()[0] != '\0') return (void *)1;
+  dlb__fail(DLB_E_INVAL, "from the other thread");
+  return NULL;
+}
+
+DLB_TEST(status_last_error_is_thread_local) {
+  dlb_clear_error();
+  CHECK_STR(dlb_last_error(), "");
+  CHECK_EQ_INT(dlb__fail(DLB_E_LAYOUT, "shape[%d] is %d", 1, -3),
+               DLB_E_LAYOUT);
+  CHECK_STR(dlb_last_error(), "shape[1] is -3");
+  pthread_t t;
+  void *res = (void *)2;
+  CHECK_EQ_INT(pthread_create(&t, NULL, other_thread, NULL), 0);
+  CHECK_EQ_INT(pthread_join(t, &res), 0);
+  CHECK(res == NULL);
+  CHECK_STR(dlb_last_error(), "shape[1] is -3");
+  dlb_clear_error();
+  CHECK_STR(dlb_last_error(), "");
+}
+
+DLB_TEST(status_version) {
+  CHECK_EQ_INT(dlb_version_number(), DLB_VERSION_NUMBER);
+  CHECK_STR(dlb_version_string(), "0.1.0");
+}
+
+DLB_TEST(alloc_rejects_incomplete_allocator) {
+  dlb_allocator a = {NULL, NULL, NULL};
+  CHECK_STATUS(dlb_set_allocator(&a), DLB_E_INVAL);
+  CHECK_ERROR_MENTIONS("alloc");
+  CHECK_OK(dlb_set_allocator(NULL));
+}
+
+DLB_TEST(alloc_blocks_free_through_their_allocator) {
+  dlb_test_failalloc_install(0);
+  void *p = dlb__data_alloc(1000, 256);
+  CHECK(p != NULL);
+  CHECK_EQ_INT(((uintptr_t)p) % 256, 0);
+  CHECK_EQ_INT(dlb_test_failalloc_live(), 1);
+  /* Installing another allocator must not misroute the old block's free. */
+  CHECK_OK(dlb_set_allocator(NULL));
+  dlb__data_free(p);
+  CHECK_EQ_INT(dlb_test_failalloc_live(), 0);
+}
