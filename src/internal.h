@@ -33,6 +33,20 @@ void dlb__free(void *p);
 void *dlb__data_alloc(size_t size, size_t alignment);
 void dlb__data_free(void *p);
 
+/*
+ * Memory of kinds other than cpu comes from the backends (src/backend/).
+ * dlb__device_alloc returns DLB_E_UNSUPPORTED, DLB_E_NO_RUNTIME or
+ * DLB_E_NO_DEVICE (with a message naming what was looked for) when the kind
+ * cannot be had. size 0 is allowed. dlb__device_free frees with the matching
+ * runtime call.
+ */
+dlb_status dlb__device_alloc(DLDevice device, size_t size, void **out);
+void dlb__device_free(DLDevice device, void *ptr);
+
+/* Copies between layouts where either side is not CPU-accessible memory.
+ * DLB_E_UNSUPPORTED when no backend handles the pair. */
+dlb_status dlb__device_copy(const DLTensor *src, const DLTensor *dst);
+
 /* Overflow-checked int64 arithmetic: return 0 on success, 1 on overflow. */
 static inline int dlb__mul_overflow(int64_t a, int64_t b, int64_t *out) {
   return __builtin_mul_overflow(a, b, out);
