@@ -1,0 +1,65 @@
+# A thin wrapper over Meson. Every target installs what it needs first
+# (scripts/setup.sh): Debian packages when run as root, Python packages into
+# .venv. PYTHON=/path/to/python3 picks the interpreter that makes .venv.
+
+VENV    := .venv
+VPY     := $(VENV)/bin/python
+MESON   := $(VENV)/bin/meson
+NINJA   := $(VENV)/bin/ninja
+BUILD   := build
+ASAN    := build-asan
+# Warnings are errors in CI (CI=true) and when asked: make WERROR=true.
+WERROR  ?= $(if $(CI),true,false)
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+
+.PHONY: all deps deps-c build demo check test-c test-asan test-python \
+        python bench clean
+
+all: build
+
+deps-c:
+	@./scripts/setup.sh c
+
+deps:
+	@./scripts/setup.sh python
+
+$(BUILD)/build.ninja: | deps-c
+	$(MESON) setup $(BUILD) -Dwerror=$(WERROR)
+
+build: deps-c $(BUILD)/build.ninja
+	$(NINJA) -C $(BUILD)
+
+demo: build
+	$(BUILD)/examples/demo
+
+test-c: build
+	$(BUILD)/tests/c/dlb_tests
+
+$(ASAN)/build.ninja: | deps-c
+	$(MESON) setup $(ASAN) -Dwerror=$(WERROR) -Db_sanitize=address,undefined \
+	  -Db_lundef=false -Dbuildtype=debug
+
+# The whole C suite under AddressSanitizer (with leak checks) and
+# UndefinedBehaviorSanitizer; any report fails the run.
+test-asan: deps-c $(ASAN)/build.ninja
+	$(NINJA) -C $(ASAN)
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	  $(ASAN)/tests/c/dlb_tests
+
+# Builds and installs the package into .venv exactly as `pip install .` does.
+python: deps
+	$(VPY) -m pip install -q --no-build-isolation --no-deps \
+	  -Cbuild-dir=$(BUILD)/py .
+
+test-python: python
+	$(VPY) -m pytest -q tests/python
+
+check: test-c test-asan test-python
+
+bench: python build
+	$(BUILD)/bench/bench_copy
+	$(VPY) bench/bench_exchange.py
+
+clean:
+	rm -rf $(BUILD) $(ASAN)
