@@ -19,12 +19,16 @@ DLB_BEGIN_DECLS
 /* Longest text dlb_dtype_format() writes, with its terminating NUL. */
 #define DLB_DTYPE_NAME_MAX 32
 
-/* Parses a type name into *out. DLB_E_DTYPE for an unknown name or lanes
- * outside 1..65535. */
+/* Parses a type name into *out. Widths other than those listed above parse
+ * when dlb_dtype_check allows them ("int4", "uint1", "float8", "complex32");
+ * "handle" is the pointer size. Numbers are decimal without sign or leading
+ * zeros. DLB_E_DTYPE for an unknown name, a type dlb_dtype_check refuses or
+ * lanes outside 1..65535; DLB_E_INVAL when name or out is NULL. */
 DLB_API dlb_status dlb_dtype_parse(const char *name, DLDataType *out);
 
-/* Writes the name of dtype into buf (size bytes). DLB_E_DTYPE when dtype is
- * not valid (see dlb_dtype_check), DLB_E_INVAL when buf is NULL or too small
+/* Writes the name of dtype into buf (size bytes); dlb_dtype_parse reads it
+ * back. Lanes 1 has no "x1". DLB_E_DTYPE when dtype is not valid (see
+ * dlb_dtype_check; buf untouched), DLB_E_INVAL when buf is NULL or too small
  * (then buf holds "" if size > 0). */
 DLB_API dlb_status dlb_dtype_format(DLDataType dtype, char *buf, size_t size);
 
@@ -58,7 +62,8 @@ DLB_API size_t dlb_dtype_itemsize(DLDataType dtype);
  * Stores in *out the bytes that count compact elements occupy: with
  * padded != 0 (DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED) or a byte-sized
  * type, count * itemsize; for packed sub-byte types, ceil(count * bits / 8).
- * DLB_E_INVAL for count < 0, DLB_E_OVERFLOW when the result exceeds INT64_MAX.
+ * DLB_E_INVAL for count < 0 or out NULL, DLB_E_DTYPE when dtype fails
+ * dlb_dtype_check, DLB_E_OVERFLOW when the result exceeds INT64_MAX.
  */
 DLB_API dlb_status dlb_dtype_storage_bytes(DLDataType dtype, int64_t count,
                                            int padded, int64_t *out);

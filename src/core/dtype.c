@@ -154,8 +154,9 @@ dlb_status dlb_dtype_parse(const char *name, DLDataType *out) {
                      name == NULL ? "name" : "out");
   DLDataType dt;
   unsigned code = 0;
-  /* No name is a prefix of another that can still match: the longer name
-   * leaves text that is neither bits nor "xN". */
+  /* At most one code matches: where one name begins another ("float",
+   * "float8_e4m3", "float8_e4m3fn"), the shorter leaves text that is
+   * neither bits nor "xN". */
   while (code < CODE_COUNT && !match_code(name, code, &dt)) code++;
   if (code == CODE_COUNT)
     return dlb__fail(DLB_E_DTYPE, "dtype \"%.*s\" is not a known type name",
