@@ -7,7 +7,8 @@
  * of a tensor hold a reference to the same owner, so the data (and the
  * foreign deleter or release callback behind it) lives until the last of
  * them is released, and that release runs exactly once. The struct, shape
- * and strides of each tensor are one allocation.
+ * and strides of each tensor are one allocation. Tensors made here hold
+ * host-type devices with device_id 0 (see dlb_device_normalize()).
  */
 #ifndef DLBRIDGE_TENSOR_H
 #define DLBRIDGE_TENSOR_H
@@ -41,9 +42,11 @@ DLB_API dlb_status dlb_tensor_alloc(DLDevice device, DLDataType dtype,
  * Wraps foreign memory described by desc (borrowed; shape and strides are
  * copied, NULL strides become compact strides) as a managed tensor with the
  * given DLPACK_FLAG_BITMASK_* flags. When the last tensor sharing it is
- * released, release(ctx) runs once (release may be NULL). desc is validated
- * with dlb_tensor_validate(). On failure release is not called: the caller
- * still owns the memory. New; release with dlb_tensor_release().
+ * released, release(ctx) runs once (release may be NULL). desc and flags
+ * are validated as dlb_managed_validate() checks a managed tensor (unknown
+ * flag bits are DLB_E_INVAL; sub-byte rules follow IS_SUBBYTE_TYPE_PADDED).
+ * On failure release is not called: the caller still owns the memory.
+ * New; release with dlb_tensor_release().
  */
 DLB_API dlb_status dlb_tensor_wrap(const DLTensor *desc, uint64_t flags,
                                    dlb_release_fn release, void *ctx,
@@ -54,7 +57,8 @@ DLB_API dlb_status dlb_tensor_wrap(const DLTensor *desc, uint64_t flags,
  * dlb_managed_validate(), then returns a dlbridge tensor for the same data,
  * same flags and the current version, whose last release calls foreign's
  * deleter exactly once. Takes ownership of foreign on success; on failure
- * foreign is untouched (the caller must still call its deleter).
+ * foreign is untouched (the caller must still call its deleter). A dlbridge
+ * tensor is returned as it is (*out == foreign).
  * New; release with dlb_tensor_release().
  */
 DLB_API dlb_status dlb_tensor_adopt(DLManagedTensorVersioned *foreign,
@@ -64,6 +68,8 @@ DLB_API dlb_status dlb_tensor_adopt(DLManagedTensorVersioned *foreign,
  * Adopts a legacy managed tensor: validates it, returns a versioned tensor
  * with the given flags whose last release calls legacy's deleter exactly
  * once. Takes ownership of legacy on success; on failure it is untouched.
+ * A legacy tensor that dlb_tensor_to_legacy() made from a dlbridge tensor
+ * gives that tensor back, with the given flags, instead of wrapping it again.
  * New; release with dlb_tensor_release().
  */
 DLB_API dlb_status dlb_tensor_from_legacy(DLManagedTensor *legacy,

@@ -4,8 +4,12 @@
  * Every function takes a dlbridge tensor (dlb_tensor_is_ours(); adopt a
  * foreign one first), borrows it, and returns a new tensor that shares its
  * owner: the base may be released before the view. Views keep READ_ONLY
- * and drop IS_COPIED. Packed sub-byte tensors cannot be viewed
- * (DLB_E_UNSUPPORTED). New; release each result with dlb_tensor_release().
+ * and drop IS_COPIED. A view keeps the base's data pointer and moves
+ * byte_offset (a view with no elements keeps the base's byte_offset); only
+ * when its first element lies below data (foreign data with negative
+ * strides) does data move down to it, with byte_offset 0. Packed sub-byte
+ * tensors cannot be viewed (DLB_E_UNSUPPORTED). New; release each result
+ * with dlb_tensor_release().
  */
 #ifndef DLBRIDGE_VIEW_H
 #define DLBRIDGE_VIEW_H
@@ -33,8 +37,8 @@ DLB_API dlb_status dlb_tensor_slice(const DLManagedTensorVersioned *base,
                                     int32_t nslices, const dlb_slice *slices,
                                     DLManagedTensorVersioned **out);
 
-/* Selects index (negative counts from the end) of dimension dim, which the
- * view drops. DLB_E_RANGE for an index or dim out of range. */
+/* Selects index of dimension dim, which the view drops; negative values of
+ * either count from the end. DLB_E_RANGE for an index or dim out of range. */
 DLB_API dlb_status dlb_tensor_select(const DLManagedTensorVersioned *base,
                                      int32_t dim, int64_t index,
                                      DLManagedTensorVersioned **out);
@@ -48,8 +52,10 @@ DLB_API dlb_status dlb_tensor_permute(const DLManagedTensorVersioned *base,
 
 /* Gives base a new shape of the same element count (one entry may be -1,
  * inferred) when its strides allow it without a copy, in row-major element
- * order. DLB_E_LAYOUT when the counts differ, DLB_E_NEEDS_COPY when the
- * strides do not allow a view. */
+ * order. DLB_E_LAYOUT when the counts differ, for an extent below -1, two
+ * -1 entries or ndim outside 0..DLB_MAX_NDIM; DLB_E_NEEDS_COPY when the
+ * strides do not allow a view; DLB_E_OVERFLOW when the compact strides of an
+ * empty new shape do not fit in int64_t. */
 DLB_API dlb_status dlb_tensor_reshape(const DLManagedTensorVersioned *base,
                                       int32_t ndim, const int64_t *shape,
                                       DLManagedTensorVersioned **out);
@@ -57,7 +63,8 @@ DLB_API dlb_status dlb_tensor_reshape(const DLManagedTensorVersioned *base,
 /* Broadcasts base to shape (ndim >= base's ndim) with NumPy's rules: new
  * leading dimensions and size-1 dimensions get stride 0. The view is marked
  * READ_ONLY, since its elements alias. DLB_E_LAYOUT when a dimension of base
- * is neither 1 nor the target extent. */
+ * is neither 1 nor the target extent, for a negative extent or ndim out of
+ * range; DLB_E_OVERFLOW when the element count exceeds INT64_MAX. */
 DLB_API dlb_status dlb_tensor_expand(const DLManagedTensorVersioned *base,
                                      int32_t ndim, const int64_t *shape,
                                      DLManagedTensorVersioned **out);

@@ -1,2 +1,384 @@
-/* tensor.c: being written. */
-#include "internal.h"
+/*
+ * tensor.c -- managed tensors: allocation, wrapping, adoption, legacy
+ * conversion, sharing and release, and the owners behind them.
+ *
+ * Every tensor made here is one block (see tensor_internal.h) holding one
+ * reference to an owner that knows how to free the data. Shares and views
+ * add references, so the data, and the foreign deleter or callback behind
+ * it, outlive whichever of them is released last, in any order and on any
+ * thread.
+ */
+#include <string.h>
+
+#include "tensor_internal.h"
+
+/* ---- owners ------------------------------------------------------------ */
+
+static dlb__owner *dlb__owner_new(dlb__owner_kind kind) {
+  dlb__owner *o = dlb__malloc(sizeof *o);
+  if (o == NULL) return NULL;
+  atomic_init(&o->refs, 1);
+  o->kind = kind;
+  memset(&o->u, 0, sizeof o->u);
+  return o;
+}
+
+static void dlb__owner_retain(dlb__owner *o) {
+  /* A reference is only ever taken through one already held, which keeps
+   * the owner alive meanwhile: no ordering is needed. */
+  atomic_fetch_add_explicit(&o->refs, 1, memory_order_relaxed);
+}
+
+static void dlb__owner_drop(dlb__owner *o) {
+  if (atomic_fetch_sub_explicit(&o->refs, 1, memory_order_release) != 1)
+    return;
+  /* Pairs with the other holders' release decrements: whatever they wrote
+   * to the data happens before it is freed. */
+  atomic_thread_fence(memory_order_acquire);
+  switch (o->kind) {
+    case DLB__OWNER_CPU_DATA:
+      dlb__data_free(o->u.cpu_data);
+      break;
+    case DLB__OWNER_DEVICE:
+      dlb__device_free(o->u.device.device, o->u.device.ptr);
+      break;
+    case DLB__OWNER_VERSIONED:
+      if (o->u.versioned->deleter != NULL)
+        o->u.versioned->deleter(o->u.versioned);
+      break;
+    case DLB__OWNER_LEGACY:
+      if (o->u.legacy->deleter != NULL) o->u.legacy->deleter(o->u.legacy);
+      break;
+    case DLB__OWNER_CALLBACK:
+      if (o->u.callback.fn != NULL) o->u.callback.fn(o->u.callback.ctx);
+      break;
+  }
+  dlb__free(o);
+}
+
+/* ---- tensor blocks ----------------------------------------------------- */
+
+/* The deleter of every tensor made here; dlb_tensor_is_ours() recognises
+ * our tensors by it. */
+static void dlb__tensor_deleter(DLManagedTensorVersioned *self) {
+  dlb__tensor *t = self->manager_ctx;
+  dlb__owner *o = t->owner;
+  dlb__free(t);
+  dlb__owner_drop(o);
+}
+
+/* Allocates the block of a tensor with ndim dimensions (0..DLB_MAX_NDIM),
+ * current version, no owner yet. Freed with dlb__free until it has one. */
+static dlb__tensor *dlb__tensor_new(int32_t ndim) {
+  dlb__tensor *t =
+      dlb__malloc(sizeof *t + 2 * (size_t)ndim * sizeof(int64_t));
+  if (t == NULL) return NULL;
+  memset(&t->managed, 0, sizeof t->managed);
+  t->managed.version.major = DLPACK_MAJOR_VERSION;
+  t->managed.version.minor = DLPACK_MINOR_VERSION;
+  t->managed.manager_ctx = t;
+  t->managed.deleter = dlb__tensor_deleter;
+  t->managed.dl_tensor.ndim = ndim;
+  /* Non-NULL even for ndim 0, for consumers that test the pointers. */
+  t->managed.dl_tensor.shape = t->dims;
+  t->managed.dl_tensor.strides = t->dims + ndim;
+  t->owner = NULL;
+  return t;
+}
+
+dlb__tensor *dlb__tensor_of(const DLManagedTensorVersioned *t) {
+  if (t == NULL || t->deleter != dlb__tensor_deleter) return NULL;
+  return t->manager_ctx;
+}
+
+dlb_status dlb__tensor_derive(const dlb__tensor *base, int32_t ndim,
+                              const int64_t *shape, const int64_t *strides,
+                              int64_t delta, uint64_t flags,
+                              DLManagedTensorVersioned **out) {
+  dlb__tensor *t = dlb__tensor_new(ndim);
+  if (t == NULL) return DLB_E_NOMEM;
+  const DLTensor *b = &base->managed.dl_tensor;
+  DLTensor *dl = &t->managed.dl_tensor;
+  t->managed.flags = flags;
+  dl->device = b->device;
+  dl->dtype = b->dtype;
+  if (ndim > 0) {
+    memcpy(dl->shape, shape, (size_t)ndim * sizeof(int64_t));
+    memcpy(dl->strides, strides, (size_t)ndim * sizeof(int64_t));
+  }
+  /* base was validated, so its byte_offset and every element's offset fit
+   * in int64_t; delta leads to one of its elements. */
+  int64_t off = (int64_t)b->byte_offset + delta;
+  if (off >= 0) {
+    dl->data = b->data;
+    dl->byte_offset = (uint64_t)off;
+  } else {
+    /* byte_offset is unsigned: move data itself, with integer arithmetic
+     * since it may be a device address. */
+    dl->data = (void *)((uintptr_t)b->data + (uintptr_t)off);
+    dl->byte_offset = 0;
+  }
+  t->owner = base->owner;
+  dlb__owner_retain(t->owner);
+  *out = &t->managed;
+  return DLB_OK;
+}
+
+/*
+ * Makes a tensor describing desc (already validated) with an owner of the
+ * given kind whose union the caller fills in. NULL strides become compact
+ * ones; host-type devices get device_id 0. Nothing is taken over here, so a
+ * failure leaves the caller's input as it was.
+ */
+static dlb_status dlb__tensor_import(const DLTensor *desc, uint64_t flags,
+                                     dlb__owner_kind kind,
+                                     dlb__tensor **out) {
+  int32_t ndim = desc->ndim;
+  dlb__tensor *t = dlb__tensor_new(ndim);
+  if (t == NULL) return DLB_E_NOMEM;
+  DLTensor *dl = &t->managed.dl_tensor;
+  if (ndim > 0) {
+    memcpy(dl->shape, desc->shape, (size_t)ndim * sizeof(int64_t));
+    if (desc->strides != NULL) {
+      memcpy(dl->strides, desc->strides, (size_t)ndim * sizeof(int64_t));
+    } else {
+      dlb_status st = dlb_compact_strides(ndim, dl->shape, 0, dl->strides);
+      if (st != DLB_OK) {
+        dlb__free(t);
+        return st;
+      }
+    }
+  }
+  dl->data = desc->data;
+  dl->device = desc->device;
+  /* Cannot fail: validation accepted the device. */
+  (void)dlb_device_normalize(&dl->device);
+  dl->dtype = desc->dtype;
+  dl->byte_offset = desc->byte_offset;
+  t->managed.flags = flags;
+  t->owner = dlb__owner_new(kind);
+  if (t->owner == NULL) {
+    dlb__free(t);
+    return DLB_E_NOMEM;
+  }
+  *out = t;
+  return DLB_OK;
+}
+
+/* Validates desc as the tensor of a current-version managed tensor with
+ * flags, so flag bits and the sub-byte rules are checked too. */
+static dlb_status dlb__validate_desc(const DLTensor *desc, uint64_t flags) {
+  DLManagedTensorVersioned probe;
+  memset(&probe, 0, sizeof probe);
+  probe.version.major = DLPACK_MAJOR_VERSION;
+  probe.version.minor = DLPACK_MINOR_VERSION;
+  probe.flags = flags;
+  probe.dl_tensor = *desc;
+  return dlb_managed_validate(&probe);
+}
+
+/* ---- public API -------------------------------------------------------- */
+
+dlb_status dlb_tensor_alloc(DLDevice device, DLDataType dtype, int32_t ndim,
+                            const int64_t *shape,
+                            DLManagedTensorVersioned **out) {
+  if (out == NULL) return dlb__fail(DLB_E_INVAL, "out is NULL");
+  dlb_status st = dlb_device_normalize(&device);
+  if (st != DLB_OK) return st;
+  st = dlb_dtype_check(dtype);
+  if (st != DLB_OK) return st;
+  if (ndim < 0 || ndim > DLB_MAX_NDIM)
+    return dlb__fail(DLB_E_LAYOUT, "ndim is %d; must be 0..%d", (int)ndim,
+                     DLB_MAX_NDIM);
+  if (ndim > 0 && shape == NULL)
+    return dlb__fail(DLB_E_INVAL, "shape is NULL with ndim %d", (int)ndim);
+  int64_t numel = 0, bytes = 0;
+  st = dlb_shape_numel(ndim, shape, &numel);
+  if (st != DLB_OK) return st;
+  st = dlb_dtype_storage_bytes(dtype, numel, 0, &bytes);
+  if (st != DLB_OK) return st;
+  int64_t strides[DLB_MAX_NDIM];
+  if (ndim > 0) {
+    st = dlb_compact_strides(ndim, shape, 0, strides);
+    if (st != DLB_OK) return st;
+  }
+
+  dlb__tensor *t = dlb__tensor_new(ndim);
+  if (t == NULL) return DLB_E_NOMEM;
+  int cpu = device.device_type == kDLCPU;
+  t->owner = dlb__owner_new(cpu ? DLB__OWNER_CPU_DATA : DLB__OWNER_DEVICE);
+  if (t->owner == NULL) {
+    dlb__free(t);
+    return DLB_E_NOMEM;
+  }
+  void *data = NULL;
+  if (cpu) {
+    /* At least one byte, so data is never NULL even when empty. */
+    data = dlb__data_alloc(bytes > 0 ? (size_t)bytes : 1, DLB_DATA_ALIGNMENT);
+    st = data != NULL ? DLB_OK : DLB_E_NOMEM;
+    t->owner->u.cpu_data = data;
+  } else {
+    st = dlb__device_alloc(device, (size_t)bytes, &data);
+    t->owner->u.device.device = device;
+    t->owner->u.device.ptr = data;
+  }
+  if (st != DLB_OK) {
+    dlb__free(t->owner);
+    dlb__free(t);
+    return st;
+  }
+  DLTensor *dl = &t->managed.dl_tensor;
+  dl->data = data;
+  dl->device = device;
+  dl->dtype = dtype;
+  if (ndim > 0) {
+    memcpy(dl->shape, shape, (size_t)ndim * sizeof(int64_t));
+    memcpy(dl->strides, strides, (size_t)ndim * sizeof(int64_t));
+  }
+  *out = &t->managed;
+  return DLB_OK;
+}
+
+dlb_status dlb_tensor_wrap(const DLTensor *desc, uint64_t flags,
+                           dlb_release_fn release, void *ctx,
+                           DLManagedTensorVersioned **out) {
+  if (out == NULL) return dlb__fail(DLB_E_INVAL, "out is NULL");
+  if (desc == NULL) return dlb__fail(DLB_E_INVAL, "desc is NULL");
+  dlb_status st = dlb__validate_desc(desc, flags);
+  if (st != DLB_OK) return st;
+  dlb__tensor *t = NULL;
+  st = dlb__tensor_import(desc, flags, DLB__OWNER_CALLBACK, &t);
+  if (st != DLB_OK) return st;
+  t->owner->u.callback.fn = release;
+  t->owner->u.callback.ctx = ctx;
+  *out = &t->managed;
+  return DLB_OK;
+}
+
+dlb_status dlb_tensor_adopt(DLManagedTensorVersioned *foreign,
+                            DLManagedTensorVersioned **out) {
+  if (out == NULL) return dlb__fail(DLB_E_INVAL, "out is NULL");
+  if (foreign == NULL) return dlb__fail(DLB_E_INVAL, "foreign is NULL");
+  dlb_status st = dlb_managed_validate(foreign);
+  if (st != DLB_OK) return st;
+  if (dlb__tensor_of(foreign) != NULL) {
+    /* Already ours, at the current version: wrapping it again would only
+     * lengthen the chain of deleters. */
+    *out = foreign;
+    return DLB_OK;
+  }
+  dlb__tensor *t = NULL;
+  st = dlb__tensor_import(&foreign->dl_tensor, foreign->flags,
+                          DLB__OWNER_VERSIONED, &t);
+  if (st != DLB_OK) return st;
+  t->owner->u.versioned = foreign;
+  *out = &t->managed;
+  return DLB_OK;
+}
+
+/* A legacy tensor made by dlb_tensor_to_legacy(): one block with its shape
+ * and strides; manager_ctx is the versioned tensor it releases. */
+typedef struct dlb__legacy {
+  DLManagedTensor managed;
+  int64_t dims[];
+} dlb__legacy;
+
+static void dlb__legacy_deleter(DLManagedTensor *self) {
+  DLManagedTensorVersioned *t = self->manager_ctx;
+  dlb__free(self);
+  dlb_tensor_release(t);
+}
+
+dlb_status dlb_tensor_from_legacy(DLManagedTensor *legacy, uint64_t flags,
+                                  DLManagedTensorVersioned **out) {
+  if (out == NULL) return dlb__fail(DLB_E_INVAL, "out is NULL");
+  if (legacy == NULL) return dlb__fail(DLB_E_INVAL, "legacy is NULL");
+  dlb_status st = dlb__validate_desc(&legacy->dl_tensor, flags);
+  if (st != DLB_OK) return st;
+  if (legacy->deleter == dlb__legacy_deleter &&
+      dlb__tensor_of(legacy->manager_ctx) != NULL) {
+    /* Our own conversion of one of our tensors: unwrap it instead of
+     * stacking a deleter on a deleter at every round trip. The wrapper owned
+     * the tensor alone, so its flags are ours to set. */
+    DLManagedTensorVersioned *t = legacy->manager_ctx;
+    t->flags = flags;
+    dlb__free(legacy);
+    *out = t;
+    return DLB_OK;
+  }
+  dlb__tensor *t = NULL;
+  st = dlb__tensor_import(&legacy->dl_tensor, flags, DLB__OWNER_LEGACY, &t);
+  if (st != DLB_OK) return st;
+  t->owner->u.legacy = legacy;
+  *out = &t->managed;
+  return DLB_OK;
+}
+
+dlb_status dlb_tensor_to_legacy(DLManagedTensorVersioned *t,
+                                DLManagedTensor **out) {
+  if (out == NULL) return dlb__fail(DLB_E_INVAL, "out is NULL");
+  if (t == NULL) return dlb__fail(DLB_E_INVAL, "t is NULL");
+  dlb_status st = dlb_managed_validate(t);
+  if (st != DLB_OK) return st;
+  if (t->flags & DLPACK_FLAG_BITMASK_READ_ONLY)
+    return dlb__fail(DLB_E_READONLY,
+                     "t->flags has READ_ONLY, which the legacy struct cannot "
+                     "carry");
+  if ((t->flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED) &&
+      dlb_dtype_is_subbyte(t->dl_tensor.dtype))
+    return dlb__fail(DLB_E_UNSUPPORTED,
+                     "t->flags has IS_SUBBYTE_TYPE_PADDED with a %u-bit "
+                     "dtype; the legacy struct cannot carry the padding",
+                     (unsigned)dlb_dtype_bits(t->dl_tensor.dtype));
+  int32_t ndim = t->dl_tensor.ndim;
+  dlb__legacy *l = dlb__malloc(sizeof *l + 2 * (size_t)ndim * sizeof(int64_t));
+  if (l == NULL) return DLB_E_NOMEM;
+  DLTensor *dl = &l->managed.dl_tensor;
+  *dl = t->dl_tensor;
+  dl->shape = l->dims;
+  dl->strides = l->dims + ndim;
+  if (ndim > 0) {
+    memcpy(dl->shape, t->dl_tensor.shape, (size_t)ndim * sizeof(int64_t));
+    if (t->dl_tensor.strides != NULL) {
+      memcpy(dl->strides, t->dl_tensor.strides,
+             (size_t)ndim * sizeof(int64_t));
+    } else {
+      st = dlb_compact_strides(ndim, dl->shape, 0, dl->strides);
+      if (st != DLB_OK) {
+        dlb__free(l);
+        return st;
+      }
+    }
+  }
+  /* Cannot fail: validation accepted the device. */
+  (void)dlb_device_normalize(&dl->device);
+  l->managed.manager_ctx = t;
+  l->managed.deleter = dlb__legacy_deleter;
+  *out = &l->managed;
+  return DLB_OK;
+}
+
+dlb_status dlb_tensor_share(const DLManagedTensorVersioned *t,
+                            DLManagedTensorVersioned **out) {
+  if (out == NULL) return dlb__fail(DLB_E_INVAL, "out is NULL");
+  const dlb__tensor *ours = dlb__tensor_of(t);
+  if (ours == NULL)
+    return dlb__fail(DLB_E_INVAL, t == NULL ? "t is NULL"
+                                            : "t is not a dlbridge tensor; "
+                                              "adopt it first");
+  const DLTensor *dl = &t->dl_tensor;
+  return dlb__tensor_derive(ours, dl->ndim, dl->shape, dl->strides, 0,
+                            t->flags, out);
+}
+
+int dlb_tensor_is_ours(const DLManagedTensorVersioned *t) {
+  return dlb__tensor_of(t) != NULL;
+}
+
+void dlb_tensor_release(DLManagedTensorVersioned *t) {
+  if (t != NULL && t->deleter != NULL) t->deleter(t);
+}
+
+void dlb_legacy_release(DLManagedTensor *t) {
+  if (t != NULL && t->deleter != NULL) t->deleter(t);
+}

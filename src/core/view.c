@@ -1,2 +1,369 @@
-/* view.c: being written. */
-#include "internal.h"
+/*
+ * view.c -- slice, select, permute, reshape and expand without copying.
+ *
+ * Each view computes its geometry on the stack, then makes one block
+ * sharing the base's owner (dlb__tensor_derive). The base is one of ours and
+ * so passed validation: every element's byte offset fits in int64_t, which
+ * is why offsets of elements that exist are computed without overflow
+ * checks. A view with no elements keeps the base's byte_offset: with no
+ * element to point at, any offset would do, and computing one could
+ * overflow (the strides of an empty tensor are unbounded).
+ */
+#include "tensor_internal.h"
+
+/* Checks what every view needs and returns the base's block in *tb. */
+static dlb_status dlb__view_base(const DLManagedTensorVersioned *base,
+                                 DLManagedTensorVersioned **out,
+                                 const dlb__tensor **tb) {
+  if (out == NULL) return dlb__fail(DLB_E_INVAL, "out is NULL");
+  const dlb__tensor *t = dlb__tensor_of(base);
+  if (t == NULL)
+    return dlb__fail(DLB_E_INVAL,
+                     base == NULL ? "base is NULL"
+                                  : "base is not a dlbridge tensor; adopt it "
+                                    "first");
+  if (dlb_dtype_is_subbyte(base->dl_tensor.dtype) &&
+      !(base->flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED))
+    return dlb__fail(DLB_E_UNSUPPORTED,
+                     "base has a packed %u-bit dtype; views need elements "
+                     "that start on a byte",
+                     (unsigned)dlb_dtype_bits(base->dl_tensor.dtype));
+  *tb = t;
+  return DLB_OK;
+}
+
+/* Views share the data, so a copy made for the base is not the view's own. */
+static uint64_t dlb__view_flags(const DLManagedTensorVersioned *base) {
+  return base->flags & ~(uint64_t)DLPACK_FLAG_BITMASK_IS_COPIED;
+}
+
+static int dlb__any_zero(int32_t ndim, const int64_t *shape) {
+  for (int32_t i = 0; i < ndim; i++)
+    if (shape[i] == 0) return 1;
+  return 0;
+}
+
+/* Python's clamping of one slice bound (PySlice_AdjustIndices). */
+static int64_t dlb__slice_bound(int64_t v, int64_t n, int64_t lower,
+                                int64_t upper) {
+  if (v < 0) {
+    /* v > INT64_MIN here (that value is DLB_SLICE_DEFAULT), so v + n
+     * cannot overflow. */
+    v += n;
+    return v < lower ? lower : v;
+  }
+  return v > upper ? upper : v;
+}
+
+/* Stores the first index of sl over an extent n in *first and returns the
+ * number of elements it selects. sl.step != 0. */
+static int64_t dlb__slice_apply(int64_t n, dlb_slice sl, int64_t *first) {
+  int64_t lower = sl.step > 0 ? 0 : -1;
+  int64_t upper = sl.step > 0 ? n : n - 1;
+  int64_t start = sl.start == DLB_SLICE_DEFAULT
+                      ? (sl.step > 0 ? lower : upper)
+                      : dlb__slice_bound(sl.start, n, lower, upper);
+  int64_t stop = sl.stop == DLB_SLICE_DEFAULT
+                     ? (sl.step > 0 ? upper : lower)
+                     : dlb__slice_bound(sl.stop, n, lower, upper);
+  *first = start;
+  /* start and stop lie in -1..n, so their difference fits; the step is
+   * divided as unsigned because -INT64_MIN does not fit in int64_t. */
+  if (sl.step > 0)
+    return start < stop
+               ? (int64_t)((uint64_t)(stop - start - 1) / (uint64_t)sl.step) + 1
+               : 0;
+  return stop < start ? (int64_t)((uint64_t)(start - stop - 1) /
+                                  (0 - (uint64_t)sl.step)) +
+                            1
+                      : 0;
+}
+
+dlb_status dlb_tensor_slice(const DLManagedTensorVersioned *base,
+                            int32_t nslices, const dlb_slice *slices,
+                            DLManagedTensorVersioned **out) {
+  const dlb__tensor *tb = NULL;
+  dlb_status st = dlb__view_base(base, out, &tb);
+  if (st != DLB_OK) return st;
+  const DLTensor *b = &base->dl_tensor;
+  int32_t ndim = b->ndim;
+  if (nslices < 0 || nslices > ndim)
+    return dlb__fail(DLB_E_INVAL, "nslices is %d; base has %d dimensions",
+                     (int)nslices, (int)ndim);
+  if (nslices > 0 && slices == NULL)
+    return dlb__fail(DLB_E_INVAL, "slices is NULL with nslices %d",
+                     (int)nslices);
+  for (int32_t i = 0; i < nslices; i++)
+    if (slices[i].step == 0)
+      return dlb__fail(DLB_E_INVAL, "slices[%d].step is 0", (int)i);
+
+  int64_t shape[DLB_MAX_NDIM], strides[DLB_MAX_NDIM], first[DLB_MAX_NDIM];
+  for (int32_t i = 0; i < ndim; i++) {
+    if (i >= nslices) {
+      shape[i] = b->shape[i];
+      strides[i] = b->strides[i];
+      first[i] = 0;
+      continue;
+    }
+    shape[i] = dlb__slice_apply(b->shape[i], slices[i], &first[i]);
+    /* The product fits whenever the step reaches a second element of a
+     * non-empty base; when it overflows, the dimension holds at most one
+     * element or the view none, so its stride is never used. */
+    if (dlb__mul_overflow(slices[i].step, b->strides[i], &strides[i]))
+      strides[i] = b->strides[i];
+  }
+  int64_t delta = 0;
+  if (!dlb__any_zero(ndim, shape)) {
+    int64_t item = (int64_t)dlb_dtype_itemsize(b->dtype);
+    for (int32_t i = 0; i < ndim; i++)
+      delta += first[i] * b->strides[i] * item;
+  }
+  return dlb__tensor_derive(tb, ndim, shape, strides, delta,
+                            dlb__view_flags(base), out);
+}
+
+dlb_status dlb_tensor_select(const DLManagedTensorVersioned *base,
+                             int32_t dim, int64_t index,
+                             DLManagedTensorVersioned **out) {
+  const dlb__tensor *tb = NULL;
+  dlb_status st = dlb__view_base(base, out, &tb);
+  if (st != DLB_OK) return st;
+  const DLTensor *b = &base->dl_tensor;
+  int32_t ndim = b->ndim;
+  if (dim < -ndim || dim >= ndim)
+    return dlb__fail(DLB_E_RANGE, "dim is %d; base has %d dimensions",
+                     (int)dim, (int)ndim);
+  int32_t d = dim < 0 ? dim + ndim : dim;
+  int64_t n = b->shape[d];
+  if (index < -n || index >= n)
+    return dlb__fail(DLB_E_RANGE, "index is %lld; dimension %d has extent %lld",
+                     (long long)index, (int)d, (long long)n);
+  int64_t i = index < 0 ? index + n : index;
+
+  int64_t shape[DLB_MAX_NDIM], strides[DLB_MAX_NDIM];
+  int32_t k = 0;
+  for (int32_t j = 0; j < ndim; j++) {
+    if (j == d) continue;
+    shape[k] = b->shape[j];
+    strides[k] = b->strides[j];
+    k++;
+  }
+  int64_t delta = 0;
+  if (!dlb__any_zero(k, shape))
+    delta = i * b->strides[d] * (int64_t)dlb_dtype_itemsize(b->dtype);
+  return dlb__tensor_derive(tb, k, shape, strides, delta,
+                            dlb__view_flags(base), out);
+}
+
+dlb_status dlb_tensor_permute(const DLManagedTensorVersioned *base,
+                              const int32_t *axes,
+                              DLManagedTensorVersioned **out) {
+  const dlb__tensor *tb = NULL;
+  dlb_status st = dlb__view_base(base, out, &tb);
+  if (st != DLB_OK) return st;
+  const DLTensor *b = &base->dl_tensor;
+  int32_t ndim = b->ndim;
+  if (ndim > 0 && axes == NULL)
+    return dlb__fail(DLB_E_INVAL, "axes is NULL with ndim %d", (int)ndim);
+  int64_t shape[DLB_MAX_NDIM], strides[DLB_MAX_NDIM];
+  unsigned char seen[DLB_MAX_NDIM] = {0};
+  for (int32_t i = 0; i < ndim; i++) {
+    int32_t a = axes[i];
+    if (a < -ndim || a >= ndim)
+      return dlb__fail(DLB_E_INVAL, "axes[%d] is %d; base has %d dimensions",
+                       (int)i, (int)a, (int)ndim);
+    if (a < 0) a += ndim;
+    if (seen[a])
+      return dlb__fail(DLB_E_INVAL, "axes[%d] is %d, an axis named twice",
+                       (int)i, (int)axes[i]);
+    seen[a] = 1;
+    shape[i] = b->shape[a];
+    strides[i] = b->strides[a];
+  }
+  return dlb__tensor_derive(tb, ndim, shape, strides, 0,
+                            dlb__view_flags(base), out);
+}
+
+/*
+ * NumPy's no-copy reshape: walks the old dimensions (size-1 ones dropped)
+ * and the new ones in step, grouping each run of old dimensions whose
+ * product equals a run of new ones. A group of old dimensions must be
+ * contiguous with each other; its new dimensions then get row-major strides
+ * ending in the group's last old stride. numel > 0 and the products of the
+ * two shapes are equal. Returns 1 and fills nstrides, or 0 when a copy is
+ * needed (*bad then names the first old dimension of the offending group).
+ */
+static int dlb__reshape_strides(int32_t ond, const int64_t *oshape,
+                                const int64_t *ostrides, int32_t nnd,
+                                const int64_t *nshape, int64_t *nstrides,
+                                int32_t *bad) {
+  int64_t od[DLB_MAX_NDIM], os[DLB_MAX_NDIM];
+  int32_t oidx[DLB_MAX_NDIM];
+  int32_t on = 0;
+  for (int32_t i = 0; i < ond; i++) {
+    if (oshape[i] == 1) continue;
+    od[on] = oshape[i];
+    os[on] = ostrides[i];
+    oidx[on] = i;
+    on++;
+  }
+  int32_t ni = 0, oi = 0, nj = 1, oj = 1;
+  while (ni < nnd && oi < on) {
+    /* No extent is 0, so these partial products stay below numel. */
+    int64_t np = nshape[ni], op = od[oi];
+    while (np != op) {
+      if (np < op)
+        np *= nshape[nj++];
+      else
+        op *= od[oj++];
+    }
+    for (int32_t k = oi; k < oj - 1; k++) {
+      int64_t want = 0;
+      if (dlb__mul_overflow(od[k + 1], os[k + 1], &want) || os[k] != want) {
+        *bad = oidx[k];
+        return 0;
+      }
+    }
+    nstrides[nj - 1] = os[oj - 1];
+    for (int32_t k = nj - 1; k > ni; k--) {
+      /* Only an extent-1 dimension can get a stride that overflows (the
+       * stride of a longer one reaches an element); such a stride is never
+       * used, so any value does. */
+      if (dlb__mul_overflow(nstrides[k], nshape[k], &nstrides[k - 1]))
+        nstrides[k - 1] = nstrides[k];
+    }
+    ni = nj++;
+    oi = oj++;
+  }
+  /* What is left of the new shape is extent-1 dimensions. */
+  int64_t last = ni >= 1 ? nstrides[ni - 1] : 1;
+  for (int32_t k = ni; k < nnd; k++) nstrides[k] = last;
+  return 1;
+}
+
+dlb_status dlb_tensor_reshape(const DLManagedTensorVersioned *base,
+                              int32_t ndim, const int64_t *shape,
+                              DLManagedTensorVersioned **out) {
+  const dlb__tensor *tb = NULL;
+  dlb_status st = dlb__view_base(base, out, &tb);
+  if (st != DLB_OK) return st;
+  const DLTensor *b = &base->dl_tensor;
+  if (ndim < 0 || ndim > DLB_MAX_NDIM)
+    return dlb__fail(DLB_E_LAYOUT, "ndim is %d; must be 0..%d", (int)ndim,
+                     DLB_MAX_NDIM);
+  if (ndim > 0 && shape == NULL)
+    return dlb__fail(DLB_E_INVAL, "shape is NULL with ndim %d", (int)ndim);
+  int32_t infer = -1;
+  int zero = 0;
+  for (int32_t i = 0; i < ndim; i++) {
+    if (shape[i] == -1) {
+      if (infer >= 0)
+        return dlb__fail(DLB_E_LAYOUT,
+                         "shape[%d] and shape[%d] are both -1; only one "
+                         "extent can be inferred",
+                         (int)infer, (int)i);
+      infer = i;
+    } else if (shape[i] < 0) {
+      return dlb__fail(DLB_E_LAYOUT,
+                       "shape[%d] is %lld; extents must be >= 0 (or -1 to "
+                       "infer one)",
+                       (int)i, (long long)shape[i]);
+    } else if (shape[i] == 0) {
+      zero = 1;
+    }
+  }
+  /* The product of the given extents; overflow means more elements than
+   * any tensor has, so it cannot match. */
+  int64_t known = 1;
+  int over = 0;
+  for (int32_t i = 0; i < ndim && !zero && !over; i++)
+    if (i != infer) over = dlb__mul_overflow(known, shape[i], &known);
+  if (zero) known = 0;
+  int64_t numel = 0;
+  st = dlb_tensor_numel(b, &numel);
+  if (st != DLB_OK) return st;
+
+  int64_t nshape[DLB_MAX_NDIM], nstrides[DLB_MAX_NDIM];
+  for (int32_t i = 0; i < ndim; i++) nshape[i] = shape[i];
+  if (infer >= 0) {
+    if (known == 0)
+      return dlb__fail(DLB_E_LAYOUT,
+                       "shape[%d] is -1 but the other extents multiply to 0, "
+                       "so it cannot be inferred",
+                       (int)infer);
+    if (over || numel % known != 0)
+      return dlb__fail(DLB_E_LAYOUT,
+                       "shape[%d] is -1 but base's %lld elements do not "
+                       "divide by the other extents",
+                       (int)infer, (long long)numel);
+    nshape[infer] = numel / known;
+  } else if (over || known != numel) {
+    return dlb__fail(DLB_E_LAYOUT, "shape has %s%lld elements; base has %lld",
+                     over ? "more than " : "",
+                     over ? (long long)INT64_MAX : (long long)known,
+                     (long long)numel);
+  }
+
+  if (numel == 0) {
+    /* No element is addressed, so the compact strides always do. */
+    if (ndim > 0) {
+      st = dlb_compact_strides(ndim, nshape, 0, nstrides);
+      if (st != DLB_OK) return st;
+    }
+  } else {
+    int32_t bad = 0;
+    if (!dlb__reshape_strides(b->ndim, b->shape, b->strides, ndim, nshape,
+                              nstrides, &bad))
+      return dlb__fail(DLB_E_NEEDS_COPY,
+                       "base dimension %d (stride %lld) is not contiguous with "
+                       "the next one it would merge with, so the new shape "
+                       "needs a copy",
+                       (int)bad, (long long)b->strides[bad]);
+  }
+  return dlb__tensor_derive(tb, ndim, nshape, nstrides, 0,
+                            dlb__view_flags(base), out);
+}
+
+dlb_status dlb_tensor_expand(const DLManagedTensorVersioned *base,
+                             int32_t ndim, const int64_t *shape,
+                             DLManagedTensorVersioned **out) {
+  const dlb__tensor *tb = NULL;
+  dlb_status st = dlb__view_base(base, out, &tb);
+  if (st != DLB_OK) return st;
+  const DLTensor *b = &base->dl_tensor;
+  if (ndim < b->ndim || ndim > DLB_MAX_NDIM)
+    return dlb__fail(DLB_E_LAYOUT, "ndim is %d; must be %d (base's) to %d",
+                     (int)ndim, (int)b->ndim, DLB_MAX_NDIM);
+  if (ndim > 0 && shape == NULL)
+    return dlb__fail(DLB_E_INVAL, "shape is NULL with ndim %d", (int)ndim);
+  int32_t lead = ndim - b->ndim;
+  int64_t strides[DLB_MAX_NDIM];
+  for (int32_t i = 0; i < ndim; i++) {
+    if (shape[i] < 0)
+      return dlb__fail(DLB_E_LAYOUT, "shape[%d] is %lld; extents must be >= 0",
+                       (int)i, (long long)shape[i]);
+    if (i < lead) {
+      strides[i] = 0;
+      continue;
+    }
+    int64_t n = b->shape[i - lead];
+    if (n == shape[i]) {
+      strides[i] = b->strides[i - lead];
+    } else if (n == 1) {
+      strides[i] = 0;
+    } else {
+      return dlb__fail(DLB_E_LAYOUT,
+                       "shape[%d] is %lld but base dimension %d has extent "
+                       "%lld; only extent 1 broadcasts",
+                       (int)i, (long long)shape[i], (int)(i - lead),
+                       (long long)n);
+    }
+  }
+  int64_t numel = 0;
+  st = dlb_shape_numel(ndim, shape, &numel);
+  if (st != DLB_OK) return st;
+  return dlb__tensor_derive(tb, ndim, shape, strides, 0,
+                            dlb__view_flags(base) |
+                                DLPACK_FLAG_BITMASK_READ_ONLY,
+                            out);
+}

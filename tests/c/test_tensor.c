@@ -1,0 +1,604 @@
+/* test_tensor.c -- allocation, wrapping, adoption, legacy conversion, sharing
+ * and release of managed tensors. */
+#include <pthread.h>
+
+#include "core/tensor_internal.h"
+#include "test.h"
+
+static const DLDataType F32 = {kDLFloat, 32, 1};
+static const DLDataType I32 = {kDLInt, 32, 1};
+static const DLDevice CPU = {kDLCPU, 0};
+
+/* A value no call may write into an out-parameter on failure. */
+#define UNTOUCHED ((DLManagedTensorVersioned *)(uintptr_t)0x5a5a)
+
+static void count_release(void *ctx) { (*(int *)ctx)++; }
+
+/* A versioned tensor as another library would make it: 2 x 3 int32 with
+ * values 0..5, one malloc block, a deleter that counts its calls. */
+typedef struct foreign {
+  DLManagedTensorVersioned m;
+  int64_t shape[2], strides[2];
+  int32_t data[6];
+  int *count;
+} foreign;
+
+static void foreign_deleter(DLManagedTensorVersioned *self) {
+  foreign *f = self->manager_ctx;
+  (*f->count)++;
+  free(f);
+}
+
+static foreign *foreign_new(int *count) {
+  foreign *f = calloc(1, sizeof *f);
+  CHECK(f != NULL);
+  f->m.version.major = 1;
+  f->m.version.minor = 0;
+  f->m.manager_ctx = f;
+  f->m.deleter = foreign_deleter;
+  f->shape[0] = 2;
+  f->shape[1] = 3;
+  f->strides[0] = 3;
+  f->strides[1] = 1;
+  for (int i = 0; i < 6; i++) f->data[i] = i;
+  DLTensor *t = &f->m.dl_tensor;
+  t->data = f->data;
+  t->device = CPU;
+  t->ndim = 2;
+  t->dtype = I32;
+  t->shape = f->shape;
+  t->strides = f->strides;
+  f->count = count;
+  return f;
+}
+
+/* The legacy counterpart. */
+typedef struct foreign_legacy {
+  DLManagedTensor m;
+  int64_t shape[2], strides[2];
+  int32_t data[6];
+  int *count;
+} foreign_legacy;
+
+static void foreign_legacy_deleter(DLManagedTensor *self) {
+  foreign_legacy *f = self->manager_ctx;
+  (*f->count)++;
+  free(f);
+}
+
+static foreign_legacy *foreign_legacy_new(int *count) {
+  foreign_legacy *f = calloc(1, sizeof *f);
+  CHECK(f != NULL);
+  f->m.manager_ctx = f;
+  f->m.deleter = foreign_legacy_deleter;
+  f->shape[0] = 2;
+  f->shape[1] = 3;
+  f->strides[0] = 3;
+  f->strides[1] = 1;
+  for (int i = 0; i < 6; i++) f->data[i] = i;
+  DLTensor *t = &f->m.dl_tensor;
+  t->data = f->data;
+  t->device = CPU;
+  t->ndim = 2;
+  t->dtype = I32;
+  t->shape = f->shape;
+  t->strides = f->strides;
+  f->count = count;
+  return f;
+}
+
+static void check_shape2(const DLTensor *t, int64_t s0, int64_t s1,
+                         int64_t st0, int64_t st1) {
+  CHECK_EQ_INT(t->ndim, 2);
+  CHECK_EQ_INT(t->shape[0], s0);
+  CHECK_EQ_INT(t->shape[1], s1);
+  CHECK(t->strides != NULL);
+  CHECK_EQ_INT(t->strides[0], st0);
+  CHECK_EQ_INT(t->strides[1], st1);
+}
+
+/* ---- alloc ------------------------------------------------------------- */
+
+DLB_TEST(tensor_alloc_compact_layout) {
+  int64_t shape[3] = {2, 3, 4};
+  DLManagedTensorVersioned *t = NULL;
+  CHECK_OK(dlb_tensor_alloc(CPU, F32, 3, shape, &t));
+  CHECK(dlb_tensor_is_ours(t));
+  CHECK_EQ_INT(t->version.major, DLPACK_MAJOR_VERSION);
+  CHECK_EQ_INT(t->version.minor, DLPACK_MINOR_VERSION);
+  CHECK_EQ_INT(t->flags, 0);
+  const DLTensor *dl = &t->dl_tensor;
+  CHECK_EQ_INT(dl->ndim, 3);
+  CHECK(dl->shape != shape);
+  CHECK_EQ_INT(dl->shape[0], 2);
+  CHECK_EQ_INT(dl->shape[1], 3);
+  CHECK_EQ_INT(dl->shape[2], 4);
+  CHECK_EQ_INT(dl->strides[0], 12);
+  CHECK_EQ_INT(dl->strides[1], 4);
+  CHECK_EQ_INT(dl->strides[2], 1);
+  CHECK_EQ_INT(dl->byte_offset, 0);
+  CHECK_EQ_INT(dl->device.device_type, kDLCPU);
+  CHECK_EQ_INT(dl->device.device_id, 0);
+  CHECK(dl->data != NULL);
+  CHECK_EQ_INT((uintptr_t)dl->data % DLB_DATA_ALIGNMENT, 0);
+  CHECK_OK(dlb_managed_validate(t));
+  /* The whole 96 bytes are usable (a short block would trip the sanitizer
+   * or corrupt the heap here). */
+  float *p = dl->data;
+  for (int i = 0; i < 24; i++) p[i] = (float)i;
+  for (int i = 0; i < 24; i++) CHECK(p[i] == (float)i);
+  dlb_tensor_release(t);
+}
+
+DLB_TEST(tensor_alloc_scalar_and_empty) {
+  DLManagedTensorVersioned *s = NULL, *e = NULL;
+  CHECK_OK(dlb_tensor_alloc(CPU, F32, 0, NULL, &s));
+  CHECK_EQ_INT(s->dl_tensor.ndim, 0);
+  CHECK(s->dl_tensor.data != NULL);
+  *(float *)s->dl_tensor.data = 2.5f;
+  CHECK_OK(dlb_managed_validate(s));
+  int64_t shape[2] = {3, 0};
+  CHECK_OK(dlb_tensor_alloc(CPU, F32, 2, shape, &e));
+  CHECK(e->dl_tensor.data != NULL);
+  check_shape2(&e->dl_tensor, 3, 0, 1, 1);
+  CHECK_OK(dlb_managed_validate(e));
+  dlb_tensor_release(s);
+  dlb_tensor_release(e);
+}
+
+DLB_TEST(tensor_alloc_normalizes_host_device_id) {
+  DLDevice dev = {kDLCPU, 7};
+  int64_t shape[1] = {4};
+  DLManagedTensorVersioned *t = NULL;
+  CHECK_OK(dlb_tensor_alloc(dev, F32, 1, shape, &t));
+  CHECK_EQ_INT(t->dl_tensor.device.device_type, kDLCPU);
+  CHECK_EQ_INT(t->dl_tensor.device.device_id, 0);
+  dlb_tensor_release(t);
+}
+
+DLB_TEST(tensor_alloc_rejects_invalid) {
+  int64_t shape[2] = {2, 3};
+  DLManagedTensorVersioned *t = UNTOUCHED;
+  CHECK_STATUS(dlb_tensor_alloc(CPU, F32, 2, shape, NULL), DLB_E_INVAL);
+  CHECK_ERROR_MENTIONS("out");
+  DLDataType bad_dtype = {kDLFloat, 7, 1};
+  CHECK_STATUS(dlb_tensor_alloc(CPU, bad_dtype, 2, shape, &t), DLB_E_DTYPE);
+  DLDevice bad_dev = {(DLDeviceType)99, 0};
+  CHECK_STATUS(dlb_tensor_alloc(bad_dev, F32, 2, shape, &t), DLB_E_DEVICE);
+  DLDevice neg_id = {kDLCUDA, -1};
+  CHECK_STATUS(dlb_tensor_alloc(neg_id, F32, 2, shape, &t), DLB_E_DEVICE);
+  CHECK_STATUS(dlb_tensor_alloc(CPU, F32, -1, shape, &t), DLB_E_LAYOUT);
+  CHECK_ERROR_MENTIONS("ndim is -1");
+  CHECK_STATUS(dlb_tensor_alloc(CPU, F32, DLB_MAX_NDIM + 1, shape, &t),
+               DLB_E_LAYOUT);
+  CHECK_ERROR_MENTIONS("ndim is 65");
+  CHECK_STATUS(dlb_tensor_alloc(CPU, F32, 2, NULL, &t), DLB_E_INVAL);
+  CHECK_ERROR_MENTIONS("shape is NULL");
+  int64_t neg[2] = {2, -3};
+  CHECK_STATUS(dlb_tensor_alloc(CPU, F32, 2, neg, &t), DLB_E_LAYOUT);
+  CHECK_ERROR_MENTIONS("shape[1]");
+  int64_t huge[2] = {INT64_MAX / 2, 3};
+  CHECK_STATUS(dlb_tensor_alloc(CPU, F32, 2, huge, &t), DLB_E_OVERFLOW);
+  /* The count fits but its bytes do not. */
+  int64_t big_bytes[1] = {INT64_MAX / 2};
+  CHECK_STATUS(dlb_tensor_alloc(CPU, F32, 1, big_bytes, &t), DLB_E_OVERFLOW);
+  /* Empty, yet the compact strides of the other extents overflow. */
+  int64_t wide[3] = {0, INT64_C(1) << 40, INT64_C(1) << 40};
+  CHECK_STATUS(dlb_tensor_alloc(CPU, F32, 3, wide, &t), DLB_E_OVERFLOW);
+  CHECK(t == UNTOUCHED);
+}
+
+DLB_TEST(tensor_alloc_other_kinds_need_a_runtime) {
+  /* No backend will ever allocate hexagon memory; the failure must come
+   * back as one of the documented statuses and leak nothing. */
+  DLDevice dev = {kDLHexagon, 0};
+  int64_t shape[1] = {16};
+  DLManagedTensorVersioned *t = UNTOUCHED;
+  dlb_test_failalloc_install(0);
+  dlb_status st = dlb_tensor_alloc(dev, F32, 1, shape, &t);
+  CHECK(st == DLB_E_UNSUPPORTED || st == DLB_E_NO_RUNTIME ||
+        st == DLB_E_NO_DEVICE);
+  CHECK_ERROR_MENTIONS("hexagon");
+  CHECK(t == UNTOUCHED);
+  CHECK_EQ_INT(dlb_test_failalloc_live(), 0);
+  dlb_test_failalloc_remove();
+}
+
+/* ---- wrap -------------------------------------------------------------- */
+
+DLB_TEST(tensor_wrap_copies_geometry_and_releases_once) {
+  static int32_t buf[8];
+  int64_t shape[2] = {2, 3}, strides[2] = {4, 1};
+  DLTensor desc = {buf, CPU, 2, I32, shape, strides, 4};
+  int count = 0;
+  DLManagedTensorVersioned *t = NULL;
+  CHECK_OK(dlb_tensor_wrap(&desc, DLPACK_FLAG_BITMASK_READ_ONLY,
+                           count_release, &count, &t));
+  CHECK(dlb_tensor_is_ours(t));
+  CHECK_EQ_INT(t->flags, DLPACK_FLAG_BITMASK_READ_ONLY);
+  CHECK_EQ_INT(t->version.major, DLPACK_MAJOR_VERSION);
+  CHECK(t->dl_tensor.data == buf);
+  CHECK_EQ_INT(t->dl_tensor.byte_offset, 4);
+  CHECK(t->dl_tensor.shape != shape && t->dl_tensor.strides != strides);
+  /* The caller's arrays are borrowed only for the call. */
+  shape[0] = 99;
+  strides[0] = 99;
+  check_shape2(&t->dl_tensor, 2, 3, 4, 1);
+  CHECK_EQ_INT(count, 0);
+  dlb_tensor_release(t);
+  CHECK_EQ_INT(count, 1);
+}
+
+DLB_TEST(tensor_wrap_fills_strides_and_normalizes_device) {
+  static float buf[6];
+  int64_t shape[2] = {3, 2};
+  DLTensor desc = {buf, {kDLCUDAHost, 3}, 2, F32, shape, NULL, 0};
+  DLManagedTensorVersioned *t = NULL;
+  CHECK_OK(dlb_tensor_wrap(&desc, 0, NULL, NULL, &t));
+  check_shape2(&t->dl_tensor, 3, 2, 2, 1);
+  CHECK_EQ_INT(t->dl_tensor.device.device_type, kDLCUDAHost);
+  CHECK_EQ_INT(t->dl_tensor.device.device_id, 0);
+  dlb_tensor_release(t);
+
+  /* Non-host devices keep their id. */
+  desc.device.device_type = kDLCUDA;
+  CHECK_OK(dlb_tensor_wrap(&desc, 0, NULL, NULL, &t));
+  CHECK_EQ_INT(t->dl_tensor.device.device_id, 3);
+  dlb_tensor_release(t);
+
+  /* An empty tensor may have NULL data. */
+  int64_t empty[1] = {0};
+  DLTensor none = {NULL, CPU, 1, F32, empty, NULL, 0};
+  int count = 0;
+  CHECK_OK(dlb_tensor_wrap(&none, 0, count_release, &count, &t));
+  CHECK(t->dl_tensor.data == NULL);
+  dlb_tensor_release(t);
+  CHECK_EQ_INT(count, 1);
+}
+
+DLB_TEST(tensor_wrap_rejects_invalid_without_releasing) {
+  static float buf[6];
+  int64_t shape[2] = {2, 3};
+  DLTensor desc = {buf, CPU, 2, F32, shape, NULL, 0};
+  int count = 0;
+  DLManagedTensorVersioned *t = UNTOUCHED;
+  CHECK_STATUS(dlb_tensor_wrap(NULL, 0, count_release, &count, &t),
+               DLB_E_INVAL);
+  CHECK_ERROR_MENTIONS("desc");
+  CHECK_STATUS(dlb_tensor_wrap(&desc, 0, count_release, &count, NULL),
+               DLB_E_INVAL);
+  CHECK_ERROR_MENTIONS("out");
+  CHECK_STATUS(dlb_tensor_wrap(&desc, 1u << 5, count_release, &count, &t),
+               DLB_E_INVAL);
+  CHECK_ERROR_MENTIONS("flags");
+  shape[1] = -3;
+  CHECK_STATUS(dlb_tensor_wrap(&desc, 0, count_release, &count, &t),
+               DLB_E_LAYOUT);
+  CHECK_ERROR_MENTIONS("shape[1]");
+  shape[1] = 3;
+  desc.data = NULL;
+  CHECK_STATUS(dlb_tensor_wrap(&desc, 0, count_release, &count, &t),
+               DLB_E_INVAL);
+  CHECK_ERROR_MENTIONS("data");
+  desc.data = buf;
+  desc.device.device_type = (DLDeviceType)5;
+  CHECK_STATUS(dlb_tensor_wrap(&desc, 0, count_release, &count, &t),
+               DLB_E_DEVICE);
+  desc.device = CPU;
+  desc.dtype.bits = 12;
+  CHECK_STATUS(dlb_tensor_wrap(&desc, 0, count_release, &count, &t),
+               DLB_E_DTYPE);
+  CHECK(t == UNTOUCHED);
+  CHECK_EQ_INT(count, 0);
+}
+
+/* ---- adopt ------------------------------------------------------------- */
+
+DLB_TEST(tensor_adopt_calls_foreign_deleter_once) {
+  int count = 0;
+  foreign *f = foreign_new(&count);
+  f->m.flags = DLPACK_FLAG_BITMASK_READ_ONLY | DLPACK_FLAG_BITMASK_IS_COPIED;
+  f->m.dl_tensor.device.device_type = kDLCUDAManaged;
+  f->m.dl_tensor.device.device_id = 1;
+  DLManagedTensorVersioned *t = NULL;
+  CHECK_OK(dlb_tensor_adopt(&f->m, &t));
+  CHECK(t != &f->m);
+  CHECK(dlb_tensor_is_ours(t));
+  CHECK_EQ_INT(t->version.major, DLPACK_MAJOR_VERSION);
+  CHECK_EQ_INT(t->version.minor, DLPACK_MINOR_VERSION);
+  CHECK_EQ_INT(t->flags,
+               DLPACK_FLAG_BITMASK_READ_ONLY | DLPACK_FLAG_BITMASK_IS_COPIED);
+  CHECK(t->dl_tensor.data == f->data);
+  CHECK(t->dl_tensor.shape != f->shape);
+  check_shape2(&t->dl_tensor, 2, 3, 3, 1);
+  CHECK_EQ_INT(t->dl_tensor.device.device_type, kDLCUDAManaged);
+  CHECK_EQ_INT(t->dl_tensor.device.device_id, 0);
+  CHECK_EQ_INT(count, 0);
+  dlb_tensor_release(t);
+  CHECK_EQ_INT(count, 1);
+}
+
+DLB_TEST(tensor_adopt_null_strides_and_null_deleter) {
+  int count = 0;
+  foreign *f = foreign_new(&count);
+  f->m.dl_tensor.strides = NULL;
+  f->m.deleter = NULL;
+  DLManagedTensorVersioned *t = NULL;
+  CHECK_OK(dlb_tensor_adopt(&f->m, &t));
+  check_shape2(&t->dl_tensor, 2, 3, 3, 1);
+  dlb_tensor_release(t);
+  CHECK_EQ_INT(count, 0);
+  free(f);
+}
+
+DLB_TEST(tensor_adopt_rejects_and_leaves_foreign_alone) {
+  int count = 0;
+  foreign *f = foreign_new(&count);
+  DLManagedTensorVersioned *t = UNTOUCHED;
+  CHECK_STATUS(dlb_tensor_adopt(NULL, &t), DLB_E_INVAL);
+  CHECK_ERROR_MENTIONS("foreign");
+  CHECK_STATUS(dlb_tensor_adopt(&f->m, NULL), DLB_E_INVAL);
+  f->m.version.major = 2;
+  CHECK_STATUS(dlb_tensor_adopt(&f->m, &t), DLB_E_VERSION);
+  f->m.version.major = 1;
+  f->m.flags = 1u << 7;
+  CHECK_STATUS(dlb_tensor_adopt(&f->m, &t), DLB_E_INVAL);
+  f->m.flags = 0;
+  f->shape[0] = -2;
+  CHECK_STATUS(dlb_tensor_adopt(&f->m, &t), DLB_E_LAYOUT);
+  f->shape[0] = 2;
+  CHECK(t == UNTOUCHED);
+  CHECK_EQ_INT(count, 0);
+  f->m.deleter(&f->m);
+  CHECK_EQ_INT(count, 1);
+}
+
+DLB_TEST(tensor_adopt_of_ours_is_the_same_tensor) {
+  int64_t shape[1] = {5};
+  DLManagedTensorVersioned *t = NULL, *a = NULL;
+  CHECK_OK(dlb_tensor_alloc(CPU, F32, 1, shape, &t));
+  dlb_test_failalloc_install(0);
+  CHECK_OK(dlb_tensor_adopt(t, &a));
+  CHECK(a == t);
+  CHECK_EQ_INT(dlb_test_failalloc_calls(), 0);
+  dlb_test_failalloc_remove();
+  dlb_tensor_release(a);
+}
+
+/* ---- legacy ------------------------------------------------------------ */
+
+DLB_TEST(tensor_from_legacy_calls_deleter_once) {
+  int count = 0;
+  foreign_legacy *f = foreign_legacy_new(&count);
+  DLManagedTensorVersioned *t = NULL;
+  CHECK_OK(dlb_tensor_from_legacy(&f->m, DLPACK_FLAG_BITMASK_READ_ONLY, &t));
+  CHECK(dlb_tensor_is_ours(t));
+  CHECK_EQ_INT(t->flags, DLPACK_FLAG_BITMASK_READ_ONLY);
+  CHECK_EQ_INT(t->version.major, DLPACK_MAJOR_VERSION);
+  CHECK(t->dl_tensor.data == f->data);
+  check_shape2(&t->dl_tensor, 2, 3, 3, 1);
+  CHECK_EQ_INT(count, 0);
+  dlb_tensor_release(t);
+  CHECK_EQ_INT(count, 1);
+}
+
+DLB_TEST(tensor_from_legacy_rejects_and_leaves_legacy_alone) {
+  int count = 0;
+  foreign_legacy *f = foreign_legacy_new(&count);
+  DLManagedTensorVersioned *t = UNTOUCHED;
+  CHECK_STATUS(dlb_tensor_from_legacy(NULL, 0, &t), DLB_E_INVAL);
+  CHECK_ERROR_MENTIONS("legacy");
+  CHECK_STATUS(dlb_tensor_from_legacy(&f->m, 0, NULL), DLB_E_INVAL);
+  CHECK_STATUS(dlb_tensor_from_legacy(&f->m, 1u << 3, &t), DLB_E_INVAL);
+  CHECK_ERROR_MENTIONS("flags");
+  f->m.dl_tensor.dtype.code = 200;
+  CHECK_STATUS(dlb_tensor_from_legacy(&f->m, 0, &t), DLB_E_DTYPE);
+  CHECK(t == UNTOUCHED);
+  CHECK_EQ_INT(count, 0);
+  f->m.deleter(&f->m);
+  CHECK_EQ_INT(count, 1);
+}
+
+DLB_TEST(tensor_to_legacy_releases_the_versioned_tensor) {
+  int count = 0;
+  foreign *f = foreign_new(&count);
+  f->m.dl_tensor.device.device_type = kDLROCMHost;
+  f->m.dl_tensor.device.device_id = 2;
+  f->m.dl_tensor.byte_offset = 4;
+  f->shape[0] = 1;
+  f->m.dl_tensor.strides = NULL;
+  DLManagedTensor *l = NULL;
+  CHECK_OK(dlb_tensor_to_legacy(&f->m, &l));
+  const DLTensor *dl = &l->dl_tensor;
+  CHECK(dl->data == f->data);
+  CHECK_EQ_INT(dl->byte_offset, 4);
+  CHECK_EQ_INT(dl->dtype.code, kDLInt);
+  CHECK_EQ_INT(dl->device.device_type, kDLROCMHost);
+  CHECK_EQ_INT(dl->device.device_id, 0);
+  /* NULL strides go out compact, as DLPack 1.2 requires of producers. */
+  check_shape2(dl, 1, 3, 3, 1);
+  CHECK(dl->shape != f->shape);
+  CHECK_OK(dlb_tensor_validate(dl));
+  CHECK_EQ_INT(count, 0);
+  dlb_legacy_release(l);
+  CHECK_EQ_INT(count, 1);
+}
+
+DLB_TEST(tensor_to_legacy_refuses_what_it_cannot_carry) {
+  int count = 0;
+  foreign *f = foreign_new(&count);
+  DLManagedTensor *l = (DLManagedTensor *)(uintptr_t)0x5a5a;
+  CHECK_STATUS(dlb_tensor_to_legacy(NULL, &l), DLB_E_INVAL);
+  CHECK_STATUS(dlb_tensor_to_legacy(&f->m, NULL), DLB_E_INVAL);
+  f->m.flags = DLPACK_FLAG_BITMASK_READ_ONLY;
+  CHECK_STATUS(dlb_tensor_to_legacy(&f->m, &l), DLB_E_READONLY);
+  CHECK_ERROR_MENTIONS("READ_ONLY");
+  f->m.flags = DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED;
+  f->m.dl_tensor.dtype.bits = 4;
+  CHECK_STATUS(dlb_tensor_to_legacy(&f->m, &l), DLB_E_UNSUPPORTED);
+  CHECK_ERROR_MENTIONS("PADDED");
+  f->m.flags = 0;
+  f->m.dl_tensor.dtype.bits = 32;
+  f->m.version.major = 0;
+  CHECK_STATUS(dlb_tensor_to_legacy(&f->m, &l), DLB_E_VERSION);
+  CHECK(l == (DLManagedTensor *)(uintptr_t)0x5a5a);
+  CHECK_EQ_INT(count, 0);
+  f->m.deleter(&f->m);
+  CHECK_EQ_INT(count, 1);
+}
+
+DLB_TEST(tensor_to_legacy_keeps_padding_flag_of_byte_types) {
+  /* PADDED means nothing for byte-sized elements, so nothing is lost. */
+  int count = 0;
+  foreign *f = foreign_new(&count);
+  f->m.flags = DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED |
+               DLPACK_FLAG_BITMASK_IS_COPIED;
+  DLManagedTensor *l = NULL;
+  CHECK_OK(dlb_tensor_to_legacy(&f->m, &l));
+  dlb_legacy_release(l);
+  CHECK_EQ_INT(count, 1);
+}
+
+DLB_TEST(tensor_legacy_round_trip_of_ours_unwraps) {
+  dlb_test_failalloc_install(0);
+  int64_t shape[2] = {2, 2};
+  DLManagedTensorVersioned *t = NULL, *back = NULL;
+  CHECK_OK(dlb_tensor_alloc(CPU, F32, 2, shape, &t));
+  DLManagedTensor *l = NULL;
+  CHECK_OK(dlb_tensor_to_legacy(t, &l));
+  CHECK(l->dl_tensor.data == t->dl_tensor.data);
+  long live = dlb_test_failalloc_live();
+  CHECK_OK(dlb_tensor_from_legacy(l, DLPACK_FLAG_BITMASK_IS_COPIED, &back));
+  /* The wrapper is gone and the tensor comes back, with the new flags. */
+  CHECK(back == t);
+  CHECK_EQ_INT(back->flags, DLPACK_FLAG_BITMASK_IS_COPIED);
+  CHECK_EQ_INT(dlb_test_failalloc_live(), live - 1);
+  dlb_tensor_release(back);
+  CHECK_EQ_INT(dlb_test_failalloc_live(), 0);
+  dlb_test_failalloc_remove();
+}
+
+DLB_TEST(tensor_legacy_round_trip_of_foreign) {
+  int count = 0;
+  foreign *f = foreign_new(&count);
+  DLManagedTensor *l = NULL;
+  CHECK_OK(dlb_tensor_to_legacy(&f->m, &l));
+  DLManagedTensorVersioned *back = NULL;
+  CHECK_OK(dlb_tensor_from_legacy(l, 0, &back));
+  CHECK(dlb_tensor_is_ours(back));
+  CHECK(back->dl_tensor.data == f->data);
+  check_shape2(&back->dl_tensor, 2, 3, 3, 1);
+  /* And once more through the legacy struct. */
+  DLManagedTensor *l2 = NULL;
+  CHECK_OK(dlb_tensor_to_legacy(back, &l2));
+  CHECK_EQ_INT(((int32_t *)l2->dl_tensor.data)[4], 4);
+  CHECK_EQ_INT(count, 0);
+  dlb_legacy_release(l2);
+  CHECK_EQ_INT(count, 1);
+}
+
+/* ---- share, release ---------------------------------------------------- */
+
+DLB_TEST(tensor_share_keeps_data_until_both_are_released) {
+  static int32_t buf[6];
+  int64_t shape[2] = {2, 3};
+  DLTensor desc = {buf, CPU, 2, I32, shape, NULL, 8};
+  for (int order = 0; order < 2; order++) {
+    int count = 0;
+    DLManagedTensorVersioned *t = NULL, *s = NULL;
+    CHECK_OK(dlb_tensor_wrap(&desc, DLPACK_FLAG_BITMASK_IS_COPIED,
+                             count_release, &count, &t));
+    CHECK_OK(dlb_tensor_share(t, &s));
+    CHECK(s != t);
+    CHECK(dlb_tensor_is_ours(s));
+    CHECK(s->dl_tensor.data == buf);
+    CHECK(s->dl_tensor.shape != t->dl_tensor.shape);
+    CHECK_EQ_INT(s->dl_tensor.byte_offset, 8);
+    CHECK_EQ_INT(s->flags, DLPACK_FLAG_BITMASK_IS_COPIED);
+    check_shape2(&s->dl_tensor, 2, 3, 3, 1);
+    dlb_tensor_release(order ? s : t);
+    CHECK_EQ_INT(count, 0);
+    dlb_tensor_release(order ? t : s);
+    CHECK_EQ_INT(count, 1);
+  }
+}
+
+DLB_TEST(tensor_share_rejects_foreign) {
+  int count = 0;
+  foreign *f = foreign_new(&count);
+  DLManagedTensorVersioned *s = UNTOUCHED;
+  CHECK_STATUS(dlb_tensor_share(&f->m, &s), DLB_E_INVAL);
+  CHECK_ERROR_MENTIONS("adopt");
+  CHECK_STATUS(dlb_tensor_share(NULL, &s), DLB_E_INVAL);
+  CHECK_ERROR_MENTIONS("t is NULL");
+  CHECK(s == UNTOUCHED);
+  DLManagedTensorVersioned *t = NULL;
+  CHECK_OK(dlb_tensor_adopt(&f->m, &t));
+  CHECK_STATUS(dlb_tensor_share(t, NULL), DLB_E_INVAL);
+  dlb_tensor_release(t);
+  CHECK_EQ_INT(count, 1);
+}
+
+DLB_TEST(tensor_is_ours_and_release_accept_anything) {
+  int count = 0;
+  foreign *f = foreign_new(&count);
+  CHECK(!dlb_tensor_is_ours(NULL));
+  CHECK(!dlb_tensor_is_ours(&f->m));
+  dlb_tensor_release(NULL);
+  dlb_legacy_release(NULL);
+  f->m.deleter = NULL;
+  dlb_tensor_release(&f->m);
+  CHECK_EQ_INT(count, 0);
+  f->m.deleter = foreign_deleter;
+  dlb_tensor_release(&f->m);
+  CHECK_EQ_INT(count, 1);
+}
+
+/* Threads make and release shares of one tensor at once, and the last
+ * reference goes on whichever thread drops it last: the owner must count
+ * every reference and free exactly once. */
+#define SHARE_THREADS 4
+#define SHARES_PER_THREAD 2000
+
+typedef struct share_job {
+  DLManagedTensorVersioned *held[SHARES_PER_THREAD];
+  int ok;
+} share_job;
+
+static void *share_worker(void *arg) {
+  share_job *job = arg;
+  job->ok = 1;
+  /* held[0] is this thread's own reference, alive while it shares it. */
+  for (int i = 0; i < SHARES_PER_THREAD; i++) {
+    DLManagedTensorVersioned *s = NULL;
+    if (dlb_tensor_share(job->held[0], &s) != DLB_OK) job->ok = 0;
+    dlb_tensor_release(s);
+  }
+  for (int i = SHARES_PER_THREAD - 1; i >= 0; i--)
+    dlb_tensor_release(job->held[i]);
+  return NULL;
+}
+
+DLB_TEST(tensor_shares_released_on_many_threads) {
+  static int32_t buf[4];
+  int64_t shape[1] = {4};
+  DLTensor desc = {buf, CPU, 1, I32, shape, NULL, 0};
+  int count = 0;
+  DLManagedTensorVersioned *t = NULL;
+  CHECK_OK(dlb_tensor_wrap(&desc, 0, count_release, &count, &t));
+  static share_job jobs[SHARE_THREADS];
+  pthread_t th[SHARE_THREADS];
+  for (int k = 0; k < SHARE_THREADS; k++)
+    for (int i = 0; i < SHARES_PER_THREAD; i++)
+      CHECK_OK(dlb_tensor_share(t, &jobs[k].held[i]));
+  CHECK_EQ_INT(atomic_load(&dlb__tensor_of(t)->owner->refs),
+               1 + SHARE_THREADS * SHARES_PER_THREAD);
+  for (int k = 0; k < SHARE_THREADS; k++)
+    CHECK_EQ_INT(pthread_create(&th[k], NULL, share_worker, &jobs[k]), 0);
+  dlb_tensor_release(t);
+  for (int k = 0; k < SHARE_THREADS; k++) {
+    CHECK_EQ_INT(pthread_join(th[k], NULL), 0);
+    CHECK(jobs[k].ok);
+  }
+  CHECK_EQ_INT(count, 1);
+}
