@@ -40,7 +40,9 @@ DLB_API dlb_status dlb_tensor_alloc(DLDevice device, DLDataType dtype,
 
 /*
  * Wraps foreign memory described by desc (borrowed; shape and strides are
- * copied, NULL strides become compact strides) as a managed tensor with the
+ * copied, NULL strides become compact strides, or 0 where those would
+ * overflow int64_t, which only a tensor with no elements allows; the same
+ * holds for adopt and the legacy conversions) as a managed tensor with the
  * given DLPACK_FLAG_BITMASK_* flags. When the last tensor sharing it is
  * released, release(ctx) runs once (release may be NULL). desc and flags
  * are validated as dlb_managed_validate() checks a managed tensor (unknown
@@ -69,7 +71,9 @@ DLB_API dlb_status dlb_tensor_adopt(DLManagedTensorVersioned *foreign,
  * with the given flags whose last release calls legacy's deleter exactly
  * once. Takes ownership of legacy on success; on failure it is untouched.
  * A legacy tensor that dlb_tensor_to_legacy() made from a dlbridge tensor
- * gives that tensor back, with the given flags, instead of wrapping it again.
+ * gives that tensor back, with the given flags, instead of wrapping it again
+ * (unless its dl_tensor was rewritten since: then it is wrapped, so the
+ * result describes what the struct says now).
  * New; release with dlb_tensor_release().
  */
 DLB_API dlb_status dlb_tensor_from_legacy(DLManagedTensor *legacy,
@@ -90,7 +94,8 @@ DLB_API dlb_status dlb_tensor_to_legacy(DLManagedTensorVersioned *t,
  * Returns a new managed tensor describing the same data as t (same shape,
  * strides, flags), sharing its owner: the data lives until both are
  * released. t must be a dlbridge tensor (DLB_E_INVAL otherwise; adopt
- * foreign tensors first). t is borrowed. New; release with
+ * foreign tensors first) that still passes dlb_managed_validate() (its
+ * status otherwise). t is borrowed. New; release with
  * dlb_tensor_release().
  */
 DLB_API dlb_status dlb_tensor_share(const DLManagedTensorVersioned *t,

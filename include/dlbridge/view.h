@@ -2,8 +2,10 @@
  * dlbridge/view.h -- views that share a tensor's data without copying.
  *
  * Every function takes a dlbridge tensor (dlb_tensor_is_ours(); adopt a
- * foreign one first), borrows it, and returns a new tensor that shares its
- * owner: the base may be released before the view. Views keep READ_ONLY
+ * foreign one first; DLB_E_INVAL otherwise), checks it again with
+ * dlb_managed_validate() (its fields may have been overwritten since it was
+ * made; that status then), borrows it, and returns a new tensor that shares
+ * its owner: the base may be released before the view. Views keep READ_ONLY
  * and drop IS_COPIED. A view keeps the base's data pointer and moves
  * byte_offset (a view with no elements keeps the base's byte_offset); only
  * when its first element lies below data (foreign data with negative

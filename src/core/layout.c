@@ -121,16 +121,31 @@ static dlb_status span_of(const DLTensor *t, int64_t numel, uint32_t eb,
   int64_t min_el = 0, max_el = numel - 1;
   if (t->strides != NULL) {
     max_el = 0;
+    /* When a sum overflows rather than one term, the message names the
+     * dimension reaching farthest on that side (the later one of equals),
+     * not whichever harmless one came last. */
+    int32_t far[2] = {0, 0};
+    int64_t reach[2] = {0, 0};
     for (int32_t d = 0; d < t->ndim; d++) {
+      int neg = t->strides[d] < 0;
       int64_t term = 0;
-      int64_t *acc = t->strides[d] < 0 ? &min_el : &max_el;
-      if (dlb__mul_overflow(t->shape[d] - 1, t->strides[d], &term) ||
-          dlb__add_overflow(*acc, term, acc))
+      int64_t *acc = neg ? &min_el : &max_el;
+      int32_t at = d;
+      int over = dlb__mul_overflow(t->shape[d] - 1, t->strides[d], &term);
+      if (!over) {
+        if (neg ? term <= reach[neg] : term >= reach[neg]) {
+          reach[neg] = term;
+          far[neg] = d;
+        }
+        over = dlb__add_overflow(*acc, term, acc);
+        at = far[neg];
+      }
+      if (over)
         return dlb__fail(DLB_E_OVERFLOW,
                          "strides[%d] is %lld with shape[%d] %lld; the "
                          "span in elements overflows int64",
-                         (int)d, (long long)t->strides[d], (int)d,
-                         (long long)t->shape[d]);
+                         (int)at, (long long)t->strides[at], (int)at,
+                         (long long)t->shape[at]);
     }
   }
   int64_t blo = 0, bhi = 0, end_el = 0;

@@ -125,6 +125,23 @@ dlb_status dlb__tensor_derive(const dlb__tensor *base, int32_t ndim,
 }
 
 /*
+ * Fills the strides of a validated description that has none: compact
+ * row-major ones. Validation accepts any shape with no elements, whose
+ * compact strides may not fit in int64_t ([0, 2^62, 2^62]); as no element is
+ * ever addressed, the strides that would overflow are 0 instead of refusing
+ * a tensor that dlb_managed_validate() accepts.
+ */
+static void dlb__implied_strides(int32_t ndim, const int64_t *shape,
+                                 int64_t *strides) {
+  int64_t acc = 1;
+  int over = 0;
+  for (int32_t d = ndim - 1; d >= 0; d--) {
+    strides[d] = over ? 0 : acc;
+    over = over || dlb__mul_overflow(acc, shape[d] == 0 ? 1 : shape[d], &acc);
+  }
+}
+
+/*
  * Makes a tensor describing desc (already validated) with an owner of the
  * given kind whose union the caller fills in. NULL strides become compact
  * ones; host-type devices get device_id 0. Nothing is taken over here, so a
@@ -139,15 +156,10 @@ static dlb_status dlb__tensor_import(const DLTensor *desc, uint64_t flags,
   DLTensor *dl = &t->managed.dl_tensor;
   if (ndim > 0) {
     memcpy(dl->shape, desc->shape, (size_t)ndim * sizeof(int64_t));
-    if (desc->strides != NULL) {
+    if (desc->strides != NULL)
       memcpy(dl->strides, desc->strides, (size_t)ndim * sizeof(int64_t));
-    } else {
-      dlb_status st = dlb_compact_strides(ndim, dl->shape, 0, dl->strides);
-      if (st != DLB_OK) {
-        dlb__free(t);
-        return st;
-      }
-    }
+    else
+      dlb__implied_strides(ndim, dl->shape, dl->strides);
   }
   dl->data = desc->data;
   dl->device = desc->device;
@@ -289,6 +301,20 @@ static void dlb__legacy_deleter(DLManagedTensor *self) {
   dlb_tensor_release(t);
 }
 
+/* 1 when legacy still describes exactly the tensor t it was made from. */
+static int dlb__legacy_unchanged(const DLManagedTensor *legacy,
+                                 const DLManagedTensorVersioned *t) {
+  const DLTensor *a = &legacy->dl_tensor, *b = &t->dl_tensor;
+  if (a->data != b->data || a->byte_offset != b->byte_offset ||
+      a->ndim != b->ndim || !dlb_dtype_equal(a->dtype, b->dtype) ||
+      !dlb_device_equal(a->device, b->device) ||
+      (a->ndim > 0 && a->strides == NULL))
+    return 0;
+  for (int32_t d = 0; d < a->ndim; d++)
+    if (a->shape[d] != b->shape[d] || a->strides[d] != b->strides[d]) return 0;
+  return 1;
+}
+
 dlb_status dlb_tensor_from_legacy(DLManagedTensor *legacy, uint64_t flags,
                                   DLManagedTensorVersioned **out) {
   if (out == NULL) return dlb__fail(DLB_E_INVAL, "out is NULL");
@@ -296,10 +322,13 @@ dlb_status dlb_tensor_from_legacy(DLManagedTensor *legacy, uint64_t flags,
   dlb_status st = dlb__validate_desc(&legacy->dl_tensor, flags);
   if (st != DLB_OK) return st;
   if (legacy->deleter == dlb__legacy_deleter &&
-      dlb__tensor_of(legacy->manager_ctx) != NULL) {
+      dlb__tensor_of(legacy->manager_ctx) != NULL &&
+      dlb__legacy_unchanged(legacy, legacy->manager_ctx)) {
     /* Our own conversion of one of our tensors: unwrap it instead of
      * stacking a deleter on a deleter at every round trip. The wrapper owned
-     * the tensor alone, so its flags are ours to set. */
+     * the tensor alone, so its flags are ours to set. One whose description
+     * a consumer rewrote is wrapped like any other, so the result shows
+     * what the struct now says. */
     DLManagedTensorVersioned *t = legacy->manager_ctx;
     t->flags = flags;
     dlb__free(legacy);
@@ -339,16 +368,11 @@ dlb_status dlb_tensor_to_legacy(DLManagedTensorVersioned *t,
   dl->strides = l->dims + ndim;
   if (ndim > 0) {
     memcpy(dl->shape, t->dl_tensor.shape, (size_t)ndim * sizeof(int64_t));
-    if (t->dl_tensor.strides != NULL) {
+    if (t->dl_tensor.strides != NULL)
       memcpy(dl->strides, t->dl_tensor.strides,
              (size_t)ndim * sizeof(int64_t));
-    } else {
-      st = dlb_compact_strides(ndim, dl->shape, 0, dl->strides);
-      if (st != DLB_OK) {
-        dlb__free(l);
-        return st;
-      }
-    }
+    else
+      dlb__implied_strides(ndim, dl->shape, dl->strides);
   }
   /* Cannot fail: validation accepted the device. */
   (void)dlb_device_normalize(&dl->device);
@@ -366,6 +390,10 @@ dlb_status dlb_tensor_share(const DLManagedTensorVersioned *t,
     return dlb__fail(DLB_E_INVAL, t == NULL ? "t is NULL"
                                             : "t is not a dlbridge tensor; "
                                               "adopt it first");
+  /* Its fields are public: one overwritten since it was made must not size
+   * the copy of shape and strides. */
+  dlb_status st = dlb_managed_validate(t);
+  if (st != DLB_OK) return st;
   const DLTensor *dl = &t->dl_tensor;
   return dlb__tensor_derive(ours, dl->ndim, dl->shape, dl->strides, 0,
                             t->flags, out);

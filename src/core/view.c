@@ -3,11 +3,12 @@
  *
  * Each view computes its geometry on the stack, then makes one block
  * sharing the base's owner (dlb__tensor_derive). The base is one of ours and
- * so passed validation: every element's byte offset fits in int64_t, which
- * is why offsets of elements that exist are computed without overflow
- * checks. A view with no elements keeps the base's byte_offset: with no
- * element to point at, any offset would do, and computing one could
- * overflow (the strides of an empty tensor are unbounded).
+ * is validated again first (its fields are public and writable): every
+ * element's byte offset fits in int64_t, which is why offsets of elements
+ * that exist are computed without overflow checks. A view with no elements
+ * keeps the base's byte_offset: with no element to point at, any offset
+ * would do, and computing one could overflow (the strides of an empty
+ * tensor are unbounded).
  */
 #include "tensor_internal.h"
 
@@ -22,6 +23,10 @@ static dlb_status dlb__view_base(const DLManagedTensorVersioned *base,
                      base == NULL ? "base is NULL"
                                   : "base is not a dlbridge tensor; adopt it "
                                     "first");
+  /* It passed validation when made, but a caller may have overwritten a
+   * field since (ndim, a stride), which must not drive the arithmetic. */
+  dlb_status st = dlb_managed_validate(base);
+  if (st != DLB_OK) return st;
   if (dlb_dtype_is_subbyte(base->dl_tensor.dtype) &&
       !(base->flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED))
     return dlb__fail(DLB_E_UNSUPPORTED,
