@@ -12,8 +12,8 @@ ASAN    := build-asan
 WERROR  ?= $(if $(CI),true,false)
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: all deps deps-c build demo check test-c test-asan test-python \
-        python bench clean
+.PHONY: all deps deps-c build demo check test-c test-cli test-asan \
+        test-python python bench clean
 
 all: build
 
@@ -35,6 +35,9 @@ demo: build
 test-c: build
 	$(BUILD)/tests/c/dlb_tests
 
+test-cli: build
+	tests/cli/test_cli.sh $(BUILD)
+
 $(ASAN)/build.ninja: | deps-c
 	$(MESON) setup $(ASAN) -Dwerror=$(WERROR) -Db_sanitize=address,undefined \
 	  -Db_lundef=false -Dbuildtype=debug
@@ -55,11 +58,11 @@ python: deps
 test-python: python
 	$(VPY) -m pytest -q tests/python
 
-check: test-c test-asan test-python
+check: test-c test-cli test-asan test-python
 
+# Copy bandwidth and exchange cost against the peers, in one run.
 bench: python build
-	$(BUILD)/bench/bench_copy
-	$(VPY) bench/bench_exchange.py
+	DLBRIDGE_PYTHON=$(VPY) $(BUILD)/tools/dlbridge bench
 
 clean:
 	rm -rf $(BUILD) $(ASAN)

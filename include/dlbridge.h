@@ -27,5 +27,6 @@
 #include "dlbridge/tensor.h"
 #include "dlbridge/view.h"
 #include "dlbridge/copy.h"
+#include "dlbridge/gpu.h"
 
 #endif /* DLBRIDGE_H */

@@ -13,27 +13,39 @@ DLB_BEGIN_DECLS
  * Copies every element of src into dst: same shape and dtype, any strides on
  * either side (negative and zero too; a dst with zero strides gets the last
  * value written, in row-major order). Both must be CPU-accessible memory.
- * Overlapping src and dst are handled through a temporary copy. Packed
- * sub-byte types are refused (DLB_E_UNSUPPORTED) unless both are compact.
+ * Overlap is detected by byte span (dlb_tensor_byte_span): when the bytes
+ * src and dst touch intersect, even without a shared element, src is first
+ * copied to a temporary of numel * itemsize bytes (DLB_E_NOMEM when it
+ * cannot be had), so dst gets the values src had before the call. A dst
+ * describing exactly src's elements is left as it is. Packed sub-byte
+ * types are refused (DLB_E_UNSUPPORTED) unless both are compact; then the
+ * bits after the last element in dst's last byte are kept.
  * Large copies run on the copy thread pool. Both are borrowed.
  * DLB_E_LAYOUT for different shapes, DLB_E_DTYPE for different dtypes,
- * DLB_E_DEVICE for memory the CPU cannot access.
+ * DLB_E_DEVICE for memory the CPU cannot access, and what
+ * dlb_tensor_validate() returns for an invalid tensor (the message names
+ * src or dst).
  */
 DLB_API dlb_status dlb_copy(const DLTensor *src, const DLTensor *dst);
 
 /*
  * Returns a compact row-major copy of src on device (the core copies into
  * cpu memory; other kinds need their runtime), flags IS_COPIED, keeping
- * READ_ONLY off. src is borrowed. New; release with dlb_tensor_release().
+ * READ_ONLY off. The data comes from dlb_tensor_alloc(); when either side
+ * is memory the CPU cannot reach, the runtime backends copy it (their
+ * status when none can). src is validated first; DLB_E_INVAL for src or
+ * out NULL. src is borrowed. New; release with dlb_tensor_release().
  */
 DLB_API dlb_status dlb_tensor_copy(const DLTensor *src, DLDevice device,
                                    DLManagedTensorVersioned **out);
 
-/* Sets the number of threads large copies may use (1 = never spawn; 0 =
- * the CPUs this process may run on). The pool starts lazily. */
+/* Sets the number of threads large copies may use, the caller included
+ * (1 = never spawn; 0 or negative = the CPUs this process may run on, from
+ * sched_getaffinity; at most 64). The pool starts lazily, on the first
+ * copy that wants it; a forked child starts its own. Safe from any thread. */
 DLB_API void dlb_copy_set_threads(int threads);
 
-/* Returns the number of threads large copies may use. */
+/* Returns the number of threads large copies may use (1 to 64). */
 DLB_API int dlb_copy_get_threads(void);
 
 DLB_END_DECLS

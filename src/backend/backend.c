@@ -1,23 +1,124 @@
-/* backend.c -- dispatch of non-cpu memory to the runtime backends. */
-#include "internal.h"
+/*
+ * backend.c -- dispatch of non-cpu memory to the runtime that owns it, and
+ * the public questions about the runtimes.
+ */
+#include "backend.h"
+
+const dlb__gpu *dlb__gpu_for_type(DLDeviceType type) {
+  switch (type) {
+    case kDLCUDA:
+    case kDLCUDAHost:
+    case kDLCUDAManaged:
+      return &dlb__cuda;
+    case kDLROCM:
+    case kDLROCMHost:
+      return &dlb__hip;
+    default:
+      return NULL;
+  }
+}
+
+dlb__side dlb__gpu_side(DLDeviceType type) {
+  switch (type) {
+    case kDLCUDA:
+    case kDLROCM:
+      return DLB__SIDE_DEVICE;
+    case kDLCUDAManaged:
+      return DLB__SIDE_MANAGED;
+    default:
+      return DLB__SIDE_HOST;
+  }
+}
+
+dlb_status dlb__gpu_device(const dlb__gpu *gpu, DLDevice device,
+                           int *ordinal) {
+  dlb_status s = gpu->load();
+  if (s != DLB_OK) return s;
+  if (dlb_device_type_is_host_type(device.device_type)) {
+    *ordinal = 0;
+    return DLB_OK;
+  }
+  int n = gpu->count();
+  if (device.device_id < 0 || device.device_id >= n ||
+      device.device_id >= DLB__GPU_MAX_DEVICES)
+    return dlb__fail(DLB_E_NO_DEVICE, "%s:%d requested; the %s runtime %s "
+                     "reports %d device%s", dlb_device_type_name(
+                     device.device_type), (int)device.device_id, gpu->name,
+                     gpu->library(), n, n == 1 ? "" : "s");
+  *ordinal = (int)device.device_id;
+  return DLB_OK;
+}
 
 dlb_status dlb__device_alloc(DLDevice device, size_t size, void **out) {
-  (void)size;
-  (void)out;
-  const char *name = dlb_device_type_name(device.device_type);
-  return dlb__fail(DLB_E_UNSUPPORTED,
-                   "no backend allocates %s memory (device_type %d)",
-                   name != NULL ? name : "unknown", (int)device.device_type);
+  const dlb__gpu *gpu = dlb__gpu_for_type(device.device_type);
+  if (gpu == NULL) {
+    const char *name = dlb_device_type_name(device.device_type);
+    return dlb__fail(DLB_E_UNSUPPORTED,
+                     "no backend allocates %s memory (device_type %d)",
+                     name != NULL ? name : "unknown", (int)device.device_type);
+  }
+  int ordinal = 0;
+  dlb_status s = dlb__gpu_device(gpu, device, &ordinal);
+  if (s != DLB_OK) return s;
+  /* The runtimes refuse empty allocations, but a tensor's data must not
+   * be NULL even when it holds no element. */
+  return gpu->alloc(dlb__gpu_side(device.device_type), ordinal,
+                    size > 0 ? size : 1, out);
 }
 
 void dlb__device_free(DLDevice device, void *ptr) {
-  (void)device;
-  (void)ptr;
+  const dlb__gpu *gpu = dlb__gpu_for_type(device.device_type);
+  if (gpu == NULL || ptr == NULL || !gpu->ready()) return;
+  int ordinal = dlb_device_type_is_host_type(device.device_type)
+                    ? 0
+                    : (int)device.device_id;
+  gpu->free(dlb__gpu_side(device.device_type), ordinal, ptr);
 }
 
-dlb_status dlb__device_copy(const DLTensor *src, const DLTensor *dst) {
-  (void)dst;
-  return dlb__fail(DLB_E_UNSUPPORTED,
-                   "no backend copies from device_type %d",
-                   (int)src->device.device_type);
+static const dlb__gpu *runtime_gpu(dlb_runtime runtime) {
+  switch (runtime) {
+    case DLB_RUNTIME_CUDA:
+      return &dlb__cuda;
+    case DLB_RUNTIME_HIP:
+      return &dlb__hip;
+  }
+  return NULL;
+}
+
+static dlb_status loaded(dlb_runtime runtime, const dlb__gpu **out) {
+  const dlb__gpu *gpu = runtime_gpu(runtime);
+  if (gpu == NULL)
+    return dlb__fail(DLB_E_INVAL, "runtime is %d; must be DLB_RUNTIME_CUDA "
+                     "(1) or DLB_RUNTIME_HIP (2)", (int)runtime);
+  dlb_status s = gpu->load();
+  if (s == DLB_OK) *out = gpu;
+  return s;
+}
+
+dlb_status dlb_runtime_status(dlb_runtime runtime) {
+  const dlb__gpu *gpu = NULL;
+  return loaded(runtime, &gpu);
+}
+
+dlb_status dlb_runtime_device_count(dlb_runtime runtime, int *out) {
+  if (out == NULL)
+    return dlb__fail(DLB_E_INVAL, "dlb_runtime_device_count: out is NULL");
+  const dlb__gpu *gpu = NULL;
+  dlb_status s = loaded(runtime, &gpu);
+  if (s == DLB_OK) *out = gpu->count();
+  return s;
+}
+
+dlb_status dlb_runtime_version(dlb_runtime runtime, int *out) {
+  if (out == NULL)
+    return dlb__fail(DLB_E_INVAL, "dlb_runtime_version: out is NULL");
+  const dlb__gpu *gpu = NULL;
+  dlb_status s = loaded(runtime, &gpu);
+  if (s == DLB_OK) *out = gpu->version();
+  return s;
+}
+
+const char *dlb_runtime_library(dlb_runtime runtime) {
+  const dlb__gpu *gpu = runtime_gpu(runtime);
+  return gpu != NULL && gpu->ready() ? gpu->library() : NULL;
 }

@@ -1,0 +1,296 @@
+/*
+ * bench_copy.c -- the CPU copy engine against memcpy, into preallocated
+ * output.
+ *
+ * Usage: bench_copy [--quick] [--reps N] [--json PATH]
+ *
+ * Every case copies into memory already written once (no page faults in
+ * the timings) and reports the median and spread (min, max) of N runs.
+ * Bandwidth counts bytes read plus bytes written, as memcpy's does, so the
+ * ratio column compares like with like. The threshold sweep times small
+ * contiguous copies and transposes on one thread and on all of them, to
+ * place DLB__COPY_PARALLEL_MIN.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#include "dlbridge.h"
+
+#define MAX_REPS 101
+#define MAX_ROWS 64
+
+typedef struct {
+  char name[64];
+  int threads; /* 0: memcpy */
+  double bytes; /* read + written */
+  double median, min, max; /* seconds */
+  double ratio;            /* bandwidth / memcpy's of the same size */
+} row;
+
+static row rows[MAX_ROWS];
+static int nrows;
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Huge pages where the system allows, as dlbridge's own allocator asks, and
+ * every page touched so no timing pays a fault. */
+static void *big_alloc(size_t bytes) {
+  void *p = NULL;
+  if (posix_memalign(&p, (size_t)2 << 20, bytes) != 0) {
+    fprintf(stderr, "out of memory (%zu bytes)\n", bytes);
+    exit(1);
+  }
+#ifdef MADV_HUGEPAGE
+  (void)madvise(p, bytes, MADV_HUGEPAGE);
+#endif
+  unsigned char *c = p;
+  for (size_t i = 0; i < bytes; i++)
+    c[i] = (unsigned char)(i * 2654435761u >> 13);
+  return p;
+}
+
+typedef struct {
+  const DLTensor *src, *dst;
+  void *mdst;
+  const void *msrc;
+  size_t mbytes;
+} job;
+
+static void run_memcpy(const job *j) { memcpy(j->mdst, j->msrc, j->mbytes); }
+
+static void run_copy(const job *j) {
+  dlb_status st = dlb_copy(j->src, j->dst);
+  if (st != DLB_OK) {
+    fprintf(stderr, "dlb_copy: %s (%s)\n", dlb_status_name(st),
+            dlb_last_error());
+    exit(1);
+  }
+}
+
+static int reps = 11;
+
+static double time_once(void (*fn)(const job *), const job *j) {
+  double t0 = now();
+  fn(j);
+  return now() - t0;
+}
+
+static void summarise(row *w, const char *name, int threads, double bytes,
+                      double *t, double *ratio) {
+  qsort(t, (size_t)reps, sizeof t[0], cmp_double);
+  snprintf(w->name, sizeof w->name, "%s", name);
+  w->threads = threads;
+  w->bytes = bytes;
+  w->median = t[reps / 2];
+  w->min = t[0];
+  w->max = t[reps - 1];
+  if (ratio != NULL) {
+    qsort(ratio, (size_t)reps, sizeof ratio[0], cmp_double);
+    w->ratio = ratio[reps / 2];
+  } else {
+    w->ratio = 1.0;
+  }
+}
+
+/* Median seconds of j on one thread and on `all`, taken in turn, and the
+ * median per-rep speed-up (sweep only). */
+static void pair_times(int all, const job *j, double *one, double *many,
+                       double *gain) {
+  double t1[MAX_REPS], tn[MAX_REPS], g[MAX_REPS];
+  dlb_copy_set_threads(all);
+  run_copy(j);
+  for (int r = 0; r < reps; r++) {
+    dlb_copy_set_threads(1);
+    t1[r] = time_once(run_copy, j);
+    dlb_copy_set_threads(all);
+    tn[r] = time_once(run_copy, j);
+    g[r] = t1[r] / tn[r];
+  }
+  qsort(t1, (size_t)reps, sizeof t1[0], cmp_double);
+  qsort(tn, (size_t)reps, sizeof tn[0], cmp_double);
+  qsort(g, (size_t)reps, sizeof g[0], cmp_double);
+  *one = t1[reps / 2];
+  *many = tn[reps / 2];
+  *gain = g[reps / 2];
+}
+
+static DLTensor view(void *data, int32_t ndim, int64_t *shape,
+                     int64_t *strides) {
+  DLTensor t;
+  memset(&t, 0, sizeof t);
+  t.data = data;
+  t.device.device_type = kDLCPU;
+  t.ndim = ndim;
+  t.dtype.code = kDLFloat;
+  t.dtype.bits = 32;
+  t.dtype.lanes = 1;
+  t.shape = shape;
+  t.strides = strides;
+  return t;
+}
+
+/* memcpy, dlb_copy on one thread and on `all`, taken in turn in every rep
+ * so that the machine's drift (other tenants) hits them alike; the ratio
+ * is the median of the per-rep ratios. The memcpy copies as many bytes as
+ * the case writes. */
+static void bench_case(const char *name, const DLTensor *src,
+                       const DLTensor *dst, size_t out_bytes, void *mdst,
+                       const void *msrc, int all) {
+  job j = {src, dst, mdst, msrc, out_bytes};
+  double tm[MAX_REPS], t1[MAX_REPS], tn[MAX_REPS], r1[MAX_REPS],
+      rn[MAX_REPS];
+  const double moved = 2.0 * (double)out_bytes;
+  /* Warm: the pool starts, caches and TLBs fill. */
+  run_memcpy(&j);
+  dlb_copy_set_threads(all);
+  run_copy(&j);
+  for (int r = 0; r < reps; r++) {
+    tm[r] = time_once(run_memcpy, &j);
+    dlb_copy_set_threads(1);
+    t1[r] = time_once(run_copy, &j);
+    dlb_copy_set_threads(all);
+    tn[r] = time_once(run_copy, &j);
+    r1[r] = tm[r] / t1[r];
+    rn[r] = tm[r] / tn[r];
+  }
+  char label[64];
+  snprintf(label, sizeof label, "memcpy %.0f MiB",
+           (double)out_bytes / (1 << 20));
+  summarise(&rows[nrows++], label, 0, moved, tm, NULL);
+  summarise(&rows[nrows++], name, 1, moved, t1, r1);
+  if (all > 1) summarise(&rows[nrows++], name, all, moved, tn, rn);
+}
+
+/* Microseconds for copies of growing size on 1 and on `all` threads, and
+ * the speed-up, to place DLB__COPY_PARALLEL_MIN. */
+static void sweep(FILE *json, int all, float *a, float *b) {
+  static const int64_t sizes[] = {256 << 10, 512 << 10, 1 << 20,  2 << 20,
+                                  4 << 20,   8 << 20,   16 << 20, 32 << 20};
+  printf("\nthreshold sweep (median microseconds; 1 thread vs %d; gain = "
+         "median per-rep speed-up)\n", all);
+  printf("%10s %11s %11s %6s %11s %11s %6s\n", "bytes", "contig x1",
+         "contig xN", "gain", "transp x1", "transp xN", "gain");
+  fprintf(json, "  \"sweep\": [\n");
+  const size_t n = sizeof sizes / sizeof sizes[0];
+  for (size_t k = 0; k < n; k++) {
+    int64_t elems = sizes[k] / 4;
+    /* A square-ish transpose of the same bytes: rows x cols. */
+    int64_t rows_ = 1;
+    while (rows_ * rows_ * 4 <= elems) rows_ *= 2;
+    int64_t cols = elems / rows_;
+    int64_t flat[1] = {elems};
+    int64_t sq[2] = {cols, rows_}, tstr[2] = {1, cols};
+    DLTensor cs = view(a, 1, flat, NULL), cd = view(b, 1, flat, NULL);
+    DLTensor ts = view(a, 2, sq, tstr), td = view(b, 2, sq, NULL);
+    job cj = {&cs, &cd, NULL, NULL, 0}, tj = {&ts, &td, NULL, NULL, 0};
+    double c1, cn, cg, t1, tn, tg;
+    pair_times(all, &cj, &c1, &cn, &cg);
+    pair_times(all, &tj, &t1, &tn, &tg);
+    printf("%10lld %11.1f %11.1f %6.2f %11.1f %11.1f %6.2f\n",
+           (long long)sizes[k], c1 * 1e6, cn * 1e6, cg, t1 * 1e6, tn * 1e6,
+           tg);
+    fprintf(json,
+            "    {\"bytes\": %lld, \"contig_1_us\": %.2f, \"contig_n_us\": "
+            "%.2f, \"contig_gain\": %.3f, \"transpose_1_us\": %.2f, "
+            "\"transpose_n_us\": %.2f, \"transpose_gain\": %.3f}%s\n",
+            (long long)sizes[k], c1 * 1e6, cn * 1e6, cg, t1 * 1e6, tn * 1e6,
+            tg, k + 1 < n ? "," : "");
+  }
+  fprintf(json, "  ],\n");
+}
+
+int main(int argc, char **argv) {
+  const char *json_path = "bench_copy.json";
+  int quick = 0;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--quick") == 0)
+      quick = 1;
+    else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc)
+      reps = atoi(argv[++i]);
+    else if (strcmp(argv[i], "--json") == 0 && i + 1 < argc)
+      json_path = argv[++i];
+    else {
+      fprintf(stderr, "usage: %s [--quick] [--reps N] [--json PATH]\n",
+              argv[0]);
+      return 2;
+    }
+  }
+  if (quick) reps = 5;
+  if (reps < 1) reps = 1;
+  if (reps > MAX_REPS) reps = MAX_REPS;
+  dlb_copy_set_threads(0);
+  const int all = dlb_copy_get_threads();
+
+  const int64_t n = 4096;
+  const size_t bytes = (size_t)(n * n) * sizeof(float);
+  float *a = big_alloc(bytes), *b = big_alloc(bytes);
+
+  /* Contiguous: 64 MiB. */
+  int64_t flat[1] = {n * n};
+  DLTensor cs = view(a, 1, flat, NULL), cd = view(b, 1, flat, NULL);
+  bench_case("contiguous 64 MiB", &cs, &cd, bytes, b, a, all);
+
+  /* 2-D transpose of 4096 x 4096 float32. */
+  int64_t sq[2] = {n, n}, tstr[2] = {1, n};
+  DLTensor ts = view(a, 2, sq, tstr), td = view(b, 2, sq, NULL);
+  bench_case("transpose 4096^2 f32", &ts, &td, bytes, b, a, all);
+
+  /* (64, 64, 64, 64) float32 permuted (3, 1, 0, 2). */
+  int64_t p4[4] = {64, 64, 64, 64};
+  int64_t pstr[4] = {1, 64 * 64, 64 * 64 * 64, 64};
+  DLTensor ps = view(a, 4, p4, pstr), pd = view(b, 4, p4, NULL);
+  bench_case("permute (3,1,0,2) 64^4", &ps, &pd, bytes, b, a, all);
+
+  /* The slice [::2, ::3] of the 4096 x 4096 matrix. */
+  int64_t sl[2] = {n / 2, (n + 2) / 3}, slstr[2] = {2 * n, 3};
+  DLTensor ss = view(a, 2, sl, slstr), sd = view(b, 2, sl, NULL);
+  bench_case("slice [::2, ::3]", &ss, &sd,
+             (size_t)(sl[0] * sl[1]) * sizeof(float), b, a, all);
+
+  FILE *json = fopen(json_path, "w");
+  if (json == NULL) {
+    perror(json_path);
+    return 1;
+  }
+  printf("%-24s %7s %10s %10s %10s %9s %9s\n", "case", "threads",
+         "median ms", "min ms", "max ms", "GB/s", "x memcpy");
+  printf("(GB/s: bytes read + written over the median; x memcpy: median of\n"
+         " per-rep ratios to the memcpy run just before)\n");
+  fprintf(json, "{\n  \"reps\": %d,\n  \"threads_all\": %d,\n", reps, all);
+  fprintf(json, "  \"cases\": [\n");
+  for (int i = 0; i < nrows; i++) {
+    const row *w = &rows[i];
+    printf("%-24s %7s %10.3f %10.3f %10.3f %9.2f %9.2f\n", w->name,
+           w->threads == 0 ? "-" : w->threads == 1 ? "1" : "all",
+           w->median * 1e3, w->min * 1e3, w->max * 1e3,
+           w->bytes / w->median * 1e-9, w->ratio);
+    fprintf(json,
+            "    {\"name\": \"%s\", \"threads\": %d, \"bytes\": %.0f, "
+            "\"median_s\": %.6f, \"min_s\": %.6f, \"max_s\": %.6f, "
+            "\"gbps\": %.3f, \"vs_memcpy\": %.3f}%s\n",
+            w->name, w->threads == 0 ? 0 : w->threads == 1 ? 1 : all,
+            w->bytes, w->median, w->min, w->max, w->bytes / w->median * 1e-9,
+            w->ratio, i + 1 < nrows ? "," : "");
+  }
+  fprintf(json, "  ],\n");
+  sweep(json, all, a, b);
+  fprintf(json, "  \"memcpy_bytes\": %zu\n}\n", bytes);
+  fclose(json);
+  printf("\nwrote %s\n", json_path);
+  free(a);
+  free(b);
+  return 0;
+}

@@ -1,0 +1,52 @@
+/*
+ * cuda_loader.h -- the loaded CUDA driver: its entry points, the primary
+ * contexts and the error messages, shared by the cuda_*.c files.
+ * Not installed.
+ */
+#ifndef DLB_BACKEND_CUDA_LOADER_H
+#define DLB_BACKEND_CUDA_LOADER_H
+
+#include "backend.h"
+#include "cuda_api.h"
+
+/* Filled once by dlb__cuda_load(); read-only afterwards. The optional and
+ * fallback entries may be NULL. */
+extern dlb__cu_api dlb__cu;
+
+/* Loads the driver once per process (see dlb__gpu.load). */
+dlb_status dlb__cuda_load(void);
+int dlb__cuda_ready(void);
+int dlb__cuda_count(void);
+int dlb__cuda_version(void);
+const char *dlb__cuda_library(void);
+int dlb__cuda_active(int device);
+
+/*
+ * Makes the primary context of device current on this thread (retaining
+ * it on first use; it stays retained, as the CUDA runtime's does) and
+ * stores in *pushed whether dlb__cuda_leave() must pop it. Every enter
+ * that succeeds is paired with one leave.
+ */
+dlb_status dlb__cuda_enter(int device, int *pushed);
+void dlb__cuda_leave(int pushed);
+
+/* The operations of dlb__cuda (see dlb__gpu in backend.h), in
+ * cuda_mem.c and cuda_stream.c. */
+dlb_status dlb__cuda_alloc(dlb__side side, int device, size_t size,
+                           void **out);
+void dlb__cuda_free(dlb__side side, int device, void *p);
+dlb_status dlb__cuda_host_register(void *p, size_t size);
+void dlb__cuda_host_unregister(void *p);
+dlb_status dlb__cuda_classify(const void *p, dlb__ptr_kind *out);
+dlb_status dlb__cuda_copy(int device, const dlb__pitched *c, void *stream);
+dlb_status dlb__cuda_stream_sync(int device, void *stream);
+dlb_status dlb__cuda_stream_wait(int device, void *consumer, void *producer);
+dlb_status dlb__cuda_device_sync(int device);
+
+/* Records "<what>: CUDA_ERROR_NAME (code): description" and returns the
+ * matching status: DLB_E_NOMEM for out-of-memory, DLB_E_UNSUPPORTED for
+ * not-supported, DLB_E_RUNTIME otherwise. */
+dlb_status dlb__cuda_fail(dlb__cu_result result, const char *fmt, ...)
+    DLB__PRINTF(2, 3);
+
+#endif /* DLB_BACKEND_CUDA_LOADER_H */

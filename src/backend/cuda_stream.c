@@ -1,0 +1,192 @@
+/*
+ * cuda_stream.c -- CUDA copies, stream hand-off and synchronisation.
+ */
+#include <string.h>
+
+#include "cuda_loader.h"
+
+static dlb__cu_deviceptr devptr(const void *p) {
+  return (dlb__cu_deviceptr)(uintptr_t)p;
+}
+
+static dlb__cu_enum memory_type(dlb__side side) {
+  switch (side) {
+    case DLB__SIDE_HOST:
+      return DLB__CU_MEMORYTYPE_HOST;
+    case DLB__SIDE_DEVICE:
+      return DLB__CU_MEMORYTYPE_DEVICE;
+    case DLB__SIDE_MANAGED:
+      break;
+  }
+  /* The driver finds managed pages wherever they are. */
+  return DLB__CU_MEMORYTYPE_UNIFIED;
+}
+
+static dlb_status pitch_fits(int device, const dlb__pitched *c) {
+  dlb__cu_device dev = 0;
+  int max_pitch = 0;
+  dlb__cu_result r = dlb__cu.cuDeviceGet(&dev, device);
+  if (r == DLB__CUDA_SUCCESS)
+    r = dlb__cu.cuDeviceGetAttribute(&max_pitch,
+                                     DLB__CU_DEVICE_ATTRIBUTE_MAX_PITCH, dev);
+  if (r != DLB__CUDA_SUCCESS)
+    return dlb__cuda_fail(r, "cuDeviceGetAttribute(MAX_PITCH, cuda:%d)",
+                          device);
+  size_t limit = max_pitch > 0 ? (size_t)max_pitch : 0;
+  if (c->src_pitch > limit || c->dst_pitch > limit)
+    return dlb__fail(DLB_E_UNSUPPORTED, "pitch %zu exceeds the %zu bytes "
+                     "cuda:%d allows", c->src_pitch > c->dst_pitch
+                     ? c->src_pitch : c->dst_pitch, limit, device);
+  return DLB_OK;
+}
+
+static void fill_2d(dlb__cu_memcpy2d *m, const dlb__pitched *c) {
+  memset(m, 0, sizeof *m);
+  m->srcMemoryType = memory_type(c->src_side);
+  if (c->src_side == DLB__SIDE_HOST)
+    m->srcHost = c->src;
+  else
+    m->srcDevice = devptr(c->src);
+  m->srcPitch = c->src_pitch;
+  m->dstMemoryType = memory_type(c->dst_side);
+  if (c->dst_side == DLB__SIDE_HOST)
+    m->dstHost = c->dst;
+  else
+    m->dstDevice = devptr(c->dst);
+  m->dstPitch = c->dst_pitch;
+  m->WidthInBytes = c->width;
+  m->Height = c->height;
+}
+
+static void fill_3d(dlb__cu_memcpy3d *m, const dlb__pitched *c) {
+  memset(m, 0, sizeof *m);
+  m->srcMemoryType = memory_type(c->src_side);
+  if (c->src_side == DLB__SIDE_HOST)
+    m->srcHost = c->src;
+  else
+    m->srcDevice = devptr(c->src);
+  m->srcPitch = c->src_pitch;
+  m->srcHeight = c->src_rows;
+  m->dstMemoryType = memory_type(c->dst_side);
+  if (c->dst_side == DLB__SIDE_HOST)
+    m->dstHost = c->dst;
+  else
+    m->dstDevice = devptr(c->dst);
+  m->dstPitch = c->dst_pitch;
+  m->dstHeight = c->dst_rows;
+  m->WidthInBytes = c->width;
+  m->Height = c->height;
+  m->Depth = c->depth;
+}
+
+static dlb_status copy_in_context(int device, const dlb__pitched *c,
+                                  dlb__cu_stream stream) {
+  dlb__cu_result r;
+  if (c->height == 1 && c->depth == 1) {
+    r = dlb__cu.cuMemcpyAsync(devptr(c->dst), devptr(c->src), c->width,
+                              stream);
+    if (r != DLB__CUDA_SUCCESS)
+      return dlb__cuda_fail(r, "cuMemcpyAsync(%zu bytes)", c->width);
+    return DLB_OK;
+  }
+  dlb_status s = pitch_fits(device, c);
+  if (s != DLB_OK) return s;
+  if (c->depth == 1) {
+    dlb__cu_memcpy2d m;
+    fill_2d(&m, c);
+    r = dlb__cu.cuMemcpy2DAsync_v2(&m, stream);
+    /* Device-to-device copies may refuse pitches that cuMemAllocPitch did
+     * not choose; the unaligned form takes any, but only synchronously. */
+    if (r == DLB__CUDA_ERROR_INVALID_VALUE && c->src_side != DLB__SIDE_HOST &&
+        c->dst_side != DLB__SIDE_HOST) {
+      r = dlb__cu.cuStreamSynchronize(stream);
+      if (r != DLB__CUDA_SUCCESS)
+        return dlb__cuda_fail(r, "cuStreamSynchronize before "
+                              "cuMemcpy2DUnaligned_v2");
+      r = dlb__cu.cuMemcpy2DUnaligned_v2(&m);
+      if (r != DLB__CUDA_SUCCESS)
+        return dlb__cuda_fail(r, "cuMemcpy2DUnaligned_v2(%zu x %zu bytes, "
+                              "pitches %zu and %zu)", c->height, c->width,
+                              c->src_pitch, c->dst_pitch);
+      return DLB_OK;
+    }
+    if (r != DLB__CUDA_SUCCESS)
+      return dlb__cuda_fail(r, "cuMemcpy2DAsync_v2(%zu x %zu bytes, pitches "
+                            "%zu and %zu)", c->height, c->width, c->src_pitch,
+                            c->dst_pitch);
+    return DLB_OK;
+  }
+  dlb__cu_memcpy3d m;
+  fill_3d(&m, c);
+  r = dlb__cu.cuMemcpy3DAsync_v2(&m, stream);
+  if (r != DLB__CUDA_SUCCESS)
+    return dlb__cuda_fail(r, "cuMemcpy3DAsync_v2(%zu x %zu x %zu bytes)",
+                          c->depth, c->height, c->width);
+  return DLB_OK;
+}
+
+dlb_status dlb__cuda_copy(int device, const dlb__pitched *c, void *stream) {
+  int pushed = 0;
+  dlb_status s = dlb__cuda_enter(device, &pushed);
+  if (s != DLB_OK) return s;
+  s = copy_in_context(device, c, (dlb__cu_stream)stream);
+  dlb__cuda_leave(pushed);
+  return s;
+}
+
+dlb_status dlb__cuda_stream_sync(int device, void *stream) {
+  int pushed = 0;
+  dlb_status s = dlb__cuda_enter(device, &pushed);
+  if (s != DLB_OK) return s;
+  dlb__cu_result r = dlb__cu.cuStreamSynchronize((dlb__cu_stream)stream);
+  if (r != DLB__CUDA_SUCCESS)
+    s = dlb__cuda_fail(r, "cuStreamSynchronize(%p) on cuda:%d", stream,
+                       device);
+  dlb__cuda_leave(pushed);
+  return s;
+}
+
+/* The loaded entry points are the legacy-stream ones, so NULL is the
+ * legacy default stream. */
+static void *canonical_stream(void *s) {
+  return s == NULL ? (void *)DLB__CU_STREAM_LEGACY : s;
+}
+
+dlb_status dlb__cuda_stream_wait(int device, void *consumer, void *producer) {
+  if (canonical_stream(consumer) == canonical_stream(producer)) return DLB_OK;
+  int pushed = 0;
+  dlb_status s = dlb__cuda_enter(device, &pushed);
+  if (s != DLB_OK) return s;
+  dlb__cu_event e = NULL;
+  dlb__cu_result r = dlb__cu.cuEventCreate(&e, DLB__CU_EVENT_DISABLE_TIMING);
+  if (r != DLB__CUDA_SUCCESS) {
+    s = dlb__cuda_fail(r, "cuEventCreate(DISABLE_TIMING) on cuda:%d", device);
+  } else {
+    r = dlb__cu.cuEventRecord(e, (dlb__cu_stream)producer);
+    if (r != DLB__CUDA_SUCCESS) {
+      s = dlb__cuda_fail(r, "cuEventRecord(producer stream %p) on cuda:%d",
+                         producer, device);
+    } else {
+      r = dlb__cu.cuStreamWaitEvent((dlb__cu_stream)consumer, e, 0);
+      if (r != DLB__CUDA_SUCCESS)
+        s = dlb__cuda_fail(r, "cuStreamWaitEvent(consumer stream %p) on "
+                           "cuda:%d", consumer, device);
+    }
+    /* Destroying an event that a stream still waits on is allowed: the
+     * driver frees it once the wait is over. */
+    (void)dlb__cu.cuEventDestroy_v2(e);
+  }
+  dlb__cuda_leave(pushed);
+  return s;
+}
+
+dlb_status dlb__cuda_device_sync(int device) {
+  int pushed = 0;
+  dlb_status s = dlb__cuda_enter(device, &pushed);
+  if (s != DLB_OK) return s;
+  dlb__cu_result r = dlb__cu.cuCtxSynchronize();
+  if (r != DLB__CUDA_SUCCESS)
+    s = dlb__cuda_fail(r, "cuCtxSynchronize on cuda:%d", device);
+  dlb__cuda_leave(pushed);
+  return s;
+}

@@ -1,0 +1,82 @@
+/*
+ * managed.c -- prefetch and advice for CUDA managed memory.
+ */
+#include "backend.h"
+
+/* Finds the pages t's elements occupy and checks they are managed memory,
+ * whatever t's label says. *size is 0 for a tensor without elements. */
+static dlb_status managed_range(const DLTensor *t, char **p, size_t *size) {
+  dlb_status s = dlb_tensor_validate(t);
+  if (s != DLB_OK) return s;
+  int64_t lo = 0, hi = 0;
+  s = dlb_tensor_byte_span(t, &lo, &hi);
+  if (s != DLB_OK) return s;
+  if (hi <= lo || t->data == NULL) {
+    *size = 0;
+    return DLB_OK;
+  }
+  char *start = (char *)t->data + lo;
+  dlb__ptr_kind k;
+  s = dlb__cuda.classify(start, &k);
+  if (s != DLB_OK) return s;
+  if (k.device.device_type != kDLCUDAManaged) {
+    char name[DLB_DEVICE_NAME_MAX];
+    if (dlb_device_format(k.device, name, sizeof name) != DLB_OK)
+      name[0] = '\0';
+    return dlb__fail(DLB_E_DEVICE, "the memory at %p is %s, not "
+                     "cuda_managed", (void *)start, name);
+  }
+  *p = start;
+  *size = (size_t)(hi - lo);
+  return DLB_OK;
+}
+
+/* The ordinal of a GPU target, or -1 for the host. */
+static dlb_status target_of(DLDevice target, int *out) {
+  if (target.device_type == kDLCUDA)
+    return dlb__gpu_device(&dlb__cuda, target, out);
+  if (dlb_device_type_is_host_type(target.device_type)) {
+    *out = -1;
+    return DLB_OK;
+  }
+  const char *name = dlb_device_type_name(target.device_type);
+  return dlb__fail(DLB_E_DEVICE, "target is %s (device_type %d); managed "
+                   "memory moves to cuda:N or to the host",
+                   name != NULL ? name : "unknown", (int)target.device_type);
+}
+
+dlb_status dlb_managed_prefetch(const DLTensor *t, DLDevice target,
+                                void *stream) {
+  if (t == NULL)
+    return dlb__fail(DLB_E_INVAL, "dlb_managed_prefetch: t is NULL");
+  dlb_status s = dlb__cuda.load();
+  if (s != DLB_OK) return s;
+  int device = -1;
+  s = target_of(target, &device);
+  if (s != DLB_OK) return s;
+  char *p = NULL;
+  size_t size = 0;
+  s = managed_range(t, &p, &size);
+  if (s != DLB_OK || size == 0) return s;
+  return dlb__cuda_prefetch(p, size, device, stream);
+}
+
+dlb_status dlb_managed_advise(const DLTensor *t, dlb_advice advice,
+                              DLDevice target) {
+  if (t == NULL)
+    return dlb__fail(DLB_E_INVAL, "dlb_managed_advise: t is NULL");
+  if (advice < DLB_ADVISE_SET_READ_MOSTLY ||
+      advice > DLB_ADVISE_UNSET_ACCESSED_BY)
+    return dlb__fail(DLB_E_INVAL, "advice is %d; must be a dlb_advice "
+                     "value (1 to 6)", (int)advice);
+  dlb_status s = dlb__cuda.load();
+  if (s != DLB_OK) return s;
+  int device = -1;
+  s = target_of(target, &device);
+  if (s != DLB_OK) return s;
+  char *p = NULL;
+  size_t size = 0;
+  s = managed_range(t, &p, &size);
+  if (s != DLB_OK || size == 0) return s;
+  return dlb__cuda_advise(p, size, (int)advice, device);
+}

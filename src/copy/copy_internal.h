@@ -1,0 +1,112 @@
+/*
+ * copy_internal.h -- the pieces of the CPU copy engine (src/copy/).
+ *
+ * A copy is planned in bytes: dimensions merged and reordered so that the
+ * innermost loop writes memory in order, then run by a row kernel (one
+ * strided dimension) or a tile kernel (two dimensions, transposed), on one
+ * or several threads.
+ */
+#ifndef DLBRIDGE_COPY_INTERNAL_H
+#define DLBRIDGE_COPY_INTERNAL_H
+
+#include "internal.h"
+
+/* One extra dimension splits elements whose size is not a power of two
+ * (float32x3: 12 bytes) into units of 1, 2, 4, 8 or 16 bytes. */
+#define DLB__COPY_DIMS (DLB_MAX_NDIM + 1)
+
+/* Copies n units of `unit` bytes, src and dst advancing by their steps in
+ * bytes (any sign, zero included). Returns nothing: plans are valid. */
+typedef void (*dlb__row_fn)(char *dst, int64_t dst_step, const char *src,
+                            int64_t src_step, int64_t n);
+
+/* Copies an nb x na plane: element (b, a) is at src + b * src_b + a * src_a
+ * and goes to dst + b * dst_b + a * dst_a (steps in bytes). next_dst and
+ * next_src, when not NULL, are where the next plane of the same geometry
+ * starts: a small plane prefetches it while it copies. */
+typedef void (*dlb__tile_fn)(char *dst, int64_t dst_b, int64_t dst_a,
+                             const char *src, int64_t src_b, int64_t src_a,
+                             int64_t nb, int64_t na, const char *next_dst,
+                             const char *next_src);
+
+/* The row kernel for units of `unit` bytes (1, 2, 4, 8 or 16) and these
+ * steps: memcpy when both are the unit, else a loop specialised for a unit
+ * step on either side. */
+dlb__row_fn dlb__row_kernel(size_t unit, int64_t dst_step, int64_t src_step);
+
+/* The cache-blocked tile kernel for `unit`; the fast paths expect
+ * dst_a == unit and src_b == unit (rows in, columns out). */
+dlb__tile_fn dlb__tile_kernel(size_t unit, int64_t dst_a, int64_t src_b);
+
+/* The edge in bytes of a tile kernel's blocks, along both sides: a cache
+ * line. Threads split tiles at multiples of it. */
+#define DLB__BLOCK_BYTES 64
+
+/* Smallest |src stride| in bytes of the dimension that dst writes in order
+ * for a transposed plan to pay: below it rows share cache lines anyway. */
+#define DLB__TILE_MIN_STRIDE 64
+
+/* How the innermost dimensions run. */
+typedef enum dlb__copy_kind {
+  DLB__COPY_ROWS, /* the last dimension by a row kernel */
+  DLB__COPY_TILE  /* the last two by a tile kernel */
+} dlb__copy_kind;
+
+/* A planned copy of elements that do not overlap between src and dst. */
+typedef struct dlb__copy_plan {
+  char *dst;
+  const char *src;
+  int32_t ndim; /* >= 1, outermost first */
+  int64_t shape[DLB__COPY_DIMS];
+  int64_t dst_stride[DLB__COPY_DIMS]; /* bytes */
+  int64_t src_stride[DLB__COPY_DIMS]; /* bytes */
+  size_t unit;                        /* bytes of one unit: 1,2,4,8,16 */
+  dlb__copy_kind kind;
+  /* Whether the elements may be split among threads: dst names every
+   * element once, so neither order nor concurrency changes the result. */
+  int parallel;
+  dlb__row_fn row;
+  dlb__tile_fn tile;
+} dlb__copy_plan;
+
+/* Plans copying ndim dimensions of shape (no extent 0) with element strides
+ * of itemsize bytes (NULL: compact); the first elements are at src and dst.
+ * Fills *plan; never fails for tensors that passed dlb_tensor_validate. */
+void dlb__copy_plan_build(dlb__copy_plan *plan, char *dst,
+                          const int64_t *dst_strides, const char *src,
+                          const int64_t *src_strides, int32_t ndim,
+                          const int64_t *shape, size_t itemsize);
+
+/* Runs the plan, over the pool when it is large and parallel. fresh_dst
+ * says dst's pages were never touched: then a memcpy-like plan runs on one
+ * thread, since it is bound by page faults, and concurrent faults on huge
+ * pages contend (bench/bench_copy_peers.py: 64 MiB into fresh memory takes
+ * 8 ms on one thread, 10 to 15 ms on two). */
+void dlb__copy_plan_run(const dlb__copy_plan *plan, int fresh_dst);
+
+/* dlb_copy; fresh_dst as for dlb__copy_plan_run. */
+dlb_status dlb__copy(const DLTensor *src, const DLTensor *dst, int fresh_dst);
+
+/* Below these many bytes a copy runs on the calling thread: waking the
+ * other threads (tens of microseconds in a VM) costs more than they save.
+ * bench/bench_copy.c's sweep on 2 cores: a transpose gains 1.6 x at
+ * 2 MiB and loses 10 % at 1 MiB; a memcpy-like copy, which runs from L3
+ * at these sizes, loses 20 % at 2 MiB and gains from 4 MiB. */
+#define DLB__COPY_PARALLEL_MIN ((int64_t)2 << 20)
+#define DLB__COPY_PARALLEL_MIN_CONTIGUOUS ((int64_t)4 << 20)
+
+/* Runs fn(ctx, part) for part in [0, nparts) on up to `threads` threads,
+ * the caller included, and returns when all are done. Runs everything on
+ * the caller when the pool is busy with another caller's job (a part may
+ * call it again), or threads cannot start. Returns how many threads the
+ * parts were offered to (1: the caller alone); which of them ran parts
+ * depends on scheduling. */
+int dlb__pool_run(void (*fn)(void *ctx, int64_t part), void *ctx,
+                  int64_t nparts, int threads);
+
+/* How many threads this thread's last dlb_copy was shared among (1 when
+ * it ran alone): lets tests see that the pool was used. */
+int dlb__copy_last_threads(void);
+void dlb__copy_set_last_threads(int threads);
+
+#endif /* DLBRIDGE_COPY_INTERNAL_H */

@@ -1,0 +1,269 @@
+/*
+ * plan.c -- turns a copy between two layouts into loops over bytes, and
+ * runs them.
+ *
+ * Dimensions are merged where both sides allow it, so a compact copy
+ * becomes one memcpy whatever its shape. When dst names every element once
+ * the copy may run in any order: dimensions are then flipped and sorted so
+ * that dst is written in address order, and a transposed pair (src in
+ * order along another dimension than dst) goes to the tile kernel.
+ * Otherwise the row-major order is kept, so that a dst naming one address
+ * twice ends with the last value.
+ */
+#include <stdlib.h>
+
+#include "copy/copy_internal.h"
+
+static int64_t abs64(int64_t v) { return v < 0 ? -v : v; }
+
+/* The largest of 16, 8, 4, 2, 1 dividing itemsize. */
+static size_t unit_of(size_t itemsize) {
+  size_t unit = 16;
+  while (itemsize % unit != 0) unit /= 2;
+  return unit;
+}
+
+/* Whether every index of the layout names distinct bytes: with dimensions
+ * sorted by |stride|, each stride must step past everything the inner ones
+ * reach (a mixed-radix argument). Extents are >= 2 after merging. */
+static int names_each_once(int32_t ndim, const int64_t *shape,
+                           const int64_t *stride, int64_t unit) {
+  int32_t order[DLB__COPY_DIMS];
+  for (int32_t i = 0; i < ndim; i++) order[i] = i;
+  for (int32_t i = 1; i < ndim; i++) {
+    int32_t k = order[i], j = i;
+    while (j > 0 && abs64(stride[order[j - 1]]) > abs64(stride[k])) {
+      order[j] = order[j - 1];
+      j--;
+    }
+    order[j] = k;
+  }
+  int64_t reach = unit;
+  for (int32_t i = 0; i < ndim; i++) {
+    int64_t s = abs64(stride[order[i]]);
+    if (s < reach) return 0;
+    /* s * (extent - 1) fits: it is part of the validated byte span. */
+    reach += s * (shape[order[i]] - 1);
+  }
+  return 1;
+}
+
+static void swap64(int64_t *a, int64_t *b) {
+  int64_t t = *a;
+  *a = *b;
+  *b = t;
+}
+
+static void swap_dims(dlb__copy_plan *p, int32_t i, int32_t j) {
+  swap64(&p->shape[i], &p->shape[j]);
+  swap64(&p->dst_stride[i], &p->dst_stride[j]);
+  swap64(&p->src_stride[i], &p->src_stride[j]);
+}
+
+/* Walks dimension i backwards on both sides: same elements, other order. */
+static void flip_dim(dlb__copy_plan *p, int32_t i) {
+  p->dst += (p->shape[i] - 1) * p->dst_stride[i];
+  p->src += (p->shape[i] - 1) * p->src_stride[i];
+  p->dst_stride[i] = -p->dst_stride[i];
+  p->src_stride[i] = -p->src_stride[i];
+}
+
+static void coalesce(dlb__copy_plan *p) {
+  int64_t *strides[2] = {p->dst_stride, p->src_stride};
+  p->ndim = dlb_coalesce_dims(p->ndim, p->shape, strides, 2);
+  if (p->ndim == 0) {
+    /* A single unit. */
+    p->ndim = 1;
+    p->shape[0] = 1;
+    p->dst_stride[0] = p->src_stride[0] = (int64_t)p->unit;
+  }
+}
+
+/* dst names each element once: order the loops by dst address. */
+static void reorder(dlb__copy_plan *p) {
+  for (int32_t i = 0; i < p->ndim; i++)
+    if (p->dst_stride[i] < 0) flip_dim(p, i);
+  /* Insertion sort, outermost = largest dst stride (strides are distinct:
+   * dst names each element once). */
+  for (int32_t i = 1; i < p->ndim; i++)
+    for (int32_t j = i; j > 0 && p->dst_stride[j - 1] < p->dst_stride[j]; j--)
+      swap_dims(p, j - 1, j);
+  coalesce(p);
+}
+
+/* A transposed pair: dst in order along the last dimension a, src in order
+ * along b (its smallest |stride|). b moves next to a, walking src forwards,
+ * and the pair goes to the tile kernel. */
+static void find_tile(dlb__copy_plan *p) {
+  int32_t a = p->ndim - 1;
+  if (p->ndim < 2 || abs64(p->src_stride[a]) < DLB__TILE_MIN_STRIDE) return;
+  int32_t b = 0;
+  for (int32_t i = 1; i < a; i++)
+    if (abs64(p->src_stride[i]) < abs64(p->src_stride[b])) b = i;
+  if (abs64(p->src_stride[b]) >= DLB__TILE_MIN_STRIDE) return;
+  if (p->src_stride[b] < 0) flip_dim(p, b);
+  for (int32_t i = b; i + 1 < a; i++) swap_dims(p, i, i + 1);
+  coalesce(p);
+  p->kind = DLB__COPY_TILE;
+}
+
+void dlb__copy_plan_build(dlb__copy_plan *p, char *dst,
+                          const int64_t *dst_strides, const char *src,
+                          const int64_t *src_strides, int32_t ndim,
+                          const int64_t *shape, size_t itemsize) {
+  p->dst = dst;
+  p->src = src;
+  p->unit = unit_of(itemsize);
+  p->kind = DLB__COPY_ROWS;
+  int64_t compact = 1;
+  for (int32_t i = ndim - 1; i >= 0; i--) {
+    /* Strides of size-1 dimensions are never used, and may be anything. */
+    int64_t ds = dst_strides != NULL ? dst_strides[i] : compact;
+    int64_t ss = src_strides != NULL ? src_strides[i] : compact;
+    p->shape[i] = shape[i];
+    p->dst_stride[i] = shape[i] == 1 ? 0 : ds * (int64_t)itemsize;
+    p->src_stride[i] = shape[i] == 1 ? 0 : ss * (int64_t)itemsize;
+    compact *= shape[i];
+  }
+  p->ndim = ndim;
+  if (itemsize > p->unit) {
+    p->shape[ndim] = (int64_t)(itemsize / p->unit);
+    p->dst_stride[ndim] = p->src_stride[ndim] = (int64_t)p->unit;
+    p->ndim++;
+  }
+  coalesce(p);
+  p->parallel =
+      names_each_once(p->ndim, p->shape, p->dst_stride, (int64_t)p->unit);
+  if (p->parallel) {
+    reorder(p);
+    find_tile(p);
+  }
+  int32_t last = p->ndim - 1;
+  if (p->kind == DLB__COPY_TILE) {
+    p->row = NULL;
+    p->tile = dlb__tile_kernel(p->unit, p->dst_stride[last],
+                               p->src_stride[last - 1]);
+  } else {
+    p->tile = NULL;
+    p->row =
+        dlb__row_kernel(p->unit, p->dst_stride[last], p->src_stride[last]);
+  }
+}
+
+/* Runs the plan with dimension k restricted to [lo, hi). Offsets are kept
+ * as integers so no pointer is formed outside the tensors. */
+static void run_range(const dlb__copy_plan *p, int32_t k, int64_t lo,
+                      int64_t hi) {
+  if (hi <= lo) return;
+  int64_t shape[DLB__COPY_DIMS];
+  int64_t index[DLB__COPY_DIMS];
+  const int32_t nd = p->ndim;
+  const int32_t outer = nd - (p->kind == DLB__COPY_TILE ? 2 : 1);
+  for (int32_t i = 0; i < nd; i++) {
+    shape[i] = p->shape[i];
+    index[i] = 0;
+  }
+  shape[k] = hi - lo;
+  int64_t doff = lo * p->dst_stride[k], soff = lo * p->src_stride[k];
+  for (;;) {
+    /* Step to the next kernel call first: a tile prefetches it. */
+    int64_t ndoff = doff, nsoff = soff;
+    int32_t j = outer - 1;
+    for (; j >= 0; j--) {
+      ndoff += p->dst_stride[j];
+      nsoff += p->src_stride[j];
+      if (++index[j] < shape[j]) break;
+      ndoff -= shape[j] * p->dst_stride[j];
+      nsoff -= shape[j] * p->src_stride[j];
+      index[j] = 0;
+    }
+    const int more = j >= 0;
+    if (p->kind == DLB__COPY_TILE)
+      p->tile(p->dst + doff, p->dst_stride[nd - 2], p->dst_stride[nd - 1],
+              p->src + soff, p->src_stride[nd - 2], p->src_stride[nd - 1],
+              shape[nd - 2], shape[nd - 1], more ? p->dst + ndoff : NULL,
+              more ? p->src + nsoff : NULL);
+    else
+      p->row(p->dst + doff, p->dst_stride[nd - 1], p->src + soff,
+             p->src_stride[nd - 1], shape[nd - 1]);
+    if (!more) return;
+    doff = ndoff;
+    soff = nsoff;
+  }
+}
+
+/* Parts below this size cost more in hand-over than they gain. */
+#define DLB__PART_MIN ((int64_t)256 << 10)
+
+typedef struct {
+  const dlb__copy_plan *plan;
+  int32_t dim; /* the dimension split */
+  int64_t extent;
+  int64_t nparts;
+  int64_t align; /* part boundaries are multiples of it */
+} dlb__split;
+
+static int64_t split_at(const dlb__split *s, int64_t part) {
+  if (part == s->nparts) return s->extent;
+  /* extent * part could overflow; part counts are small, so split it. */
+  int64_t at = s->extent / s->nparts * part +
+               s->extent % s->nparts * part / s->nparts;
+  return at / s->align * s->align;
+}
+
+static void run_part(void *ctx, int64_t part) {
+  const dlb__split *s = ctx;
+  run_range(s->plan, s->dim, split_at(s, part), split_at(s, part + 1));
+}
+
+/* The dimension to split among threads: the one with the largest dst
+ * stride, so each thread writes its own distant stretch of dst (its own
+ * pages: threads faulting the same huge page wait for each other), in
+ * parts the kernel walks whole (cache lines for rows, blocks for tiles).
+ * Returns how many parts it allows. */
+static int64_t choose_split(const dlb__copy_plan *p, dlb__split *s) {
+  const int32_t nd = p->ndim;
+  int32_t k = 0;
+  for (int32_t i = 1; i < nd; i++)
+    if (p->dst_stride[i] > p->dst_stride[k]) k = i;
+  s->dim = k;
+  s->extent = p->shape[k];
+  if (p->kind == DLB__COPY_TILE && k == nd - 2)
+    s->align = DLB__BLOCK_BYTES / (int64_t)p->unit;
+  else if (k == nd - 1)
+    s->align = 64;
+  else
+    s->align = 1;
+  return s->extent / s->align;
+}
+
+void dlb__copy_plan_run(const dlb__copy_plan *p, int fresh_dst) {
+  const int32_t last = p->ndim - 1;
+  const int contiguous = p->kind == DLB__COPY_ROWS &&
+                         p->dst_stride[last] == (int64_t)p->unit &&
+                         p->src_stride[last] == (int64_t)p->unit;
+  /* Only a dst naming each element once may run in parallel; its bytes
+   * are within its validated span, so the product fits. */
+  int64_t bytes = (int64_t)p->unit;
+  if (p->parallel && !(fresh_dst && contiguous))
+    for (int32_t i = 0; i < p->ndim; i++) bytes *= p->shape[i];
+  dlb__split s;
+  s.plan = p;
+  int64_t nparts = 1;
+  int threads = 1;
+  /* The thread count costs a system call: ask only for large copies. */
+  if (bytes >= (contiguous ? DLB__COPY_PARALLEL_MIN_CONTIGUOUS
+                           : DLB__COPY_PARALLEL_MIN) &&
+      (threads = dlb_copy_get_threads()) > 1) {
+    nparts = choose_split(p, &s);
+    if (nparts > bytes / DLB__PART_MIN) nparts = bytes / DLB__PART_MIN;
+    if (nparts > 4 * (int64_t)threads) nparts = 4 * (int64_t)threads;
+  }
+  if (nparts < 2) {
+    run_range(p, 0, 0, p->shape[0]);
+    dlb__copy_set_last_threads(1);
+    return;
+  }
+  s.nparts = nparts;
+  dlb__copy_set_last_threads(dlb__pool_run(run_part, &s, nparts, threads));
+}

@@ -1,0 +1,772 @@
+/* test_copy.c -- dlb_copy, dlb_tensor_copy and the copy thread pool. */
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "copy/copy_internal.h"
+#include "test.h"
+
+/* ---- helpers ---------------------------------------------------------- */
+
+static uint64_t rng_next(uint64_t *state) {
+  uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+static int64_t rng_below(uint64_t *state, int64_t n) {
+  return (int64_t)(rng_next(state) % (uint64_t)n);
+}
+
+static void fill_random(unsigned char *p, size_t n, uint64_t seed) {
+  uint64_t st = seed;
+  for (size_t i = 0; i < n; i++) p[i] = (unsigned char)rng_next(&st);
+}
+
+static DLDataType dt(uint8_t code, uint8_t bits, uint16_t lanes) {
+  DLDataType t = {code, bits, lanes};
+  return t;
+}
+
+static DLTensor tensor(void *data, DLDataType dtype, int32_t ndim,
+                       int64_t *shape, int64_t *strides,
+                       uint64_t byte_offset) {
+  DLTensor t;
+  memset(&t, 0, sizeof t);
+  t.data = data;
+  t.device.device_type = kDLCPU;
+  t.ndim = ndim;
+  t.dtype = dtype;
+  t.shape = shape;
+  t.strides = strides;
+  t.byte_offset = byte_offset;
+  return t;
+}
+
+/* Element offsets reached by strides: [lo, hi] (0, 0 with no elements). */
+static void offset_range(int32_t ndim, const int64_t *shape,
+                         const int64_t *strides, int64_t *lo, int64_t *hi) {
+  *lo = *hi = 0;
+  for (int32_t i = 0; i < ndim; i++) {
+    if (shape[i] == 0) {
+      *lo = *hi = 0;
+      return;
+    }
+    int64_t reach = strides[i] * (shape[i] - 1);
+    if (reach < 0)
+      *lo += reach;
+    else
+      *hi += reach;
+  }
+}
+
+/* The reference: for each index in row-major order, dst's element gets
+ * src's element as it was before the copy (snapshot: the arena's original
+ * bytes). Offsets are bytes from the arena's start. */
+static void reference_copy(unsigned char *out, const unsigned char *snapshot,
+                           int32_t ndim, const int64_t *shape,
+                           const int64_t *sstr, int64_t soff,
+                           const int64_t *dstr, int64_t doff,
+                           size_t itemsize) {
+  int64_t index[DLB_MAX_NDIM] = {0};
+  for (int32_t i = 0; i < ndim; i++)
+    if (shape[i] == 0) return;
+  for (;;) {
+    int64_t s = soff, d = doff;
+    for (int32_t i = 0; i < ndim; i++) {
+      s += index[i] * sstr[i] * (int64_t)itemsize;
+      d += index[i] * dstr[i] * (int64_t)itemsize;
+    }
+    memcpy(out + d, snapshot + s, itemsize);
+    int32_t j = ndim - 1;
+    while (j >= 0 && ++index[j] == shape[j]) index[j--] = 0;
+    if (j < 0) return;
+  }
+}
+
+/* Compact row-major strides in elements. */
+static void compact(int32_t ndim, const int64_t *shape, int64_t *strides) {
+  int64_t s = 1;
+  for (int32_t i = ndim - 1; i >= 0; i--) {
+    strides[i] = s;
+    s *= shape[i] > 0 ? shape[i] : 1;
+  }
+}
+
+/* ---- the random test -------------------------------------------------- */
+
+static const DLDataType random_types[] = {
+    {kDLInt, 8, 1},     {kDLUInt, 16, 1},  {kDLFloat, 32, 1},
+    {kDLFloat, 64, 1},  {kDLComplex, 128, 1}, {kDLBool, 8, 1},
+    {kDLUInt, 8, 3},    {kDLInt, 16, 3},   {kDLFloat, 32, 3},
+    {kDLFloat, 32, 4},  {kDLFloat, 64, 2}, {kDLUInt, 8, 5},
+    {kDLFloat, 64, 3},  {kDLFloat, 16, 1}, {kDLInt, 8, 16},
+};
+
+/* A random layout over shape: dimensions in a random order, with gaps,
+ * negative strides and (where allowed) zero or repeated strides. */
+static void random_layout(uint64_t *rng, int32_t ndim, const int64_t *shape,
+                          int64_t *strides, int allow_alias) {
+  int32_t perm[DLB_MAX_NDIM];
+  for (int32_t i = 0; i < ndim; i++) perm[i] = i;
+  if (rng_below(rng, 3) != 0)
+    for (int32_t i = ndim - 1; i > 0; i--) {
+      int32_t j = (int32_t)rng_below(rng, i + 1);
+      int32_t t = perm[i];
+      perm[i] = perm[j];
+      perm[j] = t;
+    }
+  int64_t s = 1;
+  for (int32_t k = ndim - 1; k >= 0; k--) {
+    int32_t d = perm[k];
+    strides[d] = rng_below(rng, 4) == 0 ? -s : s;
+    s *= shape[d] > 0 ? shape[d] : 1;
+    if (rng_below(rng, 4) == 0) s += 1 + rng_below(rng, 3);
+  }
+  if (allow_alias && ndim > 0 && rng_below(rng, 8) == 0) {
+    int32_t d = (int32_t)rng_below(rng, ndim);
+    strides[d] = rng_below(rng, 2) == 0 ? 0 : strides[perm[ndim - 1]];
+  }
+}
+
+typedef struct {
+  int32_t ndim;
+  int64_t shape[8];
+  DLDataType dtype;
+} random_case;
+
+static void random_shape(uint64_t *rng, random_case *c) {
+  c->ndim = (int32_t)rng_below(rng, 7);
+  int big = c->ndim > 0 && rng_below(rng, 3) == 0;
+  for (int32_t i = 0; i < c->ndim; i++) {
+    int64_t r = rng_below(rng, 12);
+    c->shape[i] = r == 0 && rng_below(rng, 3) == 0 ? 0 : r < 3 ? 1 : r;
+  }
+  if (big) c->shape[rng_below(rng, c->ndim)] = 16 + rng_below(rng, 70);
+  /* Keep each case small. */
+  for (;;) {
+    int64_t n = 1;
+    for (int32_t i = 0; i < c->ndim; i++) n *= c->shape[i];
+    if (n <= 30000) break;
+    int32_t i = (int32_t)rng_below(rng, c->ndim);
+    if (c->shape[i] > 1) c->shape[i] /= 2;
+  }
+}
+
+/* One case; returns 0 when dlb_copy matched the reference. */
+static int run_random_case(uint64_t *rng, int verbose) {
+  random_case c;
+  random_shape(rng, &c);
+  c.dtype = random_types[rng_below(
+      rng, (int64_t)(sizeof random_types / sizeof random_types[0]))];
+  const size_t es = dlb_dtype_itemsize(c.dtype);
+  int64_t sstr[8], dstr[8];
+  /* NULL strides (compact, as before DLPack 1.2) one time in ten. */
+  const int null_src = rng_below(rng, 10) == 0;
+  if (null_src)
+    compact(c.ndim, c.shape, sstr);
+  else
+    random_layout(rng, c.ndim, c.shape, sstr, 1);
+  random_layout(rng, c.ndim, c.shape, dstr, 1);
+  int64_t slo, shi, dlo, dhi;
+  offset_range(c.ndim, c.shape, sstr, &slo, &shi);
+  offset_range(c.ndim, c.shape, dstr, &dlo, &dhi);
+  int64_t sbytes = (shi - slo + 1) * (int64_t)es;
+  int64_t dbytes = (dhi - dlo + 1) * (int64_t)es;
+  /* Regions: src at sstart, dst apart from it or, one time in six, in the
+   * same bytes; each shifted off any alignment. */
+  int64_t sstart = rng_below(rng, 16);
+  int64_t dstart = rng_below(rng, 6) == 0
+                       ? rng_below(rng, sbytes + 1)
+                       : sstart + sbytes + rng_below(rng, 16);
+  int64_t end = sstart + sbytes > dstart + dbytes ? sstart + sbytes
+                                                  : dstart + dbytes;
+  size_t arena_bytes = (size_t)end + 16;
+  unsigned char *arena = malloc(arena_bytes);
+  unsigned char *snap = malloc(arena_bytes);
+  unsigned char *want = malloc(arena_bytes);
+  CHECK(arena != NULL && snap != NULL && want != NULL);
+  fill_random(arena, arena_bytes, rng_next(rng));
+  memcpy(snap, arena, arena_bytes);
+  memcpy(want, arena, arena_bytes);
+  int64_t soff = sstart - slo * (int64_t)es, doff = dstart - dlo * (int64_t)es;
+  reference_copy(want, snap, c.ndim, c.shape, sstr, soff, dstr, doff, es);
+  DLTensor src = tensor(arena, c.dtype, c.ndim, c.shape,
+                        null_src ? NULL : sstr, (uint64_t)soff);
+  DLTensor dst = tensor(arena, c.dtype, c.ndim, c.shape, dstr,
+                        (uint64_t)doff);
+  dlb_status st = dlb_copy(&src, &dst);
+  int bad = st != DLB_OK || memcmp(arena, want, arena_bytes) != 0;
+  if (bad && verbose) {
+    fprintf(stderr, "  status %s (%s); itemsize %zu ndim %d shape",
+            dlb_status_name(st), dlb_last_error(), es, (int)c.ndim);
+    for (int32_t i = 0; i < c.ndim; i++)
+      fprintf(stderr, " %lld", (long long)c.shape[i]);
+    fprintf(stderr, "; src strides");
+    for (int32_t i = 0; i < c.ndim; i++)
+      fprintf(stderr, " %lld", (long long)sstr[i]);
+    fprintf(stderr, "; dst strides");
+    for (int32_t i = 0; i < c.ndim; i++)
+      fprintf(stderr, " %lld", (long long)dstr[i]);
+    fprintf(stderr, "; src at %lld, dst at %lld\n", (long long)sstart,
+            (long long)dstart);
+  }
+  free(arena);
+  free(snap);
+  free(want);
+  return bad;
+}
+
+DLB_TEST(copy_random_layouts_match_reference) {
+  uint64_t rng = 20260114;
+  int failed = 0;
+  for (int i = 0; i < 1500; i++) {
+    if (run_random_case(&rng, failed < 5)) {
+      if (failed < 5) fprintf(stderr, "  case %d failed\n", i);
+      failed++;
+    }
+  }
+  CHECK_EQ_INT(failed, 0);
+}
+
+/* ---- chosen layouts --------------------------------------------------- */
+
+/* Fills n elements of es bytes with the pattern 1, 2, 3 ... so that a
+ * misplaced element shows. */
+static void fill_pattern(unsigned char *p, int64_t n, size_t es) {
+  for (int64_t i = 0; i < n; i++)
+    for (size_t b = 0; b < es; b++)
+      p[(size_t)i * es + b] = (unsigned char)((uint64_t)(i + 1) * 131 + b * 7);
+}
+
+/* Transposes an nr x nc compact matrix of each unit size, with ragged edges,
+ * on both the register path (unit steps) and the plain path (src columns
+ * two units apart), and checks every element. */
+DLB_TEST(copy_transposes_every_unit_size) {
+  const DLDataType types[] = {dt(kDLUInt, 8, 1), dt(kDLUInt, 16, 1),
+                              dt(kDLUInt, 32, 1), dt(kDLUInt, 64, 1),
+                              dt(kDLComplex, 128, 1), dt(kDLFloat, 32, 3)};
+  const int64_t nr = 67, nc = 133;
+  for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
+    for (int64_t gap = 1; gap <= 2; gap++) {
+      size_t es = dlb_dtype_itemsize(types[k]);
+      unsigned char *a = malloc((size_t)(nr * nc * gap) * es);
+      unsigned char *b = malloc((size_t)(nr * nc) * es);
+      CHECK(a != NULL && b != NULL);
+      fill_pattern(a, nr * nc * gap, es);
+      memset(b, 0, (size_t)(nr * nc) * es);
+      /* b (nc x nr, compact) = transpose of a (nr x nc, columns gap apart). */
+      int64_t shape[2] = {nc, nr};
+      int64_t sstr[2] = {gap, nc * gap};
+      DLTensor src = tensor(a, types[k], 2, shape, sstr, 0);
+      DLTensor dst = tensor(b, types[k], 2, shape, NULL, 0);
+      CHECK_OK(dlb_copy(&src, &dst));
+      for (int64_t i = 0; i < nc; i++)
+        for (int64_t j = 0; j < nr; j++)
+          if (memcmp(b + (size_t)(i * nr + j) * es,
+                     a + (size_t)(j * nc * gap + i * gap) * es, es) != 0)
+            dlb_test_failed(__FILE__, __LINE__,
+                            "itemsize %zu gap %lld: b[%lld][%lld] wrong", es,
+                            (long long)gap, (long long)i, (long long)j);
+      free(a);
+      free(b);
+    }
+  }
+}
+
+DLB_TEST(copy_zero_stride_dst_keeps_last_row_major_value) {
+  int32_t a[12], b[4] = {0, 0, 0, 0};
+  for (int i = 0; i < 12; i++) a[i] = i + 1;
+  int64_t shape[2] = {3, 4};
+  int64_t dstr[2] = {0, 1};
+  DLTensor src = tensor(a, dt(kDLInt, 32, 1), 2, shape, NULL, 0);
+  DLTensor dst = tensor(b, dt(kDLInt, 32, 1), 2, shape, dstr, 0);
+  CHECK_OK(dlb_copy(&src, &dst));
+  for (int i = 0; i < 4; i++) CHECK_EQ_INT(b[i], a[8 + i]);
+  /* Every element to one place: the last one wins. */
+  int64_t all0[2] = {0, 0};
+  dst.strides = all0;
+  CHECK_OK(dlb_copy(&src, &dst));
+  CHECK_EQ_INT(b[0], 12);
+}
+
+DLB_TEST(copy_zero_stride_src_broadcasts) {
+  double v[3] = {1.5, -2.5, 3.5};
+  double out[4 * 3];
+  int64_t shape[2] = {4, 3};
+  int64_t sstr[2] = {0, 1};
+  DLTensor src = tensor(v, dt(kDLFloat, 64, 1), 2, shape, sstr, 0);
+  DLTensor dst = tensor(out, dt(kDLFloat, 64, 1), 2, shape, NULL, 0);
+  CHECK_OK(dlb_copy(&src, &dst));
+  for (int i = 0; i < 12; i++) CHECK(out[i] == v[i % 3]);
+}
+
+DLB_TEST(copy_negative_strides_reverse) {
+  uint16_t a[2 * 5], b[2 * 5];
+  for (int i = 0; i < 10; i++) a[i] = (uint16_t)(100 + i);
+  int64_t shape[2] = {2, 5};
+  int64_t sstr[2] = {-5, -1};
+  /* The first element is the last of the buffer. */
+  DLTensor src = tensor(a, dt(kDLUInt, 16, 1), 2, shape, sstr, 9 * 2);
+  DLTensor dst = tensor(b, dt(kDLUInt, 16, 1), 2, shape, NULL, 0);
+  CHECK_OK(dlb_copy(&src, &dst));
+  for (int i = 0; i < 10; i++) CHECK_EQ_INT(b[i], a[9 - i]);
+}
+
+DLB_TEST(copy_zero_dims_and_empty_tensors) {
+  float x = 4.25f, y = 0.0f;
+  DLTensor src = tensor(&x, dt(kDLFloat, 32, 1), 0, NULL, NULL, 0);
+  DLTensor dst = tensor(&y, dt(kDLFloat, 32, 1), 0, NULL, NULL, 0);
+  CHECK_OK(dlb_copy(&src, &dst));
+  CHECK(y == 4.25f);
+  /* No elements: data may be NULL, nothing is touched. */
+  int64_t shape[3] = {4, 0, 7};
+  DLTensor e1 = tensor(NULL, dt(kDLFloat, 32, 1), 3, shape, NULL, 0);
+  DLTensor e2 = tensor(NULL, dt(kDLFloat, 32, 1), 3, shape, NULL, 0);
+  CHECK_OK(dlb_copy(&e1, &e2));
+}
+
+/* ---- overlap ---------------------------------------------------------- */
+
+DLB_TEST(copy_overlapping_shifts_behave_like_memmove) {
+  for (int dir = 0; dir < 2; dir++) {
+    int64_t buf[101], want[101];
+    for (int i = 0; i < 101; i++) buf[i] = want[i] = i * 3;
+    int64_t shape[1] = {100};
+    /* dir 0: dst one element above src, dir 1: one below. */
+    DLTensor src = tensor(buf, dt(kDLInt, 64, 1), 1, shape, NULL,
+                          dir == 0 ? 0 : 8);
+    DLTensor dst = tensor(buf, dt(kDLInt, 64, 1), 1, shape, NULL,
+                          dir == 0 ? 8 : 0);
+    memmove(want + (dir == 0 ? 1 : 0), want + (dir == 0 ? 0 : 1),
+            100 * sizeof(int64_t));
+    CHECK_OK(dlb_copy(&src, &dst));
+    CHECK(memcmp(buf, want, sizeof buf) == 0);
+  }
+}
+
+DLB_TEST(copy_in_place_transpose_uses_a_snapshot) {
+  enum { N = 40 };
+  static float m[N * N], orig[N * N];
+  for (int i = 0; i < N * N; i++) m[i] = orig[i] = (float)i;
+  int64_t shape[2] = {N, N};
+  int64_t tstr[2] = {1, N};
+  DLTensor src = tensor(m, dt(kDLFloat, 32, 1), 2, shape, tstr, 0);
+  DLTensor dst = tensor(m, dt(kDLFloat, 32, 1), 2, shape, NULL, 0);
+  CHECK_OK(dlb_copy(&src, &dst));
+  for (int i = 0; i < N; i++)
+    for (int j = 0; j < N; j++) CHECK(m[i * N + j] == orig[j * N + i]);
+}
+
+/* Interleaved views share a byte range without sharing an element: they
+ * take the temporary too, and the bytes between stay. */
+DLB_TEST(copy_interleaved_views_of_one_buffer) {
+  uint8_t buf[64], want[64];
+  for (int i = 0; i < 64; i++) buf[i] = want[i] = (uint8_t)i;
+  int64_t shape[1] = {32};
+  int64_t str[1] = {2};
+  DLTensor even = tensor(buf, dt(kDLUInt, 8, 1), 1, shape, str, 0);
+  DLTensor odd = tensor(buf, dt(kDLUInt, 8, 1), 1, shape, str, 1);
+  for (int i = 0; i < 32; i++) want[2 * i + 1] = want[2 * i];
+  CHECK_OK(dlb_copy(&even, &odd));
+  CHECK(memcmp(buf, want, sizeof buf) == 0);
+}
+
+static dlb_status overlap_body(void *ctx) {
+  (void)ctx;
+  int32_t buf[65];
+  for (int i = 0; i < 65; i++) buf[i] = i;
+  int64_t shape[1] = {64};
+  DLTensor src = tensor(buf, dt(kDLInt, 32, 1), 1, shape, NULL, 0);
+  DLTensor dst = tensor(buf, dt(kDLInt, 32, 1), 1, shape, NULL, 4);
+  dlb_status st = dlb_copy(&src, &dst);
+  if (st == DLB_OK)
+    for (int i = 1; i < 65; i++) CHECK_EQ_INT(buf[i], i - 1);
+  else
+    for (int i = 0; i < 65; i++) CHECK_EQ_INT(buf[i], i);
+  return st;
+}
+
+DLB_TEST(copy_overlap_survives_allocation_failure) {
+  CHECK_EQ_INT(dlb_test_oom_loop(overlap_body, NULL), 1);
+}
+
+DLB_TEST(copy_onto_itself_changes_nothing_and_allocates_nothing) {
+  int32_t buf[24];
+  for (int i = 0; i < 24; i++) buf[i] = i;
+  int64_t shape[2] = {4, 3};
+  int64_t str[2] = {1, 4};
+  DLTensor t = tensor(buf, dt(kDLInt, 32, 1), 2, shape, str, 0);
+  dlb_test_failalloc_install(0);
+  CHECK_OK(dlb_copy(&t, &t));
+  CHECK_EQ_INT(dlb_test_failalloc_calls(), 0);
+  dlb_test_failalloc_remove();
+  for (int i = 0; i < 24; i++) CHECK_EQ_INT(buf[i], i);
+}
+
+/* ---- errors ----------------------------------------------------------- */
+
+DLB_TEST(copy_refuses_bad_arguments_and_leaves_dst_alone) {
+  float a[6] = {1, 2, 3, 4, 5, 6}, b[6] = {0};
+  int64_t shape[2] = {2, 3}, other[2] = {3, 2}, longer[3] = {2, 3, 1};
+  DLTensor src = tensor(a, dt(kDLFloat, 32, 1), 2, shape, NULL, 0);
+  DLTensor dst = tensor(b, dt(kDLFloat, 32, 1), 2, shape, NULL, 0);
+
+  CHECK_STATUS(dlb_copy(NULL, &dst), DLB_E_INVAL);
+  CHECK_ERROR_MENTIONS("src");
+  CHECK_STATUS(dlb_copy(&src, NULL), DLB_E_INVAL);
+  CHECK_ERROR_MENTIONS("dst");
+
+  DLTensor bad = dst;
+  bad.dtype = dt(kDLInt, 32, 1);
+  CHECK_STATUS(dlb_copy(&src, &bad), DLB_E_DTYPE);
+  CHECK_ERROR_MENTIONS("int32");
+  bad = dst;
+  bad.shape = other;
+  CHECK_STATUS(dlb_copy(&src, &bad), DLB_E_LAYOUT);
+  CHECK_ERROR_MENTIONS("shape[0]");
+  bad = dst;
+  bad.ndim = 3;
+  bad.shape = longer;
+  CHECK_STATUS(dlb_copy(&src, &bad), DLB_E_LAYOUT);
+  CHECK_ERROR_MENTIONS("ndim");
+
+  bad = dst;
+  bad.device.device_type = kDLCUDA;
+  CHECK_STATUS(dlb_copy(&src, &bad), DLB_E_DEVICE);
+  CHECK_ERROR_MENTIONS("dst->device");
+  bad = src;
+  bad.device.device_type = kDLCUDA;
+  CHECK_STATUS(dlb_copy(&bad, &dst), DLB_E_DEVICE);
+  CHECK_ERROR_MENTIONS("src->device");
+
+  int64_t negative[2] = {2, -3};
+  bad = src;
+  bad.shape = negative;
+  CHECK_STATUS(dlb_copy(&bad, &dst), DLB_E_LAYOUT);
+  CHECK_ERROR_MENTIONS("src: ");
+  bad = dst;
+  bad.data = NULL;
+  CHECK_STATUS(dlb_copy(&src, &bad), DLB_E_INVAL);
+  CHECK_ERROR_MENTIONS("dst: ");
+  bad = dst;
+  bad.dtype.lanes = 0;
+  CHECK_STATUS(dlb_copy(&src, &bad), DLB_E_DTYPE);
+
+  for (int i = 0; i < 6; i++) CHECK(b[i] == 0);
+}
+
+/* Host memory of other kinds is CPU memory to the copy engine. */
+DLB_TEST(copy_reads_and_writes_host_kinds) {
+  int8_t a[4] = {1, 2, 3, 4}, b[4] = {0};
+  int64_t shape[1] = {4};
+  DLTensor src = tensor(a, dt(kDLInt, 8, 1), 1, shape, NULL, 0);
+  DLTensor dst = tensor(b, dt(kDLInt, 8, 1), 1, shape, NULL, 0);
+  src.device.device_type = kDLCUDAHost;
+  dst.device.device_type = kDLCUDAManaged;
+  CHECK_OK(dlb_copy(&src, &dst));
+  CHECK(memcmp(a, b, 4) == 0);
+}
+
+/* ---- sub-byte --------------------------------------------------------- */
+
+DLB_TEST(copy_packed_subbyte_compact_keeps_bits_beyond_the_end) {
+  /* Five int4 elements: 20 bits, so the third byte is half used. */
+  unsigned char a[4] = {0x21, 0x43, 0xf5, 0xee};
+  unsigned char b[4] = {0x00, 0x00, 0xa0, 0x77};
+  int64_t shape[1] = {5};
+  DLTensor src = tensor(a, dt(kDLInt, 4, 1), 1, shape, NULL, 0);
+  DLTensor dst = tensor(b, dt(kDLInt, 4, 1), 1, shape, NULL, 0);
+  CHECK_OK(dlb_copy(&src, &dst));
+  CHECK_EQ_INT(b[0], 0x21);
+  CHECK_EQ_INT(b[1], 0x43);
+  CHECK_EQ_INT(b[2], 0xa5);
+  CHECK_EQ_INT(b[3], 0x77);
+
+  /* Thirteen 1-bit elements at byte_offset 1, into a 2-D compact dst. */
+  unsigned char c[3] = {0xff, 0xb6, 0x6d}, d[3] = {0x11, 0x00, 0xe0};
+  int64_t flat[1] = {13}, grid[2] = {1, 13};
+  DLTensor bits = tensor(c, dt(kDLUInt, 1, 1), 1, flat, NULL, 1);
+  DLTensor out = tensor(d, dt(kDLUInt, 1, 1), 2, grid, NULL, 1);
+  CHECK_STATUS(dlb_copy(&bits, &out), DLB_E_LAYOUT);
+  out.ndim = 1;
+  out.shape = flat;
+  CHECK_OK(dlb_copy(&bits, &out));
+  CHECK_EQ_INT(d[0], 0x11);
+  CHECK_EQ_INT(d[1], 0xb6);
+  CHECK_EQ_INT(d[2], 0xe0 | 0x0d);
+}
+
+DLB_TEST(copy_packed_subbyte_strided_is_unsupported) {
+  unsigned char a[8] = {0}, b[8] = {0};
+  int64_t shape[2] = {2, 4};
+  int64_t str[2] = {1, 2};
+  DLTensor src = tensor(a, dt(kDLInt, 4, 1), 2, shape, str, 0);
+  DLTensor dst = tensor(b, dt(kDLInt, 4, 1), 2, shape, NULL, 0);
+  CHECK_STATUS(dlb_copy(&src, &dst), DLB_E_UNSUPPORTED);
+  CHECK_ERROR_MENTIONS("src");
+  CHECK_STATUS(dlb_copy(&dst, &src), DLB_E_UNSUPPORTED);
+  CHECK_ERROR_MENTIONS("dst");
+}
+
+/* ---- threads ---------------------------------------------------------- */
+
+DLB_TEST(copy_thread_setting) {
+  cpu_set_t set;
+  CHECK(sched_getaffinity(0, sizeof set, &set) == 0);
+  int cpus = CPU_COUNT(&set);
+  CHECK_EQ_INT(dlb_copy_get_threads(), cpus > 64 ? 64 : cpus);
+  dlb_copy_set_threads(3);
+  CHECK_EQ_INT(dlb_copy_get_threads(), 3);
+  dlb_copy_set_threads(1000);
+  CHECK_EQ_INT(dlb_copy_get_threads(), 64);
+  dlb_copy_set_threads(-2);
+  CHECK_EQ_INT(dlb_copy_get_threads(), cpus > 64 ? 64 : cpus);
+}
+
+/* A permutation of a 4-D tensor large enough for the pool, with threads
+ * forced: every element checked, and more than one thread took part. */
+static void big_permute_check(int threads, int expect_many) {
+  const int64_t n = 32;
+  const int64_t total = n * n * n * n;
+  float *a = malloc((size_t)total * sizeof(float));
+  float *b = malloc((size_t)total * sizeof(float));
+  CHECK(a != NULL && b != NULL);
+  for (int64_t i = 0; i < total; i++) a[i] = (float)i;
+  /* b[i][j][k][l] = a[l][j][i][k]: axes (3, 1, 0, 2). */
+  int64_t shape[4] = {n, n, n, n};
+  int64_t sstr[4] = {n, n * n, 1, n * n * n};
+  DLTensor src = tensor(a, dt(kDLFloat, 32, 1), 4, shape, sstr, 0);
+  DLTensor dst = tensor(b, dt(kDLFloat, 32, 1), 4, shape, NULL, 0);
+  dlb_copy_set_threads(threads);
+  CHECK_OK(dlb_copy(&src, &dst));
+  if (expect_many)
+    CHECK(dlb__copy_last_threads() > 1);
+  else
+    CHECK_EQ_INT(dlb__copy_last_threads(), 1);
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t j = 0; j < n; j++)
+      for (int64_t k = 0; k < n; k++)
+        for (int64_t l = 0; l < n; l++)
+          if (b[((i * n + j) * n + k) * n + l] !=
+              a[((l * n + j) * n + i) * n + k])
+            dlb_test_failed(__FILE__, __LINE__, "b[%lld][%lld][%lld][%lld]",
+                            (long long)i, (long long)j, (long long)k,
+                            (long long)l);
+  free(a);
+  free(b);
+}
+
+DLB_TEST(copy_large_permutation_on_threads) { big_permute_check(4, 1); }
+
+DLB_TEST(copy_one_thread_never_uses_the_pool) { big_permute_check(1, 0); }
+
+/* A 2-D transpose on threads: the split runs along the tile's own rows. */
+DLB_TEST(copy_large_transpose_on_threads) {
+  const int64_t rows = 1024, cols = 1536;
+  uint32_t *a = malloc((size_t)(rows * cols) * 4);
+  uint32_t *b = malloc((size_t)(rows * cols) * 4);
+  CHECK(a != NULL && b != NULL);
+  for (int64_t i = 0; i < rows * cols; i++) a[i] = (uint32_t)(i * 2654435761u);
+  /* b (cols x rows) = transpose of a (rows x cols). */
+  int64_t shape[2] = {cols, rows}, str[2] = {1, cols};
+  DLTensor src = tensor(a, dt(kDLUInt, 32, 1), 2, shape, str, 0);
+  DLTensor dst = tensor(b, dt(kDLUInt, 32, 1), 2, shape, NULL, 0);
+  dlb_copy_set_threads(3);
+  CHECK_OK(dlb_copy(&src, &dst));
+  CHECK(dlb__copy_last_threads() > 1);
+  for (int64_t i = 0; i < cols; i++)
+    for (int64_t j = 0; j < rows; j++)
+      if (b[i * rows + j] != a[j * cols + i])
+        dlb_test_failed(__FILE__, __LINE__, "b[%lld][%lld]", (long long)i,
+                        (long long)j);
+  free(a);
+  free(b);
+}
+
+DLB_TEST(copy_large_contiguous_and_strided_on_threads) {
+  const int64_t n = (int64_t)6 << 20;
+  uint8_t *a = malloc((size_t)n), *b = malloc((size_t)n);
+  CHECK(a != NULL && b != NULL);
+  fill_random(a, (size_t)n, 7);
+  dlb_copy_set_threads(3);
+  int64_t shape[1] = {n};
+  DLTensor src = tensor(a, dt(kDLUInt, 8, 1), 1, shape, NULL, 0);
+  DLTensor dst = tensor(b, dt(kDLUInt, 8, 1), 1, shape, NULL, 0);
+  CHECK_OK(dlb_copy(&src, &dst));
+  CHECK(dlb__copy_last_threads() > 1);
+  CHECK(memcmp(a, b, (size_t)n) == 0);
+  /* Every third byte into a compact dst: rows, not a memcpy. */
+  memset(b, 0, (size_t)n);
+  int64_t third[1] = {n / 3}, str[1] = {3};
+  src.shape = dst.shape = third;
+  src.strides = str;
+  CHECK_OK(dlb_copy(&src, &dst));
+  CHECK(dlb__copy_last_threads() > 1);
+  for (int64_t i = 0; i < n / 3; i++)
+    if (b[i] != a[3 * i])
+      dlb_test_failed(__FILE__, __LINE__, "b[%lld]", (long long)i);
+  free(a);
+  free(b);
+}
+
+/* Two parts that can only finish together: each waits for the other to
+ * start. Run on one thread they would wait forever (the test fails after
+ * 10 s), so passing proves a worker ran one of them. */
+static atomic_int rendezvous_arrived;
+
+static double seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void rendezvous(void *ctx, int64_t part) {
+  (void)ctx;
+  (void)part;
+  atomic_fetch_add(&rendezvous_arrived, 1);
+  const double start = seconds();
+  while (atomic_load(&rendezvous_arrived) < 2) {
+    if (seconds() - start > 10)
+      dlb_test_failed(__FILE__, __LINE__, "no other thread took a part");
+    sched_yield();
+  }
+}
+
+DLB_TEST(copy_pool_runs_parts_on_its_workers) {
+  for (int round = 0; round < 3; round++) {
+    atomic_store(&rendezvous_arrived, 0);
+    CHECK_EQ_INT(dlb__pool_run(rendezvous, NULL, 2, 2), 2);
+    CHECK_EQ_INT(atomic_load(&rendezvous_arrived), 2);
+  }
+}
+
+/* A part that starts another job finds the pool busy: the inner job runs
+ * on the calling thread instead of waiting for the outer one. */
+static int64_t inner_parts;
+
+static void count_part(void *ctx, int64_t part) {
+  (void)ctx;
+  (void)part;
+  inner_parts++;
+}
+
+static void nested_part(void *ctx, int64_t part) {
+  int *inner_shared = ctx;
+  if (part == 0) inner_shared[0] = dlb__pool_run(count_part, NULL, 5, 2);
+}
+
+DLB_TEST(copy_pool_busy_runs_nested_jobs_inline) {
+  int inner_shared[1] = {0};
+  CHECK_EQ_INT(dlb__pool_run(nested_part, inner_shared, 2, 2), 2);
+  CHECK_EQ_INT(inner_shared[0], 1);
+  CHECK_EQ_INT(inner_parts, 5);
+  /* Alone, it is the caller's job too. */
+  CHECK_EQ_INT(dlb__pool_run(count_part, NULL, 3, 1), 1);
+  CHECK_EQ_INT(inner_parts, 8);
+}
+
+/* A pool running in this process must not hang a forked child, which has
+ * none of its workers: the child starts its own. */
+DLB_TEST(copy_pool_survives_fork) {
+  big_permute_check(2, 1);
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    alarm(20);
+    big_permute_check(2, 1);
+    _exit(0);
+  }
+  int st = 0;
+  CHECK(waitpid(pid, &st, 0) == pid);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  big_permute_check(2, 1);
+}
+
+/* exit() with workers waiting: the library's destructor stops and joins
+ * them, so the process ends (a worker left running would run the library's
+ * code while the process tears down). */
+DLB_TEST(copy_pool_lets_the_process_exit) {
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    alarm(20);
+    big_permute_check(2, 1);
+    exit(0);
+  }
+  int st = 0;
+  CHECK(waitpid(pid, &st, 0) == pid);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+/* ---- dlb_tensor_copy -------------------------------------------------- */
+
+DLB_TEST(tensor_copy_makes_a_compact_owned_copy) {
+  int16_t a[3 * 5];
+  for (int i = 0; i < 15; i++) a[i] = (int16_t)(i * 7 - 20);
+  int64_t shape[2] = {5, 3};
+  int64_t tstr[2] = {1, 5};
+  DLTensor src = tensor(a, dt(kDLInt, 16, 1), 2, shape, tstr, 0);
+  DLDevice cpu = {kDLCPU, 0};
+  DLManagedTensorVersioned *t = NULL;
+  CHECK_OK(dlb_tensor_copy(&src, cpu, &t));
+  CHECK(t != NULL);
+  CHECK_EQ_INT(t->flags, DLPACK_FLAG_BITMASK_IS_COPIED);
+  CHECK(dlb_tensor_is_c_contiguous(&t->dl_tensor));
+  CHECK_EQ_INT(t->dl_tensor.ndim, 2);
+  CHECK_EQ_INT(t->dl_tensor.shape[0], 5);
+  CHECK_EQ_INT(t->dl_tensor.shape[1], 3);
+  const int16_t *d = (const int16_t *)((char *)t->dl_tensor.data +
+                                       t->dl_tensor.byte_offset);
+  for (int i = 0; i < 5; i++)
+    for (int j = 0; j < 3; j++) CHECK_EQ_INT(d[i * 3 + j], a[j * 5 + i]);
+  dlb_tensor_release(t);
+}
+
+DLB_TEST(tensor_copy_refuses_what_it_cannot_copy) {
+  float a[2] = {1, 2};
+  int64_t shape[1] = {2};
+  DLTensor src = tensor(a, dt(kDLFloat, 32, 1), 1, shape, NULL, 0);
+  /* Vulkan: a kind no backend handles, whatever the machine has. */
+  DLDevice cpu = {kDLCPU, 0}, vulkan = {kDLVulkan, 0};
+  DLManagedTensorVersioned *t = (DLManagedTensorVersioned *)&shape;
+  CHECK_STATUS(dlb_tensor_copy(NULL, cpu, &t), DLB_E_INVAL);
+  CHECK_STATUS(dlb_tensor_copy(&src, cpu, NULL), DLB_E_INVAL);
+  /* Memory the CPU cannot reach is neither made nor read by the CPU
+   * engine (src's data is in fact host memory: reading it would work). */
+  CHECK(dlb_tensor_copy(&src, vulkan, &t) != DLB_OK);
+  DLTensor on_gpu = src;
+  on_gpu.device = vulkan;
+  CHECK(dlb_tensor_copy(&on_gpu, cpu, &t) != DLB_OK);
+  int64_t negative[1] = {-1};
+  DLTensor bad = src;
+  bad.shape = negative;
+  CHECK_STATUS(dlb_tensor_copy(&bad, cpu, &t), DLB_E_LAYOUT);
+  CHECK(t == (DLManagedTensorVersioned *)&shape);
+}
+
+static dlb_status tensor_copy_body(void *ctx) {
+  DLTensor *src = ctx;
+  DLDevice cpu = {kDLCPU, 0};
+  DLManagedTensorVersioned *t = NULL;
+  dlb_status st = dlb_tensor_copy(src, cpu, &t);
+  if (st != DLB_OK) {
+    CHECK(t == NULL);
+    return st;
+  }
+  const double *d = (const double *)t->dl_tensor.data;
+  for (int i = 0; i < 6; i++) CHECK(d[i] == (double)(5 - i));
+  dlb_tensor_release(t);
+  return DLB_OK;
+}
+
+DLB_TEST(tensor_copy_survives_allocation_failure) {
+  double a[6] = {0, 1, 2, 3, 4, 5};
+  int64_t shape[1] = {6}, str[1] = {-1};
+  DLTensor src = tensor(a, dt(kDLFloat, 64, 1), 1, shape, str, 5 * 8);
+  CHECK(dlb_test_oom_loop(tensor_copy_body, &src) >= 1);
+}

@@ -1,0 +1,192 @@
+/* test_cuda_load.c -- loading the CUDA driver: found, missing, not a
+ * driver, no device, failing init, symbol versions, once per process. */
+#include <pthread.h>
+
+#include "../emu/emu_control.h"
+#include "test.h"
+
+static const DLDevice cuda0 = {kDLCUDA, 0};
+
+DLB_TEST(cuda_load_emulated_driver) {
+  emu e = emu_cuda();
+  CHECK_OK(dlb_runtime_status(DLB_RUNTIME_CUDA));
+  int n = 0, v = 0;
+  CHECK_OK(dlb_runtime_device_count(DLB_RUNTIME_CUDA, &n));
+  CHECK_EQ_INT(n, 2);
+  CHECK_OK(dlb_runtime_version(DLB_RUNTIME_CUDA, &v));
+  CHECK_EQ_INT(v, 13000);
+  CHECK(strstr(dlb_runtime_library(DLB_RUNTIME_CUDA), "libcuda.so.1") != NULL);
+  CHECK_EQ_INT(e.calls("cuInit"), 1);
+}
+
+DLB_TEST(cuda_load_missing_library) {
+  setenv("DLBRIDGE_CUDA_LIBRARY", "/nonexistent/libcuda.so.1", 1);
+  CHECK_STATUS(dlb_runtime_status(DLB_RUNTIME_CUDA), DLB_E_NO_RUNTIME);
+  CHECK_ERROR_MENTIONS("DLBRIDGE_CUDA_LIBRARY");
+  CHECK_ERROR_MENTIONS("/nonexistent/libcuda.so.1");
+  CHECK(dlb_runtime_library(DLB_RUNTIME_CUDA) == NULL);
+  int n = 7;
+  CHECK_STATUS(dlb_runtime_device_count(DLB_RUNTIME_CUDA, &n),
+               DLB_E_NO_RUNTIME);
+  CHECK_EQ_INT(n, 7);
+  /* Asking for cuda memory says why it cannot be had. */
+  DLManagedTensorVersioned *t = NULL;
+  int64_t shape[1] = {4};
+  CHECK_STATUS(dlb_tensor_alloc(cuda0, (DLDataType){kDLFloat, 32, 1}, 1, shape,
+                                &t),
+               DLB_E_NO_RUNTIME);
+  CHECK_ERROR_MENTIONS("/nonexistent/libcuda.so.1");
+  CHECK(t == NULL);
+  /* Without a runtime every address is cpu memory. */
+  int x = 0;
+  DLDevice d = {kDLCUDA, 5};
+  CHECK_OK(dlb_device_of_pointer(&x, &d));
+  CHECK_EQ_INT(d.device_type, kDLCPU);
+  CHECK_EQ_INT(d.device_id, 0);
+}
+
+DLB_TEST(cuda_load_default_names) {
+  unsetenv("DLBRIDGE_CUDA_LIBRARY");
+  void *real = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  dlb_status s = dlb_runtime_status(DLB_RUNTIME_CUDA);
+  if (real != NULL) return; /* a machine with a driver: nothing to check */
+  CHECK_EQ_INT(s, DLB_E_NO_RUNTIME);
+  CHECK_ERROR_MENTIONS("libcuda.so.1");
+  CHECK_ERROR_MENTIONS("DLBRIDGE_CUDA_LIBRARY");
+}
+
+DLB_TEST(cuda_load_status_is_remembered) {
+  setenv("DLBRIDGE_CUDA_LIBRARY", "/nonexistent/libcuda.so.1", 1);
+  CHECK_STATUS(dlb_runtime_status(DLB_RUNTIME_CUDA), DLB_E_NO_RUNTIME);
+  /* Loading happens once: pointing elsewhere later changes nothing. */
+  emu_cuda();
+  dlb_clear_error();
+  CHECK_STATUS(dlb_runtime_status(DLB_RUNTIME_CUDA), DLB_E_NO_RUNTIME);
+  CHECK_ERROR_MENTIONS("/nonexistent/libcuda.so.1");
+}
+
+DLB_TEST(cuda_load_not_a_driver) {
+  char path[PATH_MAX + 64];
+  emu_path("libamdhip64.so.6", path, sizeof path);
+  setenv("DLBRIDGE_CUDA_LIBRARY", path, 1);
+  CHECK_STATUS(dlb_runtime_status(DLB_RUNTIME_CUDA), DLB_E_NO_RUNTIME);
+  CHECK_ERROR_MENTIONS("exports no cuInit");
+}
+
+DLB_TEST(cuda_load_no_device) {
+  setenv("EMU_CUDA_DEVICES", "0", 1);
+  emu e = emu_cuda();
+  CHECK_STATUS(dlb_runtime_status(DLB_RUNTIME_CUDA), DLB_E_NO_DEVICE);
+  CHECK_ERROR_MENTIONS("found no GPU");
+  CHECK_ERROR_MENTIONS("CUDA_ERROR_NO_DEVICE");
+  DLManagedTensorVersioned *t = NULL;
+  int64_t shape[1] = {4};
+  CHECK_STATUS(dlb_tensor_alloc((DLDevice){kDLCUDAManaged, 0},
+                                (DLDataType){kDLFloat, 32, 1}, 1, shape, &t),
+               DLB_E_NO_DEVICE);
+  int x = 0;
+  DLDevice d;
+  CHECK_OK(dlb_device_of_pointer(&x, &d));
+  CHECK_EQ_INT(d.device_type, kDLCPU);
+  CHECK_EQ_INT(e.live(), 0);
+}
+
+DLB_TEST(cuda_load_stub_driver) {
+  emu e = emu_cuda();
+  e.fail("cuInit", 1, 34); /* CUDA_ERROR_STUB_LIBRARY */
+  CHECK_STATUS(dlb_runtime_status(DLB_RUNTIME_CUDA), DLB_E_NO_RUNTIME);
+  CHECK_ERROR_MENTIONS("CUDA_ERROR_STUB_LIBRARY");
+}
+
+DLB_TEST(cuda_load_init_fails) {
+  emu e = emu_cuda();
+  e.fail("cuInit", 1, 999);
+  CHECK_STATUS(dlb_runtime_status(DLB_RUNTIME_CUDA), DLB_E_RUNTIME);
+  CHECK_ERROR_MENTIONS("cuInit returned CUDA_ERROR_UNKNOWN (999)");
+}
+
+DLB_TEST(cuda_load_count_fails) {
+  emu e = emu_cuda();
+  e.fail("cuDeviceGetCount", 1, 999);
+  CHECK_STATUS(dlb_runtime_status(DLB_RUNTIME_CUDA), DLB_E_RUNTIME);
+  CHECK_ERROR_MENTIONS("cuDeviceGetCount");
+}
+
+DLB_TEST(cuda_load_missing_entry_point) {
+  setenv("EMU_CUDA_HIDE", "cuMemAllocManaged", 1);
+  emu_cuda();
+  CHECK_STATUS(dlb_runtime_status(DLB_RUNTIME_CUDA), DLB_E_NO_RUNTIME);
+  CHECK_ERROR_MENTIONS("lacks cuMemAllocManaged");
+}
+
+/* Each entry point is asked for at the version whose ABI dlbridge calls:
+ * the unversioned names are the oldest ABIs (the emulator answers those
+ * with stubs that fail), and cuCtxSynchronize takes a context from 13.0. */
+DLB_TEST(cuda_load_asks_for_each_abi_version) {
+  emu e = emu_cuda();
+  CHECK_OK(dlb_runtime_status(DLB_RUNTIME_CUDA));
+  CHECK_EQ_INT(e.requested_version("cuMemAlloc"), 3020);
+  CHECK_EQ_INT(e.requested_version("cuMemFree"), 3020);
+  CHECK_EQ_INT(e.requested_version("cuMemHostRegister"), 6050);
+  CHECK_EQ_INT(e.requested_version("cuCtxPushCurrent"), 4000);
+  CHECK_EQ_INT(e.requested_version("cuCtxSynchronize"), 2000);
+  CHECK_EQ_INT(e.requested_version("cuMemcpy2DAsync"), 3020);
+  CHECK_EQ_INT(e.requested_version("cuMemPrefetchAsync"), 12020);
+  CHECK_EQ_INT(e.requested_version("cuMemAdvise"), 12020);
+  CHECK_EQ_INT(e.requested_version("cuEventDestroy"), 4000);
+  /* And what came back works: a device allocation round trip. */
+  DLManagedTensorVersioned *t = NULL;
+  int64_t shape[1] = {16};
+  CHECK_OK(dlb_tensor_alloc(cuda0, (DLDataType){kDLFloat, 32, 1}, 1, shape,
+                            &t));
+  CHECK_EQ_INT(e.live_kind(EMU_LIVE_DEVICE), 1);
+  dlb_tensor_release(t);
+  CHECK_EQ_INT(e.live(), 0);
+  CHECK_EQ_INT(e.calls("cuMemAlloc"), 0);
+}
+
+/* A driver before CUDA 12 has no cuGetProcAddress_v2: the exported _v2
+ * names are used. */
+DLB_TEST(cuda_load_driver_without_proc_address) {
+  emu e = emu_open("libcuda_old.so.1", "DLBRIDGE_CUDA_LIBRARY");
+  CHECK(dlsym(e.handle, "cuGetProcAddress_v2") == NULL);
+  CHECK_OK(dlb_runtime_status(DLB_RUNTIME_CUDA));
+  DLManagedTensorVersioned *t = NULL;
+  int64_t shape[1] = {16};
+  CHECK_OK(dlb_tensor_alloc((DLDevice){kDLCUDA, 1},
+                            (DLDataType){kDLFloat, 32, 1}, 1, shape, &t));
+  DLDevice d;
+  CHECK_OK(dlb_device_of_pointer(t->dl_tensor.data, &d));
+  CHECK_EQ_INT(d.device_type, kDLCUDA);
+  CHECK_EQ_INT(d.device_id, 1);
+  dlb_tensor_release(t);
+  CHECK_EQ_INT(e.calls("cuMemAlloc_v2"), 1);
+  CHECK_EQ_INT(e.live(), 0);
+}
+
+static void *load_in_thread(void *arg) {
+  *(dlb_status *)arg = dlb_runtime_status(DLB_RUNTIME_CUDA);
+  return NULL;
+}
+
+DLB_TEST(cuda_load_once_across_threads) {
+  emu e = emu_cuda();
+  pthread_t th[8];
+  dlb_status st[8];
+  for (int i = 0; i < 8; i++)
+    CHECK_EQ_INT(pthread_create(&th[i], NULL, load_in_thread, &st[i]), 0);
+  for (int i = 0; i < 8; i++) {
+    pthread_join(th[i], NULL);
+    CHECK_EQ_INT(st[i], DLB_OK);
+  }
+  CHECK_EQ_INT(e.calls("cuInit"), 1);
+  CHECK_EQ_INT(e.calls("cuDeviceGetCount"), 1);
+}
+
+DLB_TEST(cuda_runtime_queries_reject_bad_arguments) {
+  CHECK_STATUS(dlb_runtime_status((dlb_runtime)7), DLB_E_INVAL);
+  CHECK_ERROR_MENTIONS("runtime is 7");
+  CHECK_STATUS(dlb_runtime_device_count(DLB_RUNTIME_CUDA, NULL), DLB_E_INVAL);
+  CHECK_STATUS(dlb_runtime_version(DLB_RUNTIME_CUDA, NULL), DLB_E_INVAL);
+  CHECK(dlb_runtime_library((dlb_runtime)0) == NULL);
+}

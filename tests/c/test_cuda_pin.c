@@ -1,0 +1,278 @@
+/* test_cuda_pin.c -- pinning CPU tensors in place: registration kept
+ * while any owner lives, memory pinned already, shared memory of another
+ * process, failures with nothing leaked. */
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+
+#include "../emu/emu_fns.h"
+#include "test.h"
+
+static const DLDataType f32 = {kDLFloat, 32, 1};
+
+static DLManagedTensorVersioned *cpu_tensor(int64_t n) {
+  int64_t shape[1] = {n};
+  DLManagedTensorVersioned *t = NULL;
+  CHECK_OK(dlb_tensor_alloc((DLDevice){kDLCPU, 0}, f32, 1, shape, &t));
+  float *v = t->dl_tensor.data;
+  for (int64_t i = 0; i < n; i++) v[i] = (float)i;
+  return t;
+}
+
+static DLDeviceType kind_of(const void *p) {
+  DLDevice d;
+  CHECK_OK(dlb_device_of_pointer(p, &d));
+  return d.device_type;
+}
+
+DLB_TEST(cuda_pin_registers_until_last_owner) {
+  emu e = emu_cuda();
+  DLManagedTensorVersioned *t = cpu_tensor(1000);
+  t->flags = DLPACK_FLAG_BITMASK_READ_ONLY;
+  DLManagedTensorVersioned *p = NULL;
+  CHECK_OK(dlb_tensor_pin(t, kDLCUDAHost, &p));
+  CHECK_EQ_INT(p->dl_tensor.device.device_type, kDLCUDAHost);
+  CHECK_EQ_INT(p->dl_tensor.device.device_id, 0);
+  CHECK(p->dl_tensor.data == t->dl_tensor.data);
+  CHECK_EQ_INT(p->flags, DLPACK_FLAG_BITMASK_READ_ONLY);
+  CHECK_EQ_INT(kind_of((float *)t->dl_tensor.data + 999), kDLCUDAHost);
+  CHECK_EQ_INT(e.live_kind(EMU_LIVE_REGISTERED), 1);
+  /* The pinned tensor keeps the memory: the CPU tensor may go first. */
+  void *data = t->dl_tensor.data;
+  dlb_tensor_release(t);
+  CHECK(((float *)p->dl_tensor.data)[999] == 999.0f);
+  /* A view holds the registration too. */
+  DLManagedTensorVersioned *v = NULL;
+  CHECK_OK(dlb_tensor_select(p, 0, 5, &v));
+  CHECK_EQ_INT(v->dl_tensor.device.device_type, kDLCUDAHost);
+  dlb_tensor_release(p);
+  CHECK_EQ_INT(e.live_kind(EMU_LIVE_REGISTERED), 1);
+  CHECK_EQ_INT(kind_of(data), kDLCUDAHost);
+  dlb_tensor_release(v);
+  CHECK_EQ_INT(e.live(), 0);
+  CHECK_EQ_INT(e.calls("cuMemHostUnregister"), 1);
+}
+
+DLB_TEST(cuda_pin_twice_shares_the_registration) {
+  emu e = emu_cuda();
+  DLManagedTensorVersioned *t = cpu_tensor(64);
+  DLManagedTensorVersioned *a = NULL, *b = NULL;
+  CHECK_OK(dlb_tensor_pin(t, kDLCUDAHost, &a));
+  CHECK_OK(dlb_tensor_pin(t, kDLCUDAHost, &b));
+  CHECK_EQ_INT(e.calls("cuMemHostRegister_v2"), 1);
+  CHECK_EQ_INT(e.live_kind(EMU_LIVE_REGISTERED), 1);
+  dlb_tensor_release(a);
+  CHECK_EQ_INT(kind_of(t->dl_tensor.data), kDLCUDAHost);
+  dlb_tensor_release(b);
+  CHECK_EQ_INT(kind_of(t->dl_tensor.data), kDLCPU);
+  dlb_tensor_release(t);
+  CHECK_EQ_INT(e.live(), 0);
+}
+
+static void unmap(void *ctx) { (void)ctx; }
+
+/* Wraps size bytes at p as a cpu tensor of float32. */
+static DLManagedTensorVersioned *wrap_cpu(void *p, int64_t n,
+                                          dlb_release_fn release, void *ctx) {
+  int64_t shape[1] = {n};
+  DLTensor desc;
+  memset(&desc, 0, sizeof desc);
+  desc.data = p;
+  desc.device = (DLDevice){kDLCPU, 0};
+  desc.ndim = 1;
+  desc.dtype = f32;
+  desc.shape = shape;
+  DLManagedTensorVersioned *t = NULL;
+  CHECK_OK(dlb_tensor_wrap(&desc, 0, release, ctx, &t));
+  return t;
+}
+
+/* PyTorch's pinned tensors reach us labelled cpu: pinning them again is
+ * accepted, and leaves their pinning alone. */
+DLB_TEST(cuda_pin_memory_pinned_by_others) {
+  emu e = emu_cuda();
+  CHECK_OK(dlb_runtime_status(DLB_RUNTIME_CUDA));
+  cu_fns cu = cu_fns_of(&e);
+  cu_as_framework(&cu, 0);
+  void *pinned = NULL;
+  CHECK_EQ_INT(cu.cuMemHostAlloc(&pinned, 4096, 0), 0);
+  float *heap = malloc(4096);
+  CHECK_EQ_INT(cu.cuMemHostRegister_v2(heap, 4096, 0), 0);
+  void *mem[2] = {pinned, heap};
+  for (int i = 0; i < 2; i++) {
+    DLManagedTensorVersioned *t = wrap_cpu(mem[i], 1024, unmap, NULL);
+    DLManagedTensorVersioned *p = NULL;
+    CHECK_OK(dlb_tensor_pin(t, kDLCUDAHost, &p));
+    CHECK_EQ_INT(p->dl_tensor.device.device_type, kDLCUDAHost);
+    dlb_tensor_release(t);
+    dlb_tensor_release(p);
+    CHECK_EQ_INT(kind_of(mem[i]), kDLCUDAHost);
+  }
+  CHECK_EQ_INT(e.calls("cuMemHostUnregister"), 0);
+  CHECK_EQ_INT(cu.cuMemHostUnregister(heap), 0);
+  CHECK_EQ_INT(cu.cuMemFreeHost(pinned), 0);
+  free(heap);
+  CHECK_EQ_INT(e.live(), 0);
+}
+
+/* A range pinned only in part cannot be called pinned. */
+DLB_TEST(cuda_pin_partly_registered_range) {
+  emu e = emu_cuda();
+  DLManagedTensorVersioned *t = cpu_tensor(1024);
+  DLManagedTensorVersioned *head = NULL, *all = NULL, *p = NULL;
+  dlb_slice first = {0, 512, 1};
+  CHECK_OK(dlb_tensor_slice(t, 1, &first, &head));
+  CHECK_OK(dlb_tensor_pin(head, kDLCUDAHost, &p));
+  dlb_test_failalloc_install(0);
+  CHECK_STATUS(dlb_tensor_pin(t, kDLCUDAHost, &all), DLB_E_RUNTIME);
+  CHECK_ERROR_MENTIONS("only part of the range is registered");
+  CHECK(all == NULL);
+  CHECK_EQ_INT(dlb_test_failalloc_live(), 0);
+  dlb_test_failalloc_remove();
+  /* A part of the pinned part shares its registration, which then
+   * outlives the pin that made it. */
+  DLManagedTensorVersioned *inner = NULL, *q = NULL;
+  dlb_slice mid = {100, 200, 1};
+  CHECK_OK(dlb_tensor_slice(head, 1, &mid, &inner));
+  CHECK_OK(dlb_tensor_pin(inner, kDLCUDAHost, &q));
+  CHECK_EQ_INT(e.calls("cuMemHostRegister_v2"), 2);
+  dlb_tensor_release(p);
+  CHECK_EQ_INT(kind_of((float *)t->dl_tensor.data + 150), kDLCUDAHost);
+  dlb_tensor_release(q);
+  CHECK_EQ_INT(kind_of((float *)t->dl_tensor.data + 150), kDLCPU);
+  dlb_tensor_release(inner);
+  dlb_tensor_release(head);
+  dlb_tensor_release(t);
+  CHECK_EQ_INT(e.live(), 0);
+}
+
+static void unmap_shm(void *ctx) { munmap(ctx, 1 << 16); }
+
+/* Shared memory another process created and filled, pinned here. */
+DLB_TEST(cuda_pin_shared_memory_of_another_process) {
+  emu e = emu_cuda();
+  char name[64];
+  snprintf(name, sizeof name, "/dlb-test-pin-%d", (int)getpid());
+  pid_t child = fork();
+  CHECK(child >= 0);
+  if (child == 0) {
+    int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd < 0 || ftruncate(fd, 1 << 16) != 0) _exit(1);
+    float *v = mmap(NULL, 1 << 16, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (v == MAP_FAILED) _exit(1);
+    for (int i = 0; i < (1 << 14); i++) v[i] = (float)(3 * i);
+    _exit(0);
+  }
+  int st = 0;
+  CHECK(waitpid(child, &st, 0) == child);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  int fd = shm_open(name, O_RDWR, 0600);
+  shm_unlink(name);
+  CHECK(fd >= 0);
+  void *m = mmap(NULL, 1 << 16, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  CHECK(m != MAP_FAILED);
+  DLManagedTensorVersioned *t = wrap_cpu(m, 1 << 14, unmap_shm, m);
+  DLManagedTensorVersioned *p = NULL;
+  CHECK_OK(dlb_tensor_pin(t, kDLCUDAHost, &p));
+  dlb_tensor_release(t);
+  CHECK_EQ_INT(kind_of((char *)m + 1000), kDLCUDAHost);
+  CHECK(((float *)p->dl_tensor.data)[5000] == 15000.0f);
+  dlb_tensor_release(p);
+  CHECK_EQ_INT(e.live(), 0);
+}
+
+DLB_TEST(cuda_pin_refuses_bad_input) {
+  emu e = emu_cuda();
+  DLManagedTensorVersioned *t = cpu_tensor(8), *p = NULL;
+  CHECK_STATUS(dlb_tensor_pin(t, kDLCUDA, &p), DLB_E_INVAL);
+  CHECK_ERROR_MENTIONS("host_type is 2");
+  CHECK_STATUS(dlb_tensor_pin(NULL, kDLCUDAHost, &p), DLB_E_INVAL);
+  CHECK_STATUS(dlb_tensor_pin(t, kDLCUDAHost, NULL), DLB_E_INVAL);
+  int64_t shape[1] = {8};
+  DLManagedTensorVersioned *d = NULL;
+  CHECK_OK(dlb_tensor_alloc((DLDevice){kDLCUDA, 0}, f32, 1, shape, &d));
+  CHECK_STATUS(dlb_tensor_pin(d, kDLCUDAHost, &p), DLB_E_DEVICE);
+  CHECK_ERROR_MENTIONS("only cpu tensors are pinned");
+  /* Not ours: adopt it first. */
+  DLManagedTensorVersioned foreign = *t;
+  foreign.manager_ctx = NULL;
+  foreign.deleter = NULL;
+  CHECK_STATUS(dlb_tensor_pin(&foreign, kDLCUDAHost, &p), DLB_E_INVAL);
+  CHECK(p == NULL);
+  dlb_tensor_release(d);
+  dlb_tensor_release(t);
+  CHECK_EQ_INT(e.live(), 0);
+}
+
+DLB_TEST(cuda_pin_without_runtime) {
+  setenv("DLBRIDGE_CUDA_LIBRARY", "/nonexistent/libcuda.so.1", 1);
+  DLManagedTensorVersioned *t = cpu_tensor(8), *p = NULL;
+  CHECK_STATUS(dlb_tensor_pin(t, kDLCUDAHost, &p), DLB_E_NO_RUNTIME);
+  CHECK(p == NULL);
+  dlb_tensor_release(t);
+}
+
+DLB_TEST(cuda_pin_empty_tensor) {
+  emu e = emu_cuda();
+  DLManagedTensorVersioned *t = cpu_tensor(0), *p = NULL;
+  CHECK_OK(dlb_tensor_pin(t, kDLCUDAHost, &p));
+  CHECK_EQ_INT(p->dl_tensor.device.device_type, kDLCUDAHost);
+  CHECK_EQ_INT(e.calls("cuMemHostRegister_v2"), 0);
+  dlb_tensor_release(p);
+  dlb_tensor_release(t);
+}
+
+DLB_TEST(cuda_pin_driver_refuses) {
+  emu e = emu_cuda();
+  DLManagedTensorVersioned *t = cpu_tensor(64), *p = NULL;
+  dlb_test_failalloc_install(0);
+  e.fail("cuMemHostRegister_v2", 1, 801);
+  CHECK_STATUS(dlb_tensor_pin(t, kDLCUDAHost, &p), DLB_E_UNSUPPORTED);
+  CHECK_ERROR_MENTIONS("CUDA_ERROR_NOT_SUPPORTED");
+  e.fail("cuMemHostRegister_v2", 1, 999);
+  CHECK_STATUS(dlb_tensor_pin(t, kDLCUDAHost, &p), DLB_E_RUNTIME);
+  CHECK_ERROR_MENTIONS("cuMemHostRegister_v2");
+  CHECK(p == NULL);
+  CHECK_EQ_INT(dlb_test_failalloc_live(), 0);
+  dlb_test_failalloc_remove();
+  dlb_tensor_release(t);
+  CHECK_EQ_INT(e.live(), 0);
+}
+
+static dlb_status pin_and_release(void *ctx) {
+  DLManagedTensorVersioned *t = ctx, *p = NULL, *q = NULL;
+  dlb_status s = dlb_tensor_pin(t, kDLCUDAHost, &p);
+  if (s != DLB_OK) return s;
+  s = dlb_tensor_pin(t, kDLCUDAHost, &q);
+  dlb_tensor_release(p);
+  if (s != DLB_OK) return s;
+  dlb_tensor_release(q);
+  return DLB_OK;
+}
+
+DLB_TEST(cuda_pin_host_allocation_failures) {
+  emu e = emu_cuda();
+  CHECK_OK(dlb_runtime_status(DLB_RUNTIME_CUDA));
+  DLManagedTensorVersioned *t = cpu_tensor(64);
+  CHECK(dlb_test_oom_loop(pin_and_release, t) > 0);
+  CHECK_EQ_INT(e.live(), 0);
+  dlb_tensor_release(t);
+}
+
+DLB_TEST(cuda_pin_every_driver_call_failing) {
+  emu e = emu_cuda();
+  CHECK_OK(dlb_runtime_status(DLB_RUNTIME_CUDA));
+  DLManagedTensorVersioned *t = cpu_tensor(64);
+  for (int n = 1; n < 1000; n++) {
+    e.fail(NULL, n, 999);
+    dlb_status s = pin_and_release(t);
+    if (!e.fail_fired()) {
+      CHECK_OK(s);
+      break;
+    }
+    CHECK_EQ_INT(e.live(), 0);
+    CHECK_EQ_INT(e.context_depth(), 0);
+  }
+  dlb_tensor_release(t);
+}

@@ -1,0 +1,123 @@
+/*
+ * emu_core.h -- what the emulated CUDA driver and HIP runtime share:
+ * configuration, call counting and failure injection, memory regions,
+ * and streams that run their work when someone waits for it.
+ *
+ * Every entry point takes the one lock (emu_enter), so the emulators are
+ * thread-safe and need not be fast.
+ */
+#ifndef DLB_TESTS_EMU_CORE_H
+#define DLB_TESTS_EMU_CORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define EMU_BUILDING
+#include "emu_control.h"
+
+#define EMU_MAX_DEVICES 16
+
+/* Set from the environment at the first call; see emu_control.h. */
+typedef struct emu_config {
+  int devices;
+  int version;
+  size_t device_memory;
+  int max_pitch;
+  int concurrent_managed;
+  size_t d2d_pitch_align;
+  char hide[64];
+} emu_config;
+
+extern emu_config emu_cfg;
+
+/* Takes the lock, counts the call and returns the armed failure's result
+ * when it is due (lock released then), else 0 with the lock held. Pass
+ * quiet = 1 for queries and releases, which only a failure armed for
+ * them by name reaches. */
+int emu_enter(const char *name, int quiet);
+void emu_leave(void);
+/* Reads the configuration once; default_version is the runtime's. */
+void emu_configure(const char *prefix, int default_version);
+void emu_record_version(const char *symbol, int version);
+
+typedef enum emu_kind {
+  EMU_DEVICE = EMU_LIVE_DEVICE,
+  EMU_HOST = EMU_LIVE_HOST,
+  EMU_MANAGED = EMU_LIVE_MANAGED,
+  EMU_REGISTERED = EMU_LIVE_REGISTERED,
+} emu_kind;
+
+typedef struct emu_region {
+  struct emu_region *next;
+  emu_kind kind;
+  char *base;   /* the address handed out */
+  size_t size;  /* bytes asked for */
+  size_t mapped;
+  char *shadow; /* read-write view: base itself except for device memory */
+  int device;
+  unsigned flags;
+  int prefetch;
+  unsigned advice;
+  int advice_location;
+} emu_region;
+
+/* New region of size bytes (> 0), or NULL when out of memory (device and
+ * managed memory count against the device's memory). */
+emu_region *emu_region_new(emu_kind kind, size_t size, int device,
+                           unsigned flags);
+/* Records a registration of existing memory. */
+emu_region *emu_region_register(void *p, size_t size, unsigned flags);
+void emu_region_free(emu_region *r);
+/* The region containing p (any kind), or NULL. */
+emu_region *emu_region_find(const void *p);
+/* The region whose base is p and of one of the kinds in mask (bit
+ * 1 << kind). */
+emu_region *emu_region_at(const void *p, unsigned mask);
+/* 1 when [p, p + size) overlaps a region of a kind in mask. */
+int emu_region_overlaps(const void *p, size_t size, unsigned mask);
+/* 1 when every page of [p, p + size) is mapped in this process. */
+int emu_range_mapped(const void *p, size_t size);
+
+/*
+ * Resolves [p, p + size) to the emulator's read-write view. must_be_device
+ * requires device or managed memory; must_be_host forbids device memory.
+ * Returns NULL for a range that leaves its device region or breaks those
+ * rules.
+ */
+char *emu_resolve(const void *p, size_t size, int must_be_device,
+                  int must_be_host);
+
+/* Streams. NULL and the special handles 1 (legacy) and 2 (per-thread) run
+ * work at once, the legacy ones after every blocking stream's pending
+ * work; created streams queue it until someone waits. */
+typedef struct emu_stream emu_stream;
+
+/* A pitched copy between read-write views (see dlb__pitched). */
+typedef struct emu_copy {
+  char *dst;
+  const char *src;
+  size_t width, height, depth;
+  size_t dst_pitch, src_pitch;
+  size_t dst_rows, src_rows;
+} emu_copy;
+
+/* The stream behind a handle: *out is NULL for the special handles.
+ * Returns 0 for a handle that is neither special nor a live stream. */
+int emu_stream_lookup(void *handle, emu_stream **out);
+emu_stream *emu_stream_new(unsigned flags, int device);
+void emu_stream_destroy(emu_stream *s);
+int emu_stream_device(emu_stream *s);
+void emu_submit(void *handle, const emu_copy *c);
+/* Where the work queued so far on handle ends. */
+void emu_mark(void *handle, emu_stream **stream, long *seq);
+/* handle's later work waits for stream's work up to seq. */
+void emu_wait(void *handle, emu_stream *stream, long seq);
+/* Runs stream's work up to seq (all of it for seq < 0). */
+void emu_run(emu_stream *s, long seq);
+/* 1 when stream's work up to seq has run. */
+int emu_done(emu_stream *s, long seq);
+void emu_run_all(void);
+
+long emu_events_live_add(long delta);
+
+#endif /* DLB_TESTS_EMU_CORE_H */
