@@ -89,9 +89,10 @@ dlb_status dlb__copy(const DLTensor *src, const DLTensor *dst, int fresh_dst);
 
 /* Below these many bytes a copy runs on the calling thread: waking the
  * other threads (tens of microseconds in a VM) costs more than they save.
- * bench/bench_copy.c's sweep on 2 cores: a transpose gains 1.6 x at
- * 2 MiB and loses 10 % at 1 MiB; a memcpy-like copy, which runs from L3
- * at these sizes, loses 20 % at 2 MiB and gains from 4 MiB. */
+ * bench/bench_copy.c's sweep on 2 cores: a transpose gains 1.5 x at
+ * 2 MiB and nothing at 1 MiB; a memcpy-like copy, which runs from L3 at
+ * these sizes, gains nothing at 2 MiB (20 % lost in some runs) and 1.3 x
+ * at 4 MiB. */
 #define DLB__COPY_PARALLEL_MIN ((int64_t)2 << 20)
 #define DLB__COPY_PARALLEL_MIN_CONTIGUOUS ((int64_t)4 << 20)
 

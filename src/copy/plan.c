@@ -216,25 +216,36 @@ static void run_part(void *ctx, int64_t part) {
   run_range(s->plan, s->dim, split_at(s, part), split_at(s, part + 1));
 }
 
-/* The dimension to split among threads: the one with the largest dst
- * stride, so each thread writes its own distant stretch of dst (its own
- * pages: threads faulting the same huge page wait for each other), in
- * parts the kernel walks whole (cache lines for rows, blocks for tiles).
- * Returns how many parts it allows. */
-static int64_t choose_split(const dlb__copy_plan *p, dlb__split *s) {
-  const int32_t nd = p->ndim;
-  int32_t k = 0;
-  for (int32_t i = 1; i < nd; i++)
-    if (p->dst_stride[i] > p->dst_stride[k]) k = i;
-  s->dim = k;
-  s->extent = p->shape[k];
-  if (p->kind == DLB__COPY_TILE && k == nd - 2)
-    s->align = DLB__BLOCK_BYTES / (int64_t)p->unit;
-  else if (k == nd - 1)
-    s->align = 64;
-  else
-    s->align = 1;
-  return s->extent / s->align;
+/* Part boundaries along dimension k: whole cache lines for a row the
+ * kernel walks, whole blocks for a tile's rows, anything for outer loops. */
+static int64_t split_align(const dlb__copy_plan *p, int32_t k) {
+  if (p->kind == DLB__COPY_TILE && k == p->ndim - 2)
+    return DLB__BLOCK_BYTES / (int64_t)p->unit;
+  return k == p->ndim - 1 ? 64 : 1;
+}
+
+/* The dimension to split among threads: the outermost one with a part for
+ * each thread, so that every part runs the kernels on whole rows and
+ * planes (splitting a tile's own rows instead makes each plane thin: the
+ * (3, 1, 0, 2) permutation on 2 threads fell from 0.9 to 0.6 x memcpy);
+ * failing that, the one allowing the most parts. Returns how many parts it
+ * allows. */
+static int64_t choose_split(const dlb__copy_plan *p, int threads,
+                            dlb__split *s) {
+  int32_t best = 0;
+  int64_t best_parts = 0;
+  for (int32_t k = 0; k < p->ndim; k++) {
+    int64_t parts = p->shape[k] / split_align(p, k);
+    if (parts > best_parts) {
+      best = k;
+      best_parts = parts;
+    }
+    if (parts >= threads) break;
+  }
+  s->dim = best;
+  s->extent = p->shape[best];
+  s->align = split_align(p, best);
+  return best_parts;
 }
 
 void dlb__copy_plan_run(const dlb__copy_plan *p, int fresh_dst) {
@@ -255,7 +266,7 @@ void dlb__copy_plan_run(const dlb__copy_plan *p, int fresh_dst) {
   if (bytes >= (contiguous ? DLB__COPY_PARALLEL_MIN_CONTIGUOUS
                            : DLB__COPY_PARALLEL_MIN) &&
       (threads = dlb_copy_get_threads()) > 1) {
-    nparts = choose_split(p, &s);
+    nparts = choose_split(p, threads, &s);
     if (nparts > bytes / DLB__PART_MIN) nparts = bytes / DLB__PART_MIN;
     if (nparts > 4 * (int64_t)threads) nparts = 4 * (int64_t)threads;
   }
