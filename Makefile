@@ -53,7 +53,8 @@ test-asan: deps-c $(ASAN)/build.ninja
 # Builds and installs the package into .venv exactly as `pip install .` does.
 python: deps
 	$(VPY) -m pip install -q --no-build-isolation --no-deps \
-	  -Cbuild-dir=$(BUILD)/py .
+	  -Cbuild-dir=$(BUILD)/py -Csetup-args=-Dwerror=$(WERROR) \
+	  -Csetup-args=-Dtest_extensions=true .
 
 test-python: python
 	$(VPY) -m pytest -q tests/python

@@ -1,0 +1,66 @@
+"""dlbridge: DLPack tensor exchange for every kind of memory.
+
+``from_dlpack`` imports a tensor from any DLPack producer (NumPy, PyTorch,
+capsules, anything with ``__dlpack__``) without copying; ``Tensor`` exports
+itself through ``__dlpack__``, the C exchange API, the buffer protocol and
+``__cuda_array_interface__``.
+"""
+
+import enum as _enum
+import os as _os
+
+from ._dlbridge import (
+    DLPACK_MAJOR_VERSION,
+    DLPACK_MINOR_VERSION,
+    Tensor,
+    arange,
+    asarray,
+    empty,
+    from_dlpack,
+    full,
+    zeros,
+)
+
+__version__ = "0.1.0"
+
+
+class DLDeviceType(_enum.IntEnum):
+    """DLPack device types (``__dlpack_device__()[0]``)."""
+
+    kDLCPU = 1
+    kDLCUDA = 2
+    kDLCUDAHost = 3
+    kDLOpenCL = 4
+    kDLVulkan = 7
+    kDLMetal = 8
+    kDLVPI = 9
+    kDLROCM = 10
+    kDLROCMHost = 11
+    kDLExtDev = 12
+    kDLCUDAManaged = 13
+    kDLOneAPI = 14
+    kDLWebGPU = 15
+    kDLHexagon = 16
+    kDLMAIA = 17
+    kDLTrn = 18
+
+
+def get_include() -> str:
+    """Returns the folder holding ``dlbridge_capi.h`` (and the
+    ``dlpack/dlpack.h`` it includes), for building C extensions."""
+    return _os.path.dirname(_os.path.abspath(__file__))
+
+
+__all__ = [
+    "DLDeviceType",
+    "DLPACK_MAJOR_VERSION",
+    "DLPACK_MINOR_VERSION",
+    "Tensor",
+    "arange",
+    "asarray",
+    "empty",
+    "from_dlpack",
+    "full",
+    "get_include",
+    "zeros",
+]

@@ -1,0 +1,213 @@
+/*
+ * argparse.c -- argument parsing for vectorcall entry points, and the
+ * converters for the arguments every entry point shares (copy, device,
+ * dtype, shape).
+ *
+ * PyArg_ParseTupleAndKeywords would build a tuple and a dict per call; the
+ * DLPack entry points are called millions of times, so they parse the
+ * vectorcall arrays directly.
+ */
+#include <string.h>
+
+#include "dlbpy.h"
+
+int dlbpy_parse_args(const char *fname, PyObject *const *args,
+                     Py_ssize_t nargsf, PyObject *kwnames,
+                     const char *const *names, Py_ssize_t posonly,
+                     Py_ssize_t npos, Py_ssize_t required, PyObject **out) {
+  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  if (nargs > npos) {
+    if (npos == 0)
+      PyErr_Format(PyExc_TypeError,
+                   "%s() takes no positional arguments (%zd given)", fname,
+                   nargs);
+    else
+      PyErr_Format(PyExc_TypeError,
+                   "%s() takes at most %zd positional argument%s (%zd given)",
+                   fname, npos, npos == 1 ? "" : "s", nargs);
+    return -1;
+  }
+  for (Py_ssize_t i = 0; i < nargs; i++) out[i] = args[i];
+  Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+  for (Py_ssize_t k = 0; k < nkw; k++) {
+    PyObject *key = PyTuple_GET_ITEM(kwnames, k);
+    Py_ssize_t j = posonly;
+    for (; names[j] != NULL; j++)
+      if (PyUnicode_CompareWithASCIIString(key, names[j]) == 0) break;
+    if (names[j] == NULL) {
+      PyErr_Format(PyExc_TypeError,
+                   "%s() got an unexpected keyword argument '%U'", fname, key);
+      return -1;
+    }
+    if (j < nargs) {
+      PyErr_Format(PyExc_TypeError,
+                   "%s() got multiple values for argument '%s'", fname,
+                   names[j]);
+      return -1;
+    }
+    out[j] = args[nargs + k];
+  }
+  for (Py_ssize_t j = 0; j < required; j++) {
+    if (out[j] == NULL) {
+      PyErr_Format(PyExc_TypeError, "%s() missing required argument '%s'",
+                   fname, names[j]);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+int dlbpy_parse_copy(PyObject *obj, const char *what, int *out) {
+  if (obj == NULL || obj == Py_None) *out = -1;
+  else if (obj == Py_True) *out = 1;
+  else if (obj == Py_False) *out = 0;
+  else {
+    PyErr_Format(PyExc_TypeError, "%s must be True, False or None, not %.100s",
+                 what, Py_TYPE(obj)->tp_name);
+    return -1;
+  }
+  return 0;
+}
+
+int dlbpy_parse_int64(PyObject *obj, const char *what, int64_t *out) {
+  if (PyBool_Check(obj) || !PyIndex_Check(obj)) {
+    PyErr_Format(PyExc_TypeError, "%s must be an int, not %.100s", what,
+                 Py_TYPE(obj)->tp_name);
+    return -1;
+  }
+  PyObject *index = PyNumber_Index(obj);
+  if (index == NULL) return -1;
+  int overflow = 0;
+  long long v = PyLong_AsLongLongAndOverflow(index, &overflow);
+  Py_DECREF(index);
+  if (v == -1 && PyErr_Occurred()) return -1;
+  if (overflow) {
+    PyErr_Format(PyExc_OverflowError, "%s does not fit in 64 bits", what);
+    return -1;
+  }
+  *out = (int64_t)v;
+  return 0;
+}
+
+int dlbpy_parse_device(PyObject *obj, DLDevice *out) {
+  DLDevice device;
+  if (PyUnicode_Check(obj)) {
+    const char *text = PyUnicode_AsUTF8(obj);
+    if (text == NULL) return -1;
+    dlb_status s = dlb_device_parse(text, &device);
+    if (s != DLB_OK) return dlbpy_fail(s, PyExc_ValueError, "device");
+  } else if (PyTuple_Check(obj)) {
+    if (PyTuple_GET_SIZE(obj) != 2) {
+      PyErr_Format(PyExc_TypeError,
+                   "device must be (device_type, device_id), a tuple of 2 "
+                   "ints, not of %zd items",
+                   PyTuple_GET_SIZE(obj));
+      return -1;
+    }
+    int64_t type, id;
+    if (dlbpy_parse_int64(PyTuple_GET_ITEM(obj, 0), "device_type", &type) < 0 ||
+        dlbpy_parse_int64(PyTuple_GET_ITEM(obj, 1), "device_id", &id) < 0)
+      return -1;
+    if (type < INT32_MIN || type > INT32_MAX || id < INT32_MIN ||
+        id > INT32_MAX) {
+      PyErr_Format(PyExc_ValueError,
+                   "device (%lld, %lld) is out of range for DLPack",
+                   (long long)type, (long long)id);
+      return -1;
+    }
+    device.device_type = (DLDeviceType)type;
+    device.device_id = (int32_t)id;
+    dlb_status s = dlb_device_normalize(&device);
+    if (s != DLB_OK) return dlbpy_fail(s, PyExc_ValueError, "device");
+  } else {
+    PyErr_Format(PyExc_TypeError,
+                 "device must be a str such as 'cpu' or 'cuda:1' or a "
+                 "(device_type, device_id) tuple, not %.100s",
+                 Py_TYPE(obj)->tp_name);
+    return -1;
+  }
+  *out = device;
+  return 0;
+}
+
+int dlbpy_parse_dtype(PyObject *obj, DLDataType *out) {
+  PyObject *name = NULL;
+  if (PyUnicode_Check(obj)) {
+    name = obj;
+    Py_INCREF(name);
+  } else {
+    /* NumPy dtypes carry their name; so does anything dtype-like. */
+    PyObject *attr = PyObject_GetAttrString(obj, "name");
+    if (attr != NULL && PyUnicode_Check(attr)) {
+      name = attr;
+    } else {
+      Py_XDECREF(attr);
+      PyErr_Clear();
+      PyErr_Format(PyExc_TypeError,
+                   "dtype must be a name such as 'float32', not %.100s",
+                   Py_TYPE(obj)->tp_name);
+      return -1;
+    }
+  }
+  const char *text = PyUnicode_AsUTF8(name);
+  if (text == NULL) {
+    Py_DECREF(name);
+    return -1;
+  }
+  DLDataType dtype;
+  dlb_status s = dlb_dtype_parse(text, &dtype);
+  Py_DECREF(name);
+  if (s != DLB_OK) return dlbpy_fail(s, PyExc_ValueError, "dtype");
+  *out = dtype;
+  return 0;
+}
+
+static int dlbpy_parse_extent(PyObject *obj, int64_t *out) {
+  int64_t v;
+  if (dlbpy_parse_int64(obj, "shape entry", &v) < 0) return -1;
+  if (v < 0) {
+    PyErr_Format(PyExc_ValueError,
+                 "negative dimensions are not allowed (got %lld)",
+                 (long long)v);
+    return -1;
+  }
+  *out = v;
+  return 0;
+}
+
+int dlbpy_parse_shape(PyObject *obj, int32_t *ndim, int64_t *shape) {
+  if (PyIndex_Check(obj) && !PyBool_Check(obj)) {
+    if (dlbpy_parse_extent(obj, &shape[0]) < 0) return -1;
+    *ndim = 1;
+    return 0;
+  }
+  if (PyUnicode_Check(obj) || PyBytes_Check(obj) || !PySequence_Check(obj)) {
+    PyErr_Format(PyExc_TypeError,
+                 "shape must be an int or a sequence of ints, not %.100s",
+                 Py_TYPE(obj)->tp_name);
+    return -1;
+  }
+  PyObject *seq = PySequence_Fast(obj, "shape must be a sequence of ints");
+  if (seq == NULL) return -1;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  if (n > DLB_MAX_NDIM) {
+    Py_DECREF(seq);
+    PyErr_Format(PyExc_ValueError, "shape has %zd dimensions; at most %d",
+                 n, DLB_MAX_NDIM);
+    return -1;
+  }
+  int64_t tmp[DLB_MAX_NDIM];
+  for (Py_ssize_t i = 0; i < n; i++) {
+    if (dlbpy_parse_extent(PySequence_Fast_GET_ITEM(seq, i), &tmp[i]) < 0) {
+      Py_DECREF(seq);
+      return -1;
+    }
+  }
+  Py_DECREF(seq);
+  int64_t numel;
+  dlb_status s = dlb_shape_numel((int32_t)n, tmp, &numel);
+  if (s != DLB_OK) return dlbpy_fail(s, PyExc_ValueError, "shape");
+  memcpy(shape, tmp, (size_t)n * sizeof *tmp);
+  *ndim = (int32_t)n;
+  return 0;
+}

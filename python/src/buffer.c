@@ -1,0 +1,390 @@
+/*
+ * buffer.c -- the buffer protocol both ways (Tensor exports memory the CPU
+ * can read; asarray imports any exporter) and __cuda_array_interface__.
+ */
+#include <string.h>
+
+#include "dlbpy.h"
+
+_Static_assert(sizeof(Py_ssize_t) == sizeof(int64_t),
+               "shape arrays are shared between Py_buffer and DLTensor");
+
+/* A non-NULL address for empty buffers whose tensor has no data pointer:
+ * consumers may not dereference it, but some reject NULL. */
+static char dlbpy_empty_data[1];
+
+/* Byte strides of t (item bytes per element). Dimensions of extent 1 are
+ * never stepped, nor any of a tensor without elements, and producers leave
+ * any value there; they get itemsize so no product can overflow. */
+static int dlbpy_byte_strides(const DLTensor *t, size_t itemsize,
+                              Py_ssize_t *out) {
+  int empty = 0;
+  for (int32_t i = 0; i < t->ndim; i++) empty |= t->shape[i] == 0;
+  if (empty) {
+    for (int32_t i = 0; i < t->ndim; i++) out[i] = (Py_ssize_t)itemsize;
+    return 0;
+  }
+  int64_t compact[DLB_MAX_NDIM];
+  const int64_t *strides = t->strides;
+  if (strides == NULL) {
+    dlb_status s = dlb_compact_strides(t->ndim, t->shape, 0, compact);
+    if (s != DLB_OK) return dlbpy_fail(s, PyExc_BufferError, "strides");
+    strides = compact;
+  }
+  for (int32_t i = 0; i < t->ndim; i++) {
+    int64_t bytes;
+    if (t->shape[i] <= 1) {
+      out[i] = (Py_ssize_t)itemsize;
+    } else if (__builtin_mul_overflow(strides[i], (int64_t)itemsize, &bytes)) {
+      PyErr_Format(PyExc_BufferError,
+                   "strides[%d] = %lld elements overflows as bytes", (int)i,
+                   (long long)strides[i]);
+      return -1;
+    } else {
+      out[i] = (Py_ssize_t)bytes;
+    }
+  }
+  return 0;
+}
+
+static void *dlbpy_first_element(const DLTensor *t) {
+  return (char *)t->data + t->byte_offset;
+}
+
+/* ------------------------------------------------------------------------
+ * Export: Tensor's buffer
+ * ---------------------------------------------------------------------- */
+
+int dlbpy_tensor_getbuffer(PyObject *self, Py_buffer *view, int flags) {
+  const DLManagedTensorVersioned *mt = ((dlbpy_tensor *)self)->mt;
+  const DLTensor *t = &mt->dl_tensor;
+  char name[DLB_DEVICE_NAME_MAX > DLB_DTYPE_NAME_MAX ? DLB_DEVICE_NAME_MAX
+                                                     : DLB_DTYPE_NAME_MAX];
+  if (!dlb_device_type_cpu_accessible(t->device.device_type)) {
+    if (dlb_device_format(t->device, name, sizeof name) != DLB_OK)
+      name[0] = '\0';
+    PyErr_Format(PyExc_BufferError,
+                 "the tensor is in %s memory, which the CPU cannot read; "
+                 "use __dlpack__%s",
+                 name,
+                 t->device.device_type == kDLCUDA
+                     ? " or __cuda_array_interface__"
+                     : "");
+    return -1;
+  }
+  const char *format = dlbpy_dtype_buffer_format(t->dtype);
+  if (format == NULL) {
+    if (dlb_dtype_format(t->dtype, name, sizeof name) != DLB_OK)
+      name[0] = '\0';
+    PyErr_Format(PyExc_BufferError,
+                 "dtype %s has no buffer-protocol format; use __dlpack__",
+                 name);
+    return -1;
+  }
+  int readonly = (mt->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
+  if ((flags & PyBUF_WRITABLE) && readonly) {
+    PyErr_SetString(PyExc_BufferError, "the tensor is read-only");
+    return -1;
+  }
+  int c_contig = dlb_tensor_is_c_contiguous(t);
+  int f_contig = dlb_tensor_is_f_contiguous(t);
+  if (((flags & PyBUF_C_CONTIGUOUS) == PyBUF_C_CONTIGUOUS && !c_contig) ||
+      ((flags & PyBUF_F_CONTIGUOUS) == PyBUF_F_CONTIGUOUS && !f_contig) ||
+      ((flags & PyBUF_ANY_CONTIGUOUS) == PyBUF_ANY_CONTIGUOUS && !c_contig &&
+       !f_contig) ||
+      ((flags & PyBUF_STRIDES) != PyBUF_STRIDES && !c_contig)) {
+    PyErr_SetString(PyExc_BufferError,
+                    "the tensor is not contiguous in the order the buffer "
+                    "request needs");
+    return -1;
+  }
+  int64_t numel;
+  dlb_status s = dlb_tensor_numel(t, &numel);
+  if (s != DLB_OK) return dlbpy_fail(s, PyExc_BufferError, "shape");
+  size_t itemsize = dlb_dtype_itemsize(t->dtype);
+  int64_t len;
+  if (__builtin_mul_overflow(numel, (int64_t)itemsize, &len)) {
+    PyErr_SetString(PyExc_BufferError, "the tensor's byte size overflows");
+    return -1;
+  }
+  Py_ssize_t *dims = NULL;
+  if (t->ndim > 0) {
+    dims = PyMem_Malloc(2 * (size_t)t->ndim * sizeof *dims);
+    if (dims == NULL) {
+      PyErr_NoMemory();
+      return -1;
+    }
+    memcpy(dims, t->shape, (size_t)t->ndim * sizeof *dims);
+    if (dlbpy_byte_strides(t, itemsize, dims + t->ndim) < 0) {
+      PyMem_Free(dims);
+      return -1;
+    }
+  }
+  view->buf = t->data != NULL ? dlbpy_first_element(t) : dlbpy_empty_data;
+  view->obj = self;
+  Py_INCREF(self);
+  view->len = (Py_ssize_t)len;
+  view->readonly = readonly;
+  view->itemsize = (Py_ssize_t)itemsize;
+  view->format = (flags & PyBUF_FORMAT) ? (char *)(uintptr_t)format : NULL;
+  if ((flags & PyBUF_ND) == PyBUF_ND) {
+    view->ndim = t->ndim;
+    view->shape = dims;
+    view->strides =
+        (flags & PyBUF_STRIDES) == PyBUF_STRIDES && dims ? dims + t->ndim
+                                                         : NULL;
+  } else {
+    /* A plain byte buffer, as PyBuffer_FillInfo gives. */
+    view->ndim = 1;
+    view->shape = NULL;
+    view->strides = NULL;
+  }
+  view->suboffsets = NULL;
+  view->internal = dims;
+  return 0;
+}
+
+void dlbpy_tensor_releasebuffer(PyObject *self, Py_buffer *view) {
+  (void)self;
+  PyMem_Free(view->internal);
+}
+
+/* ------------------------------------------------------------------------
+ * __cuda_array_interface__
+ * ---------------------------------------------------------------------- */
+
+PyObject *dlbpy_tensor_cuda_array_interface(PyObject *self, void *closure) {
+  (void)closure;
+  const DLManagedTensorVersioned *mt = ((dlbpy_tensor *)self)->mt;
+  const DLTensor *t = &mt->dl_tensor;
+  DLDeviceType type = t->device.device_type;
+  if (type != kDLCUDA && type != kDLCUDAHost && type != kDLCUDAManaged) {
+    char name[DLB_DEVICE_NAME_MAX];
+    if (dlb_device_format(t->device, name, sizeof name) != DLB_OK)
+      name[0] = '\0';
+    PyErr_Format(PyExc_AttributeError,
+                 "__cuda_array_interface__: the tensor is in %s memory, which "
+                 "CUDA cannot address",
+                 name);
+    return NULL;
+  }
+  const char *typestr = dlbpy_dtype_typestr(t->dtype);
+  if (typestr == NULL) {
+    PyErr_SetString(PyExc_AttributeError,
+                    "__cuda_array_interface__: the tensor's dtype has no "
+                    "array-interface type string; use __dlpack__");
+    return NULL;
+  }
+  int64_t numel;
+  dlb_status s = dlb_tensor_numel(t, &numel);
+  if (s != DLB_OK) return dlbpy_raise(s, PyExc_BufferError, "shape");
+  PyObject *shape = PyTuple_New(t->ndim);
+  if (shape == NULL) return NULL;
+  for (int32_t i = 0; i < t->ndim; i++) {
+    PyObject *v = PyLong_FromLongLong((long long)t->shape[i]);
+    if (v == NULL) {
+      Py_DECREF(shape);
+      return NULL;
+    }
+    PyTuple_SET_ITEM(shape, i, v);
+  }
+  PyObject *strides = Py_None;
+  Py_INCREF(strides);
+  if (!dlb_tensor_is_c_contiguous(t)) {
+    Py_ssize_t bytes[DLB_MAX_NDIM];
+    if (dlbpy_byte_strides(t, dlb_dtype_itemsize(t->dtype), bytes) < 0) {
+      Py_DECREF(shape);
+      Py_DECREF(strides);
+      return NULL;
+    }
+    Py_DECREF(strides);
+    strides = PyTuple_New(t->ndim);
+    for (int32_t i = 0; strides != NULL && i < t->ndim; i++) {
+      PyObject *v = PyLong_FromSsize_t(bytes[i]);
+      if (v == NULL) Py_CLEAR(strides);
+      else PyTuple_SET_ITEM(strides, i, v);
+    }
+    if (strides == NULL) {
+      Py_DECREF(shape);
+      return NULL;
+    }
+  }
+  /* The interface gives 0 for the pointer of an empty array. */
+  void *data = numel == 0 ? NULL : dlbpy_first_element(t);
+  int readonly = (mt->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
+  /* stream None: dlbridge's data is ready when the tensor exists. */
+  return Py_BuildValue("{s:N,s:s,s:(NO),s:i,s:N,s:O}", "shape", shape,
+                       "typestr", typestr, "data", PyLong_FromVoidPtr(data),
+                       readonly ? Py_True : Py_False, "version", 3, "strides",
+                       strides, "stream", Py_None);
+}
+
+/* ------------------------------------------------------------------------
+ * Import: any buffer exporter as a tensor
+ * ---------------------------------------------------------------------- */
+
+/* The dtype of a struct-module format with one item (no counts, no
+ * structs) of view->itemsize bytes in native byte order. */
+static int dlbpy_format_dtype(const char *format, Py_ssize_t itemsize,
+                              DLDataType *out) {
+  const char *f = format == NULL ? "B" : format;
+  int native = 1;
+  switch (*f) {
+    case '@':
+    case '=':
+      f++;
+      break;
+    case '<':
+      native = PY_LITTLE_ENDIAN;
+      f++;
+      break;
+    case '>':
+    case '!':
+      native = !PY_LITTLE_ENDIAN;
+      f++;
+      break;
+    default:
+      break;
+  }
+  DLDataType dtype = {0, 0, 1};
+  Py_ssize_t expect = 0; /* 0: any integer width */
+  int complex = 0;
+  if (f[0] == 'Z') {
+    complex = 1;
+    f++;
+  }
+  if (f[0] == '\0' || f[1] != '\0') goto unsupported;
+  switch (f[0]) {
+    case 'b': case 'h': case 'i': case 'l': case 'q': case 'n':
+      dtype.code = kDLInt;
+      break;
+    case 'B': case 'H': case 'I': case 'L': case 'Q': case 'N': case 'c':
+      dtype.code = kDLUInt;
+      break;
+    case '?':
+      dtype.code = kDLBool;
+      expect = 1;
+      break;
+    case 'e':
+      dtype.code = kDLFloat;
+      expect = 2;
+      break;
+    case 'f':
+      dtype.code = kDLFloat;
+      expect = 4;
+      break;
+    case 'd':
+      dtype.code = kDLFloat;
+      expect = 8;
+      break;
+    default:
+      goto unsupported;
+  }
+  if (complex) {
+    if (dtype.code != kDLFloat) goto unsupported;
+    dtype.code = kDLComplex;
+    expect *= 2;
+  }
+  if ((expect != 0 && itemsize != expect) ||
+      (expect == 0 && itemsize != 1 && itemsize != 2 && itemsize != 4 &&
+       itemsize != 8)) {
+    PyErr_Format(PyExc_BufferError,
+                 "buffer format '%s' with item size %zd is not a DLPack type",
+                 format, itemsize);
+    return -1;
+  }
+  if (!native && itemsize > 1) {
+    PyErr_Format(PyExc_BufferError,
+                 "buffer format '%s' is not in native byte order; DLPack "
+                 "data always is",
+                 format);
+    return -1;
+  }
+  dtype.bits = (uint8_t)(itemsize * 8);
+  *out = dtype;
+  return 0;
+unsupported:
+  PyErr_Format(PyExc_BufferError,
+               "buffer format '%s' has no DLPack type (one number per item "
+               "is needed)",
+               format);
+  return -1;
+}
+
+static void dlbpy_buffer_free(void *ctx) {
+  Py_buffer *view = ctx;
+  PyBuffer_Release(view);
+  PyMem_RawFree(view);
+}
+
+static void dlbpy_release_buffer(void *ctx) {
+  dlbpy_call_with_gil(dlbpy_buffer_free, ctx);
+}
+
+int dlbpy_import_buffer(PyObject *obj, DLManagedTensorVersioned **out) {
+  /* Raw allocation: the last release may run without the GIL. */
+  Py_buffer *view = PyMem_RawMalloc(sizeof *view);
+  if (view == NULL) {
+    PyErr_NoMemory();
+    return -1;
+  }
+  int readonly = 0;
+  if (PyObject_GetBuffer(obj, view, PyBUF_RECORDS) < 0) {
+    if (!PyErr_ExceptionMatches(PyExc_BufferError)) {
+      PyMem_RawFree(view);
+      return -1;
+    }
+    PyErr_Clear();
+    if (PyObject_GetBuffer(obj, view, PyBUF_RECORDS_RO) < 0) {
+      PyMem_RawFree(view);
+      return -1;
+    }
+    readonly = 1;
+  }
+  readonly |= view->readonly != 0;
+  DLDataType dtype;
+  int64_t strides[DLB_MAX_NDIM];
+  int rc = 0;
+  if (view->suboffsets != NULL) {
+    PyErr_SetString(PyExc_BufferError,
+                    "buffers with suboffsets (indirect arrays) are not DLPack "
+                    "tensors");
+    rc = -1;
+  } else if (view->ndim < 0 || view->ndim > DLB_MAX_NDIM) {
+    PyErr_Format(PyExc_BufferError, "buffer has %d dimensions; at most %d",
+                 view->ndim, DLB_MAX_NDIM);
+    rc = -1;
+  } else {
+    rc = dlbpy_format_dtype(view->format, view->itemsize, &dtype);
+  }
+  for (int i = 0; rc == 0 && view->strides != NULL && i < view->ndim; i++) {
+    if (view->strides[i] % view->itemsize != 0) {
+      PyErr_Format(PyExc_BufferError,
+                   "buffer stride[%d] is %zd bytes, not a multiple of the "
+                   "item size %zd; DLPack strides count items",
+                   i, view->strides[i], view->itemsize);
+      rc = -1;
+    } else {
+      strides[i] = view->strides[i] / view->itemsize;
+    }
+  }
+  if (rc == 0) {
+    DLTensor desc;
+    desc.data = view->buf;
+    desc.device.device_type = kDLCPU;
+    desc.device.device_id = 0;
+    desc.ndim = view->ndim;
+    desc.dtype = dtype;
+    desc.shape = (int64_t *)view->shape;
+    desc.strides = view->strides != NULL ? strides : NULL;
+    desc.byte_offset = 0;
+    dlb_status s =
+        dlb_tensor_wrap(&desc, readonly ? DLPACK_FLAG_BITMASK_READ_ONLY : 0,
+                        dlbpy_release_buffer, view, out);
+    if (s == DLB_OK) return 0;
+    rc = dlbpy_fail(s, PyExc_BufferError, "buffer");
+  }
+  PyBuffer_Release(view);
+  PyMem_RawFree(view);
+  return rc;
+}

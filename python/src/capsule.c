@@ -1,0 +1,235 @@
+/*
+ * capsule.c -- DLPack capsules (making, destroying, consuming) and the
+ * guards around foreign deleters.
+ *
+ * A foreign producer's deleter was written for a consumer that calls it from
+ * Python, holding the GIL. Once dlbridge adopts the tensor, the last release
+ * can happen anywhere: in a C consumer's thread without the GIL, or at exit
+ * after the interpreter is gone. So every adopted deleter runs through
+ * dlbpy_call_with_gil, which restores the context it was written for, or
+ * does nothing when that context no longer exists.
+ */
+#include <string.h>
+
+#include "dlbpy.h"
+
+static const char dlbpy_name_versioned[] = "dltensor_versioned";
+static const char dlbpy_name_legacy[] = "dltensor";
+static const char dlbpy_name_used_versioned[] = "used_dltensor_versioned";
+static const char dlbpy_name_used_legacy[] = "used_dltensor";
+
+/* ------------------------------------------------------------------------
+ * Running Python-facing code from anywhere
+ * ---------------------------------------------------------------------- */
+
+static void dlbpy_call_saving_error(void (*fn)(void *), void *ctx) {
+  /* The common case, no exception pending, costs no fetch and restore. */
+  if (!PyErr_Occurred()) {
+    fn(ctx);
+    if (PyErr_Occurred()) PyErr_WriteUnraisable(NULL);
+    return;
+  }
+  dlbpy_saved_error saved;
+  dlbpy_error_save(&saved);
+  fn(ctx);
+  dlbpy_error_restore(&saved);
+}
+
+void dlbpy_call_with_gil(void (*fn)(void *), void *ctx) {
+  /* After Py_Finalize nothing Python-related may run; leaking is the only
+   * safe choice. */
+  if (!Py_IsInitialized()) return;
+  if (PyGILState_Check()) {
+    dlbpy_call_saving_error(fn, ctx);
+    return;
+  }
+  /* During finalization PyGILState_Ensure never returns on a thread other
+   * than the one finalizing. */
+  if (DLBPY_IS_FINALIZING()) return;
+  PyGILState_STATE gil = PyGILState_Ensure();
+  dlbpy_call_saving_error(fn, ctx);
+  PyGILState_Release(gil);
+}
+
+static void dlbpy_release_now(void *ctx) {
+  dlb_tensor_release((DLManagedTensorVersioned *)ctx);
+}
+
+void dlbpy_release_keeping_error(DLManagedTensorVersioned *m) {
+  if (m != NULL) dlbpy_call_saving_error(dlbpy_release_now, m);
+}
+
+void dlbpy_release(DLManagedTensorVersioned *m) {
+  if (m == NULL) return;
+  if (dlbpy_is_light(m)) dlbpy_light_release_holding_gil(m);
+  /* Ours route anything Python-related through dlbpy_call_with_gil. */
+  else if (dlb_tensor_is_ours(m)) m->deleter(m);
+  else dlbpy_release_keeping_error(m);
+}
+
+/* ------------------------------------------------------------------------
+ * Adopting foreign tensors
+ * ---------------------------------------------------------------------- */
+
+static void dlbpy_versioned_delete(void *ctx) {
+  DLManagedTensorVersioned *m = ctx;
+  m->deleter(m);
+}
+
+static void dlbpy_release_versioned(void *ctx) {
+  dlbpy_call_with_gil(dlbpy_versioned_delete, ctx);
+}
+
+static void dlbpy_legacy_delete(void *ctx) {
+  DLManagedTensor *m = ctx;
+  m->deleter(m);
+}
+
+static void dlbpy_release_legacy(void *ctx) {
+  dlbpy_call_with_gil(dlbpy_legacy_delete, ctx);
+}
+
+dlb_status dlbpy_adopt_versioned(DLManagedTensorVersioned *foreign,
+                                 DLManagedTensorVersioned **out) {
+  if (dlb_tensor_is_ours(foreign)) {
+    *out = foreign;
+    return DLB_OK;
+  }
+  /* Past the major version, dlb_tensor_wrap validates every field and
+   * flag, so one validation pass is all an import costs. */
+  if (foreign->version.major != DLPACK_MAJOR_VERSION)
+    return dlb_managed_validate(foreign);
+  /* The core gives host-type memory device_id 0, as our tensors carry. */
+  return dlb_tensor_wrap(&foreign->dl_tensor, foreign->flags,
+                         foreign->deleter != NULL ? dlbpy_release_versioned
+                                                  : NULL,
+                         foreign, out);
+}
+
+dlb_status dlbpy_accept_versioned(DLManagedTensorVersioned *foreign,
+                                  DLManagedTensorVersioned **out) {
+  if (dlbpy_is_light(foreign) || dlb_tensor_is_ours(foreign)) {
+    *out = foreign;
+    return DLB_OK;
+  }
+  dlb_status s = dlb_managed_validate(foreign);
+  if (s != DLB_OK) return s;
+  const DLTensor *t = &foreign->dl_tensor;
+  DLDevice device = t->device;
+  /* Validated, so the device is known and normalises. */
+  (void)dlb_device_normalize(&device);
+  if ((t->strides == NULL && t->ndim != 0) ||
+      device.device_id != t->device.device_id)
+    return dlbpy_adopt_versioned(foreign, out);
+  *out = foreign;
+  return DLB_OK;
+}
+
+int dlbpy_own(DLManagedTensorVersioned **m) {
+  if (dlb_tensor_is_ours(*m)) return 0;
+  if (dlbpy_is_light(*m)) return dlbpy_own_light(m);
+  DLManagedTensorVersioned *ours;
+  dlb_status s = dlbpy_adopt_versioned(*m, &ours);
+  if (s != DLB_OK) return dlbpy_fail(s, PyExc_BufferError, "DLPack tensor");
+  *m = ours;
+  return 0;
+}
+
+dlb_status dlbpy_adopt_legacy(DLManagedTensor *foreign, uint64_t flags,
+                              DLManagedTensorVersioned **out) {
+  return dlb_tensor_wrap(&foreign->dl_tensor, flags,
+                         foreign->deleter != NULL ? dlbpy_release_legacy
+                                                  : NULL,
+                         foreign, out);
+}
+
+/* ------------------------------------------------------------------------
+ * Capsules we make
+ * ---------------------------------------------------------------------- */
+
+/* The destructor calls the deleter only while the capsule is unused (a
+ * consumer renames it when it takes the tensor over) and keeps an exception
+ * that is being raised while the capsule dies. */
+static void dlbpy_capsule_versioned_destructor(PyObject *capsule) {
+  if (!PyCapsule_IsValid(capsule, dlbpy_name_versioned)) return;
+  DLManagedTensorVersioned *m =
+      PyCapsule_GetPointer(capsule, dlbpy_name_versioned);
+  if (m->deleter == NULL) return;
+  dlbpy_saved_error saved;
+  dlbpy_error_save(&saved);
+  m->deleter(m);
+  dlbpy_error_restore(&saved);
+}
+
+static void dlbpy_capsule_legacy_destructor(PyObject *capsule) {
+  if (!PyCapsule_IsValid(capsule, dlbpy_name_legacy)) return;
+  DLManagedTensor *m = PyCapsule_GetPointer(capsule, dlbpy_name_legacy);
+  if (m->deleter == NULL) return;
+  dlbpy_saved_error saved;
+  dlbpy_error_save(&saved);
+  m->deleter(m);
+  dlbpy_error_restore(&saved);
+}
+
+PyObject *dlbpy_capsule_versioned(DLManagedTensorVersioned *m) {
+  PyObject *capsule = PyCapsule_New(m, dlbpy_name_versioned,
+                                    dlbpy_capsule_versioned_destructor);
+  if (capsule == NULL) dlb_tensor_release(m);
+  return capsule;
+}
+
+PyObject *dlbpy_capsule_legacy(DLManagedTensor *m) {
+  PyObject *capsule =
+      PyCapsule_New(m, dlbpy_name_legacy, dlbpy_capsule_legacy_destructor);
+  if (capsule == NULL) dlb_legacy_release(m);
+  return capsule;
+}
+
+/* ------------------------------------------------------------------------
+ * Consuming capsules
+ * ---------------------------------------------------------------------- */
+
+int dlbpy_capsule_consume(PyObject *capsule, PyObject *bad_name_exc,
+                          DLManagedTensorVersioned **out) {
+  const char *name = PyCapsule_GetName(capsule);
+  if (name == NULL && PyErr_Occurred()) return -1;
+  if (name != NULL && strcmp(name, dlbpy_name_versioned) == 0) {
+    DLManagedTensorVersioned *m = PyCapsule_GetPointer(capsule, name);
+    if (m == NULL) return -1;
+    /* A different major version means a different struct past flags:
+     * touch nothing; the capsule's own destructor will call the deleter. */
+    if (m->version.major != DLPACK_MAJOR_VERSION) {
+      PyErr_Format(PyExc_BufferError,
+                   "DLPack capsule: version is %u.%u; dlbridge reads major "
+                   "version %d only",
+                   (unsigned)m->version.major, (unsigned)m->version.minor,
+                   DLPACK_MAJOR_VERSION);
+      return -1;
+    }
+    dlb_status s = dlbpy_accept_versioned(m, out);
+    if (s != DLB_OK)
+      return dlbpy_fail(s, PyExc_BufferError, "DLPack capsule");
+    return PyCapsule_SetName(capsule, dlbpy_name_used_versioned);
+  }
+  if (name != NULL && strcmp(name, dlbpy_name_legacy) == 0) {
+    DLManagedTensor *m = PyCapsule_GetPointer(capsule, name);
+    if (m == NULL) return -1;
+    dlb_status s = dlbpy_adopt_legacy(m, 0, out);
+    if (s != DLB_OK)
+      return dlbpy_fail(s, PyExc_BufferError, "DLPack capsule (legacy)");
+    return PyCapsule_SetName(capsule, dlbpy_name_used_legacy);
+  }
+  if (name != NULL && (strcmp(name, dlbpy_name_used_versioned) == 0 ||
+                       strcmp(name, dlbpy_name_used_legacy) == 0)) {
+    PyErr_Format(PyExc_BufferError,
+                 "DLPack capsule '%s' was already consumed; a capsule can be "
+                 "consumed only once",
+                 name);
+    return -1;
+  }
+  PyErr_Format(bad_name_exc,
+               "capsule named '%s' is not a DLPack capsule (expected "
+               "'dltensor' or 'dltensor_versioned')",
+               name != NULL ? name : "(null)");
+  return -1;
+}

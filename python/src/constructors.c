@@ -1,0 +1,537 @@
+/*
+ * constructors.c -- empty, zeros, full, arange and asarray.
+ *
+ * Defaults follow PyTorch: float32 when no dtype is given, Python ints give
+ * int64, floats float32, complex numbers complex64. Memory the CPU cannot
+ * write is filled on the CPU and copied over by the core's copy path.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "dlbpy.h"
+
+typedef int (*dlbpy_fill_fn)(DLManagedTensorVersioned *mt, int64_t numel,
+                             void *arg);
+
+static const DLDataType dlbpy_float32 = {kDLFloat, 32, 1};
+static const DLDataType dlbpy_int64 = {kDLInt, 64, 1};
+static const DLDataType dlbpy_bool = {kDLBool, 8, 1};
+static const DLDataType dlbpy_complex64 = {kDLComplex, 64, 1};
+
+/* Allocates a compact tensor on device and fills it with fill (NULL: leave
+ * it uninitialised). */
+static int dlbpy_make(DLDevice device, DLDataType dtype, int32_t ndim,
+                      const int64_t *shape, dlbpy_fill_fn fill, void *arg,
+                      DLManagedTensorVersioned **out) {
+  int direct =
+      fill == NULL || dlb_device_type_cpu_accessible(device.device_type);
+  DLDevice where = direct ? device : (DLDevice){kDLCPU, 0};
+  DLManagedTensorVersioned *mt;
+  dlb_status s = dlb_tensor_alloc(where, dtype, ndim, shape, &mt);
+  if (s != DLB_OK) {
+    char name[DLB_DEVICE_NAME_MAX], what[64];
+    if (dlb_device_format(where, name, sizeof name) != DLB_OK) name[0] = '\0';
+    PyOS_snprintf(what, sizeof what, "cannot allocate on %s", name);
+    /* A missing runtime or GPU is the machine's state, not a bad value. */
+    int machine = s == DLB_E_NO_RUNTIME || s == DLB_E_NO_DEVICE ||
+                  s == DLB_E_RUNTIME || s == DLB_E_UNSUPPORTED;
+    return dlbpy_fail(s, machine ? PyExc_RuntimeError : PyExc_ValueError,
+                      what);
+  }
+  if (fill != NULL) {
+    int64_t numel;
+    s = dlb_tensor_numel(&mt->dl_tensor, &numel);
+    if (s != DLB_OK) {
+      dlb_tensor_release(mt);
+      return dlbpy_fail(s, PyExc_ValueError, "shape");
+    }
+    if (fill(mt, numel, arg) < 0) {
+      dlb_tensor_release(mt);
+      return -1;
+    }
+  }
+  if (!direct) {
+    DLManagedTensorVersioned *moved;
+    int rc = dlbpy_copy_to(mt, device, PyExc_ValueError, &moved);
+    dlb_tensor_release(mt);
+    if (rc < 0) return -1;
+    mt = moved;
+  }
+  /* A fresh tensor is nobody's copy. */
+  mt->flags &= ~(uint64_t)DLPACK_FLAG_BITMASK_IS_COPIED;
+  *out = mt;
+  return 0;
+}
+
+static PyObject *dlbpy_wrap(PyObject *module, DLManagedTensorVersioned *mt) {
+  return dlbpy_tensor_new(dlbpy_state_of_module(module), mt);
+}
+
+static int dlbpy_device_arg(PyObject *obj, DLDevice *out) {
+  if (obj == NULL || obj == Py_None) {
+    out->device_type = kDLCPU;
+    out->device_id = 0;
+    return 0;
+  }
+  return dlbpy_parse_device(obj, out);
+}
+
+static int dlbpy_dtype_arg(PyObject *obj, DLDataType fallback,
+                           DLDataType *out) {
+  if (obj == NULL || obj == Py_None) {
+    *out = fallback;
+    return 0;
+  }
+  return dlbpy_parse_dtype(obj, out);
+}
+
+/* ------------------------------------------------------------------------
+ * empty, zeros, full
+ * ---------------------------------------------------------------------- */
+
+static const char *const dlbpy_empty_kw[] = {"shape", "dtype", "device",
+                                             NULL};
+
+static PyObject *dlbpy_empty_like_call(const char *fname, PyObject *module,
+                                       PyObject *const *args,
+                                       Py_ssize_t nargsf, PyObject *kwnames,
+                                       dlbpy_fill_fn fill) {
+  PyObject *v[3] = {NULL, NULL, NULL};
+  if (dlbpy_parse_args(fname, args, nargsf, kwnames, dlbpy_empty_kw, 0, 3, 1,
+                       v) < 0)
+    return NULL;
+  int32_t ndim;
+  int64_t shape[DLB_MAX_NDIM];
+  DLDataType dtype;
+  DLDevice device;
+  if (dlbpy_parse_shape(v[0], &ndim, shape) < 0 ||
+      dlbpy_dtype_arg(v[1], dlbpy_float32, &dtype) < 0 ||
+      dlbpy_device_arg(v[2], &device) < 0)
+    return NULL;
+  DLManagedTensorVersioned *mt = NULL;
+  if (dlbpy_make(device, dtype, ndim, shape, fill, NULL, &mt) < 0)
+    return NULL;
+  return dlbpy_wrap(module, mt);
+}
+
+PyObject *dlbpy_empty(PyObject *module, PyObject *const *args,
+                      Py_ssize_t nargsf, PyObject *kwnames) {
+  return dlbpy_empty_like_call("empty", module, args, nargsf, kwnames, NULL);
+}
+
+static int dlbpy_fill_zero(DLManagedTensorVersioned *mt, int64_t numel,
+                           void *arg) {
+  (void)arg;
+  const DLTensor *t = &mt->dl_tensor;
+  if (t->dtype.code == kDLFloat8_e8m0fnu) {
+    PyErr_SetString(PyExc_ValueError,
+                    "float8_e8m0fnu has no zero (it holds powers of two)");
+    return -1;
+  }
+  int64_t bytes;
+  dlb_status s = dlb_dtype_storage_bytes(t->dtype, numel, 0, &bytes);
+  if (s != DLB_OK) return dlbpy_fail(s, PyExc_ValueError, "zeros");
+  if (bytes > 0) memset((char *)t->data + t->byte_offset, 0, (size_t)bytes);
+  return 0;
+}
+
+PyObject *dlbpy_zeros(PyObject *module, PyObject *const *args,
+                      Py_ssize_t nargsf, PyObject *kwnames) {
+  return dlbpy_empty_like_call("zeros", module, args, nargsf, kwnames,
+                               dlbpy_fill_zero);
+}
+
+/* Fills by writing one element and doubling the written prefix. */
+static int dlbpy_fill_value(DLManagedTensorVersioned *mt, int64_t numel,
+                            void *arg) {
+  const DLTensor *t = &mt->dl_tensor;
+  char *p = (char *)t->data + t->byte_offset;
+  size_t itemsize = dlb_dtype_itemsize(t->dtype);
+  if (numel == 0) {
+    unsigned char scratch[16];
+    return dlbpy_element_set(t->dtype, scratch, (PyObject *)arg);
+  }
+  if (dlbpy_element_set(t->dtype, p, (PyObject *)arg) < 0) return -1;
+  size_t total = (size_t)numel * itemsize, done = itemsize;
+  while (done < total) {
+    size_t n = done < total - done ? done : total - done;
+    memcpy(p + done, p, n);
+    done += n;
+  }
+  return 0;
+}
+
+/* The dtype a Python value gets when none is named. */
+static DLDataType dlbpy_infer_scalar(PyObject *value) {
+  if (PyBool_Check(value)) return dlbpy_bool;
+  if (PyIndex_Check(value)) return dlbpy_int64;
+  if (PyComplex_Check(value)) return dlbpy_complex64;
+  return dlbpy_float32;
+}
+
+static int dlbpy_check_scalar_dtype(DLDataType dtype, const char *fname) {
+  if (dlbpy_dtype_has_scalars(dtype)) return 0;
+  char name[DLB_DTYPE_NAME_MAX];
+  if (dlb_dtype_format(dtype, name, sizeof name) != DLB_OK) name[0] = '\0';
+  PyErr_Format(PyExc_TypeError,
+               "%s(): dtype %s has no Python number type to convert from",
+               fname, name);
+  return -1;
+}
+
+static const char *const dlbpy_full_kw[] = {"shape", "fill_value", "dtype",
+                                            "device", NULL};
+
+PyObject *dlbpy_full(PyObject *module, PyObject *const *args,
+                     Py_ssize_t nargsf, PyObject *kwnames) {
+  PyObject *v[4] = {NULL, NULL, NULL, NULL};
+  if (dlbpy_parse_args("full", args, nargsf, kwnames, dlbpy_full_kw, 0, 4, 2,
+                       v) < 0)
+    return NULL;
+  int32_t ndim;
+  int64_t shape[DLB_MAX_NDIM];
+  DLDataType dtype;
+  DLDevice device;
+  if (dlbpy_parse_shape(v[0], &ndim, shape) < 0 ||
+      dlbpy_dtype_arg(v[2], dlbpy_infer_scalar(v[1]), &dtype) < 0 ||
+      dlbpy_device_arg(v[3], &device) < 0 ||
+      dlbpy_check_scalar_dtype(dtype, "full") < 0)
+    return NULL;
+  DLManagedTensorVersioned *mt = NULL;
+  if (dlbpy_make(device, dtype, ndim, shape, dlbpy_fill_value, v[1], &mt) < 0)
+    return NULL;
+  return dlbpy_wrap(module, mt);
+}
+
+/* ------------------------------------------------------------------------
+ * arange
+ * ---------------------------------------------------------------------- */
+
+typedef struct {
+  int integral;
+  int64_t istart, istep;
+  double fstart, fstep;
+} dlbpy_range;
+
+static int dlbpy_fill_range(DLManagedTensorVersioned *mt, int64_t numel,
+                            void *arg) {
+  const dlbpy_range *r = arg;
+  const DLTensor *t = &mt->dl_tensor;
+  char *p = (char *)t->data + t->byte_offset;
+  size_t itemsize = dlb_dtype_itemsize(t->dtype);
+  for (int64_t i = 0; i < numel; i++, p += itemsize) {
+    int rc;
+    if (r->integral) {
+      /* Wrapping arithmetic is exact here: every value lies in
+       * [start, stop). */
+      int64_t value = (int64_t)((uint64_t)r->istart +
+                                (uint64_t)i * (uint64_t)r->istep);
+      rc = dlbpy_element_set_int64(t->dtype, p, value);
+    } else {
+      rc = dlbpy_element_set_double(t->dtype, p,
+                                    r->fstart + (double)i * r->fstep);
+    }
+    if (rc < 0) return -1;
+  }
+  return 0;
+}
+
+static int dlbpy_is_int_arg(PyObject *obj) {
+  return obj == NULL || obj == Py_None ||
+         (PyIndex_Check(obj) && !PyFloat_Check(obj));
+}
+
+static int dlbpy_range_count(PyObject *start_obj, PyObject *stop_obj,
+                             PyObject *step_obj, dlbpy_range *r,
+                             int64_t *count) {
+  if (dlbpy_is_int_arg(start_obj) && dlbpy_is_int_arg(stop_obj) &&
+      dlbpy_is_int_arg(step_obj)) {
+    int64_t start, stop, step = 1;
+    if (dlbpy_parse_int64(start_obj, "start", &start) < 0 ||
+        dlbpy_parse_int64(stop_obj, "stop", &stop) < 0 ||
+        (step_obj != NULL && step_obj != Py_None &&
+         dlbpy_parse_int64(step_obj, "step", &step) < 0))
+      return -1;
+    if (step == 0) {
+      PyErr_SetString(PyExc_ValueError, "arange(): step must not be zero");
+      return -1;
+    }
+    uint64_t span, ustep;
+    if (step > 0) {
+      span = stop > start ? (uint64_t)stop - (uint64_t)start : 0;
+      ustep = (uint64_t)step;
+    } else {
+      span = start > stop ? (uint64_t)start - (uint64_t)stop : 0;
+      ustep = (uint64_t)0 - (uint64_t)step;
+    }
+    uint64_t n = span == 0 ? 0 : (span - 1) / ustep + 1;
+    r->integral = 1;
+    r->istart = start;
+    r->istep = step;
+    *count = (int64_t)n;
+    return 0;
+  }
+  double start = PyFloat_AsDouble(start_obj);
+  if (start == -1.0 && PyErr_Occurred()) return -1;
+  double stop = PyFloat_AsDouble(stop_obj);
+  if (stop == -1.0 && PyErr_Occurred()) return -1;
+  double step = 1.0;
+  if (step_obj != NULL && step_obj != Py_None) {
+    step = PyFloat_AsDouble(step_obj);
+    if (step == -1.0 && PyErr_Occurred()) return -1;
+  }
+  if (!isfinite(start) || !isfinite(stop) || !isfinite(step)) {
+    PyErr_SetString(PyExc_ValueError,
+                    "arange(): start, stop and step must be finite");
+    return -1;
+  }
+  if (step == 0) {
+    PyErr_SetString(PyExc_ValueError, "arange(): step must not be zero");
+    return -1;
+  }
+  double n = ceil((stop - start) / step);
+  if (!(n > 0)) n = 0;
+  if (n >= 9.2e18) {
+    PyErr_SetString(PyExc_ValueError, "arange(): too many elements");
+    return -1;
+  }
+  r->integral = 0;
+  r->fstart = start;
+  r->fstep = step;
+  *count = (int64_t)n;
+  return 0;
+}
+
+static const char *const dlbpy_arange_kw[] = {"start", "stop", "step",
+                                              "dtype", "device", NULL};
+
+PyObject *dlbpy_arange(PyObject *module, PyObject *const *args,
+                       Py_ssize_t nargsf, PyObject *kwnames) {
+  PyObject *v[5] = {NULL, NULL, NULL, NULL, NULL};
+  if (dlbpy_parse_args("arange", args, nargsf, kwnames, dlbpy_arange_kw, 0, 3,
+                       1, v) < 0)
+    return NULL;
+  PyObject *start = v[0], *stop = v[1];
+  if (stop == NULL || stop == Py_None) {
+    stop = start;
+    start = NULL;
+  }
+  PyObject *zero = NULL;
+  if (start == NULL) {
+    zero = PyLong_FromLong(0);
+    if (zero == NULL) return NULL;
+    start = zero;
+  }
+  dlbpy_range r = {0, 0, 0, 0.0, 0.0};
+  int64_t count;
+  int rc = dlbpy_range_count(start, stop, v[2], &r, &count);
+  Py_XDECREF(zero);
+  if (rc < 0) return NULL;
+  DLDataType dtype;
+  DLDevice device;
+  if (dlbpy_dtype_arg(v[3], r.integral ? dlbpy_int64 : dlbpy_float32,
+                      &dtype) < 0 ||
+      dlbpy_device_arg(v[4], &device) < 0 ||
+      dlbpy_check_scalar_dtype(dtype, "arange") < 0)
+    return NULL;
+  DLManagedTensorVersioned *mt = NULL;
+  if (dlbpy_make(device, dtype, 1, &count, dlbpy_fill_range, &r, &mt) < 0)
+    return NULL;
+  return dlbpy_wrap(module, mt);
+}
+
+/* ------------------------------------------------------------------------
+ * asarray
+ * ---------------------------------------------------------------------- */
+
+static int dlbpy_is_nested(PyObject *obj) {
+  return PyList_Check(obj) || PyTuple_Check(obj);
+}
+
+/* Finds the shape of nested lists and tuples from their first items, and
+ * the dtype their numbers need. */
+typedef struct {
+  int32_t ndim;
+  int64_t shape[DLB_MAX_NDIM];
+  int rank; /* 0 bool, 1 int, 2 float, 3 complex */
+} dlbpy_nest;
+
+static int dlbpy_nest_shape(PyObject *obj, dlbpy_nest *nest) {
+  nest->ndim = 0;
+  while (dlbpy_is_nested(obj)) {
+    if (nest->ndim == DLB_MAX_NDIM) {
+      PyErr_Format(PyExc_ValueError,
+                   "asarray(): nesting deeper than %d dimensions",
+                   DLB_MAX_NDIM);
+      return -1;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
+    nest->shape[nest->ndim++] = n;
+    if (n == 0) break;
+    obj = PySequence_Fast_GET_ITEM(obj, 0);
+  }
+  return 0;
+}
+
+static int dlbpy_nest_check(PyObject *obj, dlbpy_nest *nest, int32_t dim) {
+  if (dim == nest->ndim) {
+    if (dlbpy_is_nested(obj)) goto ragged;
+    int rank;
+    if (PyBool_Check(obj)) rank = 0;
+    else if (PyIndex_Check(obj)) rank = 1;
+    else if (PyComplex_Check(obj)) rank = 3;
+    else if (PyFloat_Check(obj) || PyNumber_Check(obj)) rank = 2;
+    else {
+      PyErr_Format(PyExc_TypeError,
+                   "asarray(): %.100s is not a number, a DLPack producer or "
+                   "a buffer",
+                   Py_TYPE(obj)->tp_name);
+      return -1;
+    }
+    if (rank > nest->rank) nest->rank = rank;
+    return 0;
+  }
+  if (!dlbpy_is_nested(obj) ||
+      PySequence_Fast_GET_SIZE(obj) != nest->shape[dim])
+    goto ragged;
+  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(obj); i++)
+    if (dlbpy_nest_check(PySequence_Fast_GET_ITEM(obj, i), nest, dim + 1) < 0)
+      return -1;
+  return 0;
+ragged:
+  PyErr_SetString(PyExc_ValueError,
+                  "asarray(): the nested sequences have an inhomogeneous "
+                  "shape");
+  return -1;
+}
+
+typedef struct {
+  PyObject *obj;
+  const dlbpy_nest *nest;
+} dlbpy_nest_src;
+
+/* Number conversions can run Python code that resizes the sequences being
+ * read, so every size is checked again against the shape allocated. */
+static int dlbpy_fill_nest_at(DLDataType dtype, size_t itemsize,
+                              PyObject *obj, const dlbpy_nest *nest,
+                              int32_t dim, char **p) {
+  if (dim == nest->ndim) {
+    if (dlbpy_element_set(dtype, *p, obj) < 0) return -1;
+    *p += itemsize;
+    return 0;
+  }
+  for (int64_t i = 0; i < nest->shape[dim]; i++) {
+    if (!dlbpy_is_nested(obj) ||
+        PySequence_Fast_GET_SIZE(obj) != nest->shape[dim]) {
+      PyErr_SetString(PyExc_ValueError,
+                      "asarray(): a sequence changed size while it was "
+                      "read");
+      return -1;
+    }
+    PyObject *item = PySequence_Fast_GET_ITEM(obj, (Py_ssize_t)i);
+    Py_INCREF(item);
+    int rc = dlbpy_fill_nest_at(dtype, itemsize, item, nest, dim + 1, p);
+    Py_DECREF(item);
+    if (rc < 0) return -1;
+  }
+  return 0;
+}
+
+static int dlbpy_fill_nest(DLManagedTensorVersioned *mt, int64_t numel,
+                           void *arg) {
+  (void)numel;
+  const dlbpy_nest_src *src = arg;
+  const DLTensor *t = &mt->dl_tensor;
+  char *p = (char *)t->data + t->byte_offset;
+  return dlbpy_fill_nest_at(t->dtype, dlb_dtype_itemsize(t->dtype), src->obj,
+                            src->nest, 0, &p);
+}
+
+static int dlbpy_from_values(PyObject *obj, PyObject *dtype_obj,
+                             DLManagedTensorVersioned **out) {
+  dlbpy_nest nest;
+  nest.rank = 0;
+  if (dlbpy_nest_shape(obj, &nest) < 0 || dlbpy_nest_check(obj, &nest, 0) < 0)
+    return -1;
+  static const DLDataType *const by_rank[] = {&dlbpy_bool, &dlbpy_int64,
+                                              &dlbpy_float32,
+                                              &dlbpy_complex64};
+  DLDataType dtype;
+  if (dlbpy_dtype_arg(dtype_obj, *by_rank[nest.rank], &dtype) < 0 ||
+      dlbpy_check_scalar_dtype(dtype, "asarray") < 0)
+    return -1;
+  dlbpy_nest_src src = {obj, &nest};
+  return dlbpy_make((DLDevice){kDLCPU, 0}, dtype, nest.ndim, nest.shape,
+                    dlbpy_fill_nest, &src, out);
+}
+
+static const char *const dlbpy_asarray_kw[] = {"obj", "dtype", "device",
+                                               "copy", NULL};
+
+PyObject *dlbpy_asarray(PyObject *module, PyObject *const *args,
+                        Py_ssize_t nargsf, PyObject *kwnames) {
+  dlbpy_state *st = dlbpy_state_of_module(module);
+  PyObject *v[4] = {NULL, NULL, NULL, NULL};
+  if (dlbpy_parse_args("asarray", args, nargsf, kwnames, dlbpy_asarray_kw, 1,
+                       1, 1, v) < 0)
+    return NULL;
+  PyObject *obj = v[0];
+  dlbpy_import_opts opts = {-1, 0, {kDLCPU, 0}};
+  if (dlbpy_parse_copy(v[3], "copy", &opts.copy) < 0) return NULL;
+  if (v[2] != NULL && v[2] != Py_None) {
+    if (dlbpy_parse_device(v[2], &opts.device) < 0) return NULL;
+    opts.has_device = 1;
+  }
+  int has_dtype = v[1] != NULL && v[1] != Py_None;
+  DLDataType dtype = {0, 0, 0};
+  if (has_dtype && dlbpy_parse_dtype(v[1], &dtype) < 0) return NULL;
+  /* As numpy.asarray: the same object when nothing needs to change. */
+  if (dlbpy_tensor_check(obj) && opts.copy != 1 &&
+      (!opts.has_device ||
+       dlb_device_equal(opts.device,
+                        ((dlbpy_tensor *)obj)->mt->dl_tensor.device)) &&
+      (!has_dtype ||
+       dlb_dtype_equal(dtype, ((dlbpy_tensor *)obj)->mt->dl_tensor.dtype))) {
+    Py_INCREF(obj);
+    return obj;
+  }
+  DLManagedTensorVersioned *mt;
+  int values = 0;
+  if (dlbpy_is_producer(st, obj)) {
+    if (dlbpy_import(st, obj, NULL, &mt) < 0) return NULL;
+  } else if (PyObject_CheckBuffer(obj)) {
+    if (dlbpy_import_buffer(obj, &mt) < 0) return NULL;
+  } else if (!PyUnicode_Check(obj)) {
+    PyObject *seq = dlbpy_is_nested(obj) ? obj : NULL;
+    if (dlbpy_from_values(seq != NULL ? seq : obj, v[1], &mt) < 0)
+      return NULL;
+    values = 1;
+  } else {
+    PyErr_SetString(PyExc_TypeError,
+                    "asarray(): a str is not a DLPack producer, a buffer or "
+                    "a number");
+    return NULL;
+  }
+  if (has_dtype && !values && !dlb_dtype_equal(dtype, mt->dl_tensor.dtype)) {
+    char have[DLB_DTYPE_NAME_MAX];
+    if (dlb_dtype_format(mt->dl_tensor.dtype, have, sizeof have) != DLB_OK)
+      have[0] = '\0';
+    dlbpy_release(mt);
+    PyErr_Format(PyExc_TypeError,
+                 "asarray(): the data is %s; dlbridge does not convert "
+                 "between dtypes",
+                 have);
+    return NULL;
+  }
+  /* Values were just copied into fresh memory: copy=True is satisfied. */
+  if (values && opts.copy == 0) {
+    dlbpy_release(mt);
+    PyErr_SetString(PyExc_ValueError,
+                    "asarray(): copy=False, but Python numbers must be copied "
+                    "into a tensor");
+    return NULL;
+  }
+  if (values && opts.copy == 1) opts.copy = -1;
+  if (dlbpy_import_apply(&opts, &mt) < 0) return NULL;
+  return dlbpy_tensor_new(st, mt);
+}

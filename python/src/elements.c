@@ -1,0 +1,483 @@
+/*
+ * elements.c -- single elements: Python numbers to and from the bytes of a
+ * dtype, the dtype's buffer format and array-interface type string, and
+ * Tensor.tolist().
+ */
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#include "dlbpy.h"
+
+#if PY_LITTLE_ENDIAN
+#define DLBPY_BO "<"
+#else
+#define DLBPY_BO ">"
+#endif
+
+enum {
+  DLBPY_K_NONE,
+  DLBPY_K_BOOL,
+  DLBPY_K_I8, DLBPY_K_I16, DLBPY_K_I32, DLBPY_K_I64,
+  DLBPY_K_U8, DLBPY_K_U16, DLBPY_K_U32, DLBPY_K_U64,
+  DLBPY_K_F16, DLBPY_K_BF16, DLBPY_K_F32, DLBPY_K_F64,
+  DLBPY_K_C64, DLBPY_K_C128,
+};
+
+static int dlbpy_kind(DLDataType t) {
+  if (t.lanes != 1) return DLBPY_K_NONE;
+  switch (t.code) {
+    case kDLBool:
+      return t.bits == 8 ? DLBPY_K_BOOL : DLBPY_K_NONE;
+    case kDLInt:
+      switch (t.bits) {
+        case 8: return DLBPY_K_I8;
+        case 16: return DLBPY_K_I16;
+        case 32: return DLBPY_K_I32;
+        case 64: return DLBPY_K_I64;
+        default: return DLBPY_K_NONE;
+      }
+    case kDLUInt:
+      switch (t.bits) {
+        case 8: return DLBPY_K_U8;
+        case 16: return DLBPY_K_U16;
+        case 32: return DLBPY_K_U32;
+        case 64: return DLBPY_K_U64;
+        default: return DLBPY_K_NONE;
+      }
+    case kDLFloat:
+      switch (t.bits) {
+        case 16: return DLBPY_K_F16;
+        case 32: return DLBPY_K_F32;
+        case 64: return DLBPY_K_F64;
+        default: return DLBPY_K_NONE;
+      }
+    case kDLBfloat:
+      return t.bits == 16 ? DLBPY_K_BF16 : DLBPY_K_NONE;
+    case kDLComplex:
+      return t.bits == 64 ? DLBPY_K_C64
+                          : t.bits == 128 ? DLBPY_K_C128 : DLBPY_K_NONE;
+    default:
+      return DLBPY_K_NONE;
+  }
+}
+
+int dlbpy_dtype_has_scalars(DLDataType dtype) {
+  return dlbpy_kind(dtype) != DLBPY_K_NONE;
+}
+
+const char *dlbpy_dtype_buffer_format(DLDataType dtype) {
+  switch (dlbpy_kind(dtype)) {
+    case DLBPY_K_BOOL: return "?";
+    case DLBPY_K_I8: return "b";
+    case DLBPY_K_I16: return "h";
+    case DLBPY_K_I32: return "i";
+    case DLBPY_K_I64: return "q";
+    case DLBPY_K_U8: return "B";
+    case DLBPY_K_U16: return "H";
+    case DLBPY_K_U32: return "I";
+    case DLBPY_K_U64: return "Q";
+    case DLBPY_K_F16: return "e";
+    case DLBPY_K_F32: return "f";
+    case DLBPY_K_F64: return "d";
+    case DLBPY_K_C64: return "Zf";
+    case DLBPY_K_C128: return "Zd";
+    default: return NULL;
+  }
+}
+
+const char *dlbpy_dtype_typestr(DLDataType dtype) {
+  switch (dlbpy_kind(dtype)) {
+    case DLBPY_K_BOOL: return "|b1";
+    case DLBPY_K_I8: return "|i1";
+    case DLBPY_K_I16: return DLBPY_BO "i2";
+    case DLBPY_K_I32: return DLBPY_BO "i4";
+    case DLBPY_K_I64: return DLBPY_BO "i8";
+    case DLBPY_K_U8: return "|u1";
+    case DLBPY_K_U16: return DLBPY_BO "u2";
+    case DLBPY_K_U32: return DLBPY_BO "u4";
+    case DLBPY_K_U64: return DLBPY_BO "u8";
+    case DLBPY_K_F16: return DLBPY_BO "f2";
+    case DLBPY_K_F32: return DLBPY_BO "f4";
+    case DLBPY_K_F64: return DLBPY_BO "f8";
+    case DLBPY_K_C64: return DLBPY_BO "c8";
+    case DLBPY_K_C128: return DLBPY_BO "c16";
+    default: return NULL;
+  }
+}
+
+/* ------------------------------------------------------------------------
+ * Half and bfloat16, rounding to nearest even
+ * ---------------------------------------------------------------------- */
+
+static uint16_t dlbpy_double_to_half(double d) {
+  uint64_t b;
+  memcpy(&b, &d, sizeof b);
+  uint16_t sign = (uint16_t)((b >> 48) & 0x8000);
+  int64_t exp = (int64_t)((b >> 52) & 0x7ff);
+  uint64_t mant = b & 0xfffffffffffffULL;
+  if (exp == 0x7ff) return (uint16_t)(sign | 0x7c00 | (mant ? 0x200 : 0));
+  int64_t e = exp - 1023 + 15;
+  if (e >= 31) return (uint16_t)(sign | 0x7c00);
+  if (e <= 0) {
+    /* Below 2^-25 everything rounds to zero. */
+    if (e < -10) return sign;
+    mant |= 1ULL << 52;
+    int shift = (int)(43 - e);
+    uint64_t h = mant >> shift;
+    uint64_t rem = mant & ((1ULL << shift) - 1);
+    uint64_t half = 1ULL << (shift - 1);
+    if (rem > half || (rem == half && (h & 1))) h++;
+    return (uint16_t)(sign | h);
+  }
+  uint32_t out = ((uint32_t)e << 10) | (uint32_t)(mant >> 42);
+  uint64_t rem = mant & ((1ULL << 42) - 1);
+  uint64_t half = 1ULL << 41;
+  /* A carry out of the mantissa steps the exponent, up to infinity. */
+  if (rem > half || (rem == half && (out & 1))) out++;
+  return (uint16_t)(sign | out);
+}
+
+static double dlbpy_half_to_double(uint16_t h) {
+  int e = (h >> 10) & 0x1f;
+  int m = h & 0x3ff;
+  double v;
+  if (e == 0) v = ldexp((double)m, -24);
+  else if (e == 31) v = m ? NAN : INFINITY;
+  else v = ldexp((double)(m + 1024), e - 25);
+  return (h & 0x8000) ? -v : v;
+}
+
+/* Converts to float without the undefined behaviour of an out-of-range
+ * cast: what IEEE rounding gives, infinity past the largest float. */
+static float dlbpy_double_to_float(double d) {
+  /* FLT_MAX plus half its unit in the last place. */
+  const double limit = (double)FLT_MAX + ldexp(1.0, 103);
+  if (d >= limit) return INFINITY;
+  if (d <= -limit) return -INFINITY;
+  if (d > FLT_MAX) return FLT_MAX;
+  if (d < -FLT_MAX) return -FLT_MAX;
+  return (float)d;
+}
+
+static uint16_t dlbpy_float_to_bf16(float f) {
+  uint32_t b;
+  memcpy(&b, &f, sizeof b);
+  if ((b & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((b >> 16) | 0x40);
+  b += 0x7fffu + ((b >> 16) & 1u);
+  return (uint16_t)(b >> 16);
+}
+
+static double dlbpy_bf16_to_double(uint16_t h) {
+  uint32_t b = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &b, sizeof f);
+  return f;
+}
+
+/* ------------------------------------------------------------------------
+ * Writing
+ * ---------------------------------------------------------------------- */
+
+static const char *dlbpy_kind_name(int kind) {
+  static const char *const names[] = {
+      "?", "bool", "int8", "int16", "int32", "int64", "uint8", "uint16",
+      "uint32", "uint64", "float16", "bfloat16", "float32", "float64",
+      "complex64", "complex128"};
+  return names[kind];
+}
+
+static int dlbpy_store_int(int kind, void *p, int64_t v) {
+  switch (kind) {
+    case DLBPY_K_I8: { int8_t x = (int8_t)v; memcpy(p, &x, 1); return 0; }
+    case DLBPY_K_I16: { int16_t x = (int16_t)v; memcpy(p, &x, 2); return 0; }
+    case DLBPY_K_I32: { int32_t x = (int32_t)v; memcpy(p, &x, 4); return 0; }
+    case DLBPY_K_I64: { memcpy(p, &v, 8); return 0; }
+    case DLBPY_K_U8: { uint8_t x = (uint8_t)v; memcpy(p, &x, 1); return 0; }
+    case DLBPY_K_U16: { uint16_t x = (uint16_t)v; memcpy(p, &x, 2); return 0; }
+    case DLBPY_K_U32: { uint32_t x = (uint32_t)v; memcpy(p, &x, 4); return 0; }
+    default: { uint64_t x = (uint64_t)v; memcpy(p, &x, 8); return 0; }
+  }
+}
+
+static int dlbpy_int_range(int kind, int64_t *lo, uint64_t *hi) {
+  switch (kind) {
+    case DLBPY_K_I8: *lo = INT8_MIN; *hi = INT8_MAX; return 1;
+    case DLBPY_K_I16: *lo = INT16_MIN; *hi = INT16_MAX; return 1;
+    case DLBPY_K_I32: *lo = INT32_MIN; *hi = INT32_MAX; return 1;
+    case DLBPY_K_I64: *lo = INT64_MIN; *hi = INT64_MAX; return 1;
+    case DLBPY_K_U8: *lo = 0; *hi = UINT8_MAX; return 1;
+    case DLBPY_K_U16: *lo = 0; *hi = UINT16_MAX; return 1;
+    case DLBPY_K_U32: *lo = 0; *hi = UINT32_MAX; return 1;
+    case DLBPY_K_U64: *lo = 0; *hi = UINT64_MAX; return 1;
+    default: return 0;
+  }
+}
+
+static int dlbpy_store_real(int kind, void *p, double v) {
+  switch (kind) {
+    case DLBPY_K_BOOL: { uint8_t x = v != 0; memcpy(p, &x, 1); return 0; }
+    case DLBPY_K_F16: {
+      uint16_t x = dlbpy_double_to_half(v);
+      memcpy(p, &x, 2);
+      return 0;
+    }
+    case DLBPY_K_BF16: {
+      uint16_t x = dlbpy_float_to_bf16(dlbpy_double_to_float(v));
+      memcpy(p, &x, 2);
+      return 0;
+    }
+    case DLBPY_K_F32: {
+      float x = dlbpy_double_to_float(v);
+      memcpy(p, &x, 4);
+      return 0;
+    }
+    case DLBPY_K_F64: memcpy(p, &v, 8); return 0;
+    case DLBPY_K_C64: {
+      float x[2] = {dlbpy_double_to_float(v), 0.0f};
+      memcpy(p, x, 8);
+      return 0;
+    }
+    case DLBPY_K_C128: {
+      double x[2] = {v, 0.0};
+      memcpy(p, x, 16);
+      return 0;
+    }
+    default:
+      break;
+  }
+  /* Integer kinds: truncate toward zero, as NumPy's casts do. hi is
+   * 2^k - 1, so hi + 1.0 is exactly 2^k even where hi is not a double. */
+  int64_t lo;
+  uint64_t hi;
+  dlbpy_int_range(kind, &lo, &hi);
+  double t = trunc(v);
+  if (!(t >= (double)lo && t < (double)hi + 1.0)) {
+    char text[64];
+    PyOS_snprintf(text, sizeof text, "%.17g", v);
+    PyErr_Format(PyExc_OverflowError, "%s is out of range for %s", text,
+                 dlbpy_kind_name(kind));
+    return -1;
+  }
+  if (t < 0) return dlbpy_store_int(kind, p, (int64_t)t);
+  return dlbpy_store_int(kind, p, (int64_t)(uint64_t)t);
+}
+
+int dlbpy_element_set_double(DLDataType dtype, void *p, double v) {
+  int kind = dlbpy_kind(dtype);
+  if (kind == DLBPY_K_NONE) {
+    PyErr_SetString(PyExc_TypeError, "dtype has no Python scalar type");
+    return -1;
+  }
+  if (isnan(v) && dlbpy_int_range(kind, &(int64_t){0}, &(uint64_t){0})) {
+    PyErr_SetString(PyExc_ValueError, "cannot convert NaN to an integer");
+    return -1;
+  }
+  return dlbpy_store_real(kind, p, v);
+}
+
+int dlbpy_element_set_int64(DLDataType dtype, void *p, int64_t v) {
+  int kind = dlbpy_kind(dtype);
+  int64_t lo;
+  uint64_t hi;
+  if (!dlbpy_int_range(kind, &lo, &hi))
+    return dlbpy_element_set_double(dtype, p, (double)v);
+  if (v < lo || (v > 0 && (uint64_t)v > hi)) {
+    PyErr_Format(PyExc_OverflowError, "%lld is out of range for %s",
+                 (long long)v, dlbpy_kind_name(kind));
+    return -1;
+  }
+  return dlbpy_store_int(kind, p, v);
+}
+
+int dlbpy_element_set(DLDataType dtype, void *p, PyObject *value) {
+  int kind = dlbpy_kind(dtype);
+  if (kind == DLBPY_K_NONE) {
+    PyErr_SetString(PyExc_TypeError, "dtype has no Python scalar type");
+    return -1;
+  }
+  if (kind == DLBPY_K_BOOL) {
+    int truth = PyObject_IsTrue(value);
+    if (truth < 0) return -1;
+    uint8_t x = (uint8_t)truth;
+    memcpy(p, &x, 1);
+    return 0;
+  }
+  if (kind == DLBPY_K_C64 || kind == DLBPY_K_C128) {
+    Py_complex c = PyComplex_AsCComplex(value);
+    if (c.real == -1.0 && PyErr_Occurred()) return -1;
+    if (kind == DLBPY_K_C128) {
+      memcpy(p, &c, 16);
+    } else {
+      float x[2] = {dlbpy_double_to_float(c.real),
+                    dlbpy_double_to_float(c.imag)};
+      memcpy(p, x, 8);
+    }
+    return 0;
+  }
+  int64_t lo;
+  uint64_t hi;
+  if (dlbpy_int_range(kind, &lo, &hi) && PyIndex_Check(value)) {
+    PyObject *index = PyNumber_Index(value);
+    if (index == NULL) return -1;
+    int in_range;
+    int64_t v = 0;
+    if (kind == DLBPY_K_U64) {
+      unsigned long long u = PyLong_AsUnsignedLongLong(index);
+      in_range = !(u == (unsigned long long)-1 && PyErr_Occurred());
+      v = (int64_t)u;
+    } else {
+      int overflow = 0;
+      long long x = PyLong_AsLongLongAndOverflow(index, &overflow);
+      in_range = !(x == -1 && PyErr_Occurred()) && overflow == 0 &&
+                 x >= lo && (x < 0 || (unsigned long long)x <= hi);
+      v = (int64_t)x;
+    }
+    if (!in_range) {
+      if (PyErr_Occurred() && !PyErr_ExceptionMatches(PyExc_OverflowError)) {
+        Py_DECREF(index);
+        return -1;
+      }
+      PyErr_Clear();
+      PyErr_Format(PyExc_OverflowError,
+                   "Python integer %R out of bounds for %s", index,
+                   dlbpy_kind_name(kind));
+      Py_DECREF(index);
+      return -1;
+    }
+    Py_DECREF(index);
+    return dlbpy_store_int(kind, p, v);
+  }
+  if (PyComplex_Check(value)) {
+    PyErr_Format(PyExc_TypeError, "cannot store a complex number as %s",
+                 dlbpy_kind_name(kind));
+    return -1;
+  }
+  double d = PyFloat_AsDouble(value);
+  if (d == -1.0 && PyErr_Occurred()) return -1;
+  return dlbpy_element_set_double(dtype, p, d);
+}
+
+/* ------------------------------------------------------------------------
+ * Reading
+ * ---------------------------------------------------------------------- */
+
+PyObject *dlbpy_element_get(DLDataType dtype, const void *p) {
+  switch (dlbpy_kind(dtype)) {
+    case DLBPY_K_BOOL: return PyBool_FromLong(*(const uint8_t *)p != 0);
+    case DLBPY_K_I8: return PyLong_FromLong(*(const int8_t *)p);
+    case DLBPY_K_I16: {
+      int16_t x;
+      memcpy(&x, p, 2);
+      return PyLong_FromLong(x);
+    }
+    case DLBPY_K_I32: {
+      int32_t x;
+      memcpy(&x, p, 4);
+      return PyLong_FromLong(x);
+    }
+    case DLBPY_K_I64: {
+      int64_t x;
+      memcpy(&x, p, 8);
+      return PyLong_FromLongLong((long long)x);
+    }
+    case DLBPY_K_U8: return PyLong_FromLong(*(const uint8_t *)p);
+    case DLBPY_K_U16: {
+      uint16_t x;
+      memcpy(&x, p, 2);
+      return PyLong_FromLong(x);
+    }
+    case DLBPY_K_U32: {
+      uint32_t x;
+      memcpy(&x, p, 4);
+      return PyLong_FromUnsignedLong(x);
+    }
+    case DLBPY_K_U64: {
+      uint64_t x;
+      memcpy(&x, p, 8);
+      return PyLong_FromUnsignedLongLong((unsigned long long)x);
+    }
+    case DLBPY_K_F16: {
+      uint16_t x;
+      memcpy(&x, p, 2);
+      return PyFloat_FromDouble(dlbpy_half_to_double(x));
+    }
+    case DLBPY_K_BF16: {
+      uint16_t x;
+      memcpy(&x, p, 2);
+      return PyFloat_FromDouble(dlbpy_bf16_to_double(x));
+    }
+    case DLBPY_K_F32: {
+      float x;
+      memcpy(&x, p, 4);
+      return PyFloat_FromDouble(x);
+    }
+    case DLBPY_K_F64: {
+      double x;
+      memcpy(&x, p, 8);
+      return PyFloat_FromDouble(x);
+    }
+    case DLBPY_K_C64: {
+      float x[2];
+      memcpy(x, p, 8);
+      return PyComplex_FromDoubles(x[0], x[1]);
+    }
+    case DLBPY_K_C128: {
+      double x[2];
+      memcpy(x, p, 16);
+      return PyComplex_FromDoubles(x[0], x[1]);
+    }
+    default:
+      PyErr_SetString(PyExc_TypeError, "dtype has no Python scalar type");
+      return NULL;
+  }
+}
+
+/* ------------------------------------------------------------------------
+ * tolist
+ * ---------------------------------------------------------------------- */
+
+static PyObject *dlbpy_tolist_at(const DLTensor *t, const int64_t *strides,
+                                 size_t itemsize, int32_t dim, const char *p) {
+  if (dim == t->ndim) return dlbpy_element_get(t->dtype, p);
+  PyObject *list = PyList_New((Py_ssize_t)t->shape[dim]);
+  if (list == NULL) return NULL;
+  /* A dimension of extent 1 is never stepped and may hold any stride; the
+   * others fit, as the validated byte span does. */
+  int64_t step = t->shape[dim] > 1 ? strides[dim] * (int64_t)itemsize : 0;
+  for (int64_t i = 0; i < t->shape[dim]; i++) {
+    PyObject *item = dlbpy_tolist_at(t, strides, itemsize, dim + 1,
+                                     p + i * step);
+    if (item == NULL) {
+      Py_DECREF(list);
+      return NULL;
+    }
+    PyList_SET_ITEM(list, (Py_ssize_t)i, item);
+  }
+  return list;
+}
+
+PyObject *dlbpy_tensor_tolist(PyObject *self, PyObject *unused) {
+  (void)unused;
+  const DLTensor *t = &((dlbpy_tensor *)self)->mt->dl_tensor;
+  if (!dlb_device_type_cpu_accessible(t->device.device_type)) {
+    PyErr_SetString(PyExc_BufferError,
+                    "tolist(): the CPU cannot read this tensor's memory; copy "
+                    "it to 'cpu' first");
+    return NULL;
+  }
+  if (!dlbpy_dtype_has_scalars(t->dtype)) {
+    PyErr_SetString(PyExc_TypeError,
+                    "tolist(): this dtype has no Python scalar type");
+    return NULL;
+  }
+  int64_t compact[DLB_MAX_NDIM];
+  const int64_t *strides = t->strides;
+  if (strides == NULL && t->ndim > 0) {
+    dlb_status s = dlb_compact_strides(t->ndim, t->shape, 0, compact);
+    if (s != DLB_OK) return dlbpy_raise(s, PyExc_ValueError, "strides");
+    strides = compact;
+  }
+  return dlbpy_tolist_at(t, strides, dlb_dtype_itemsize(t->dtype), 0,
+                         (const char *)t->data + t->byte_offset);
+}

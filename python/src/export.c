@@ -1,0 +1,306 @@
+/*
+ * export.c -- Tensor.__dlpack__ and Tensor.__dlpack_device__: the producer
+ * side of the Python protocol.
+ */
+#include "dlbpy.h"
+
+static const char *const dlbpy_dlpack_kw[] = {"stream", "max_version",
+                                              "dl_device", "copy", NULL};
+
+/* max_version: None or (major, minor) of ints >= 0. Sets *versioned to 1
+ * for a major >= 1: the consumer reads the versioned struct, whatever minor
+ * it names (minors only add enum values). */
+static int dlbpy_parse_max_version(PyObject *obj, int *versioned) {
+  *versioned = 0;
+  if (obj == NULL || obj == Py_None) return 0;
+  if (!PyTuple_Check(obj) || PyTuple_GET_SIZE(obj) != 2) {
+    PyErr_Format(PyExc_TypeError,
+                 "max_version must be None or a (major, minor) tuple of ints, "
+                 "not %.100s",
+                 Py_TYPE(obj)->tp_name);
+    return -1;
+  }
+  int64_t major, minor;
+  if (dlbpy_parse_int64(PyTuple_GET_ITEM(obj, 0), "max_version[0]", &major) <
+          0 ||
+      dlbpy_parse_int64(PyTuple_GET_ITEM(obj, 1), "max_version[1]", &minor) <
+          0)
+    return -1;
+  if (major < 0 || minor < 0) {
+    PyErr_Format(PyExc_ValueError,
+                 "max_version is (%lld, %lld); versions are >= 0",
+                 (long long)major, (long long)minor);
+    return -1;
+  }
+  *versioned = major >= 1;
+  return 0;
+}
+
+/* dl_device: None or (device_type, device_id). Types are TypeError; a
+ * device DLPack does not define is BufferError, as the standard says for a
+ * device the producer cannot export to. */
+static int dlbpy_parse_dl_device(PyObject *obj, int *given, DLDevice *out) {
+  *given = 0;
+  if (obj == NULL || obj == Py_None) return 0;
+  if (!PyTuple_Check(obj) || PyTuple_GET_SIZE(obj) != 2) {
+    PyErr_Format(PyExc_TypeError,
+                 "dl_device must be None or a (device_type, device_id) tuple "
+                 "of ints, not %.100s",
+                 Py_TYPE(obj)->tp_name);
+    return -1;
+  }
+  int64_t type, id;
+  if (dlbpy_parse_int64(PyTuple_GET_ITEM(obj, 0), "dl_device[0]", &type) < 0 ||
+      dlbpy_parse_int64(PyTuple_GET_ITEM(obj, 1), "dl_device[1]", &id) < 0)
+    return -1;
+  DLDevice device;
+  device.device_type = (DLDeviceType)(int32_t)type;
+  device.device_id = (int32_t)id;
+  dlb_status s = DLB_OK;
+  if (type < INT32_MIN || type > INT32_MAX || id < INT32_MIN || id > INT32_MAX)
+    s = DLB_E_DEVICE;
+  else
+    s = dlb_device_normalize(&device);
+  if (s != DLB_OK) {
+    PyErr_Format(PyExc_BufferError,
+                 "dl_device (%lld, %lld) is not a device dlbridge can export "
+                 "to",
+                 (long long)type, (long long)id);
+    return -1;
+  }
+  *given = 1;
+  *out = device;
+  return 0;
+}
+
+/*
+ * The stream rules of the standard, for the device the consumer will use
+ * the data on. CUDA-family memory (cuda, cuda_host, cuda_managed) follows
+ * CUDA's: None or 1 is the legacy default stream, 2 the per-thread default,
+ * 0 is ambiguous and forbidden, -1 asks for no synchronisation, other values
+ * are handles. ROCm's: None or 0 is the default, 1 and 2 are forbidden.
+ * CPU memory has no streams. Stores the value in *stream (DLB_STREAM_NONE
+ * for None).
+ */
+static int dlbpy_check_stream(PyObject *obj, DLDevice device,
+                              int64_t *out) {
+  *out = DLB_STREAM_NONE;
+  if (obj == NULL || obj == Py_None) return 0;
+  int64_t stream;
+  if (dlbpy_parse_int64(obj, "stream", &stream) < 0) return -1;
+  *out = stream;
+  char name[DLB_DEVICE_NAME_MAX];
+  if (dlb_device_format(device, name, sizeof name) != DLB_OK) name[0] = '\0';
+  switch (device.device_type) {
+    case kDLCPU:
+      PyErr_Format(PyExc_ValueError,
+                   "stream must be None for cpu memory, not %lld",
+                   (long long)stream);
+      return -1;
+    case kDLCUDA:
+    case kDLCUDAHost:
+    case kDLCUDAManaged:
+      if (stream == 0) {
+        PyErr_Format(PyExc_ValueError,
+                     "stream 0 is ambiguous for %s memory; pass 1 for the "
+                     "legacy default stream or 2 for the per-thread default "
+                     "stream",
+                     name);
+        return -1;
+      }
+      break;
+    case kDLROCM:
+    case kDLROCMHost:
+      if (stream == 1 || stream == 2) {
+        PyErr_Format(PyExc_ValueError,
+                     "stream %lld is not allowed for %s memory; pass None or "
+                     "0 for the default stream",
+                     (long long)stream, name);
+        return -1;
+      }
+      break;
+    default:
+      break;
+  }
+  if (stream < -1) {
+    PyErr_Format(PyExc_ValueError,
+                 "stream %lld is not a stream handle (handles are >= 1, -1 "
+                 "means no synchronisation)",
+                 (long long)stream);
+    return -1;
+  }
+  return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Shares
+ * ---------------------------------------------------------------------- */
+
+/*
+ * What a consumer gets for a tensor it shares with a Tensor: a managed
+ * tensor holding a reference to the Tensor, with shape and strides pointing
+ * into the Tensor's own struct (immutable, and alive while the Tensor is).
+ * One small Python allocation, as NumPy's exports cost: a core share would
+ * cost two allocations and a copy of the shape, the largest part of an
+ * exchange. The deleter takes the GIL to drop the reference, so it may
+ * run anywhere.
+ */
+typedef struct {
+  DLManagedTensorVersioned m;
+  /* Never a Tensor holding a share itself: a share of a share refers to
+   * the first one's source, so re-importing in a loop builds no chain. */
+  PyObject *source;
+} dlbpy_light;
+
+static void dlbpy_light_free(void *ctx) {
+  dlbpy_light *l = ctx;
+  Py_DECREF(l->source);
+  PyMem_Free(l);
+}
+
+static void dlbpy_light_deleter(DLManagedTensorVersioned *m) {
+  dlbpy_call_with_gil(dlbpy_light_free, m->manager_ctx);
+}
+
+int dlbpy_is_light(const DLManagedTensorVersioned *m) {
+  return m->deleter == dlbpy_light_deleter;
+}
+
+void dlbpy_light_release_holding_gil(DLManagedTensorVersioned *m) {
+  dlbpy_light_free(m->manager_ctx);
+}
+
+static int dlbpy_light_new(PyObject *tensor, DLManagedTensorVersioned **out) {
+  const DLManagedTensorVersioned *mt = ((dlbpy_tensor *)tensor)->mt;
+  /* A share's struct describes its source's tensor and points into it. */
+  if (dlbpy_is_light(mt)) tensor = ((dlbpy_light *)mt->manager_ctx)->source;
+  dlbpy_light *l = PyMem_Malloc(sizeof *l);
+  if (l == NULL) {
+    PyErr_NoMemory();
+    return -1;
+  }
+  l->m.version.major = DLPACK_MAJOR_VERSION;
+  l->m.version.minor = DLPACK_MINOR_VERSION;
+  l->m.manager_ctx = l;
+  l->m.deleter = dlbpy_light_deleter;
+  /* The consumer shares the data with this tensor: it is not the only
+   * owner, whatever made this tensor. */
+  l->m.flags = mt->flags & ~(uint64_t)DLPACK_FLAG_BITMASK_IS_COPIED;
+  l->m.dl_tensor = mt->dl_tensor;
+  l->source = tensor;
+  Py_INCREF(tensor);
+  *out = &l->m;
+  return 0;
+}
+
+/*
+ * Makes the consumer's stream wait, on the device, for the work that
+ * produced the data. Whatever dlbridge computes is finished when the call
+ * returns; data imported from a producer was ordered before the default
+ * stream (from_dlpack passes stream=None), so the default stream is the
+ * one to wait for: an event recorded there, waited on by the consumer's.
+ * Without the runtime, nobody can have queued work on this memory.
+ */
+static int dlbpy_hand_off_stream(DLDevice device, int64_t stream) {
+  DLDeviceType type = device.device_type;
+  int cuda = type == kDLCUDA || type == kDLCUDAHost || type == kDLCUDAManaged;
+  int rocm = type == kDLROCM || type == kDLROCMHost;
+  if (!cuda && !rocm) return 0;
+  void *consumer = NULL;
+  int sync = 0;
+  dlb_status s = dlb_stream_from_dlpack(type, stream, &consumer, &sync);
+  if (s != DLB_OK) return dlbpy_fail(s, PyExc_ValueError, "stream");
+  void *producer = cuda ? DLB_CUDA_STREAM_LEGACY : NULL;
+  if (!sync || consumer == producer) return 0;
+  s = dlb_stream_wait(device, consumer, producer);
+  if (s == DLB_OK || s == DLB_E_NO_RUNTIME || s == DLB_E_NO_DEVICE) return 0;
+  return dlbpy_fail(s, PyExc_BufferError, "__dlpack__: stream hand-off");
+}
+
+int dlbpy_own_light(DLManagedTensorVersioned **m) {
+  dlbpy_light *l = (*m)->manager_ctx;
+  /* A core share of the source's tensor: it holds the data through the
+   * owner, not through the source object, so views of views build no
+   * chain of Python objects either. */
+  const DLManagedTensorVersioned *root = dlbpy_tensor_owned(l->source);
+  if (root == NULL) return -1;
+  DLManagedTensorVersioned *share;
+  dlb_status s = dlb_tensor_share(root, &share);
+  if (s != DLB_OK) return dlbpy_fail(s, PyExc_BufferError, "DLPack tensor");
+  share->flags = (*m)->flags;
+  (*m)->deleter(*m);
+  *m = share;
+  return 0;
+}
+
+int dlbpy_export(PyObject *tensor, const DLDevice *device, int copy,
+                 DLManagedTensorVersioned **out) {
+  const DLManagedTensorVersioned *mt = ((dlbpy_tensor *)tensor)->mt;
+  DLDevice own = mt->dl_tensor.device;
+  int need_copy = copy == 1;
+  if (device != NULL && !dlb_device_equal(*device, own)) {
+    if (copy == 0) {
+      char from[DLB_DEVICE_NAME_MAX], to[DLB_DEVICE_NAME_MAX];
+      if (dlb_device_format(own, from, sizeof from) != DLB_OK) from[0] = '\0';
+      if (dlb_device_format(*device, to, sizeof to) != DLB_OK) to[0] = '\0';
+      PyErr_Format(PyExc_BufferError,
+                   "copy=False, but the tensor is in %s memory and dl_device "
+                   "asks for %s: that needs a copy",
+                   from, to);
+      return -1;
+    }
+    need_copy = 1;
+  }
+  if (need_copy)
+    return dlbpy_copy_to(mt, device != NULL ? *device : own, PyExc_BufferError,
+                         out);
+  return dlbpy_light_new(tensor, out);
+}
+
+PyObject *dlbpy_tensor_dlpack(PyObject *self, PyObject *const *args,
+                              Py_ssize_t nargsf, PyObject *kwnames) {
+  PyObject *v[4] = {NULL, NULL, NULL, NULL};
+  if (dlbpy_parse_args("__dlpack__", args, nargsf, kwnames, dlbpy_dlpack_kw,
+                       0, 0, 0, v) < 0)
+    return NULL;
+  const DLManagedTensorVersioned *mt = ((dlbpy_tensor *)self)->mt;
+  int versioned, has_device, copy;
+  int64_t stream;
+  DLDevice device = mt->dl_tensor.device;
+  if (dlbpy_parse_max_version(v[1], &versioned) < 0 ||
+      dlbpy_parse_dl_device(v[2], &has_device, &device) < 0 ||
+      dlbpy_parse_copy(v[3], "copy", &copy) < 0 ||
+      dlbpy_check_stream(v[0], device, &stream) < 0)
+    return NULL;
+  DLManagedTensorVersioned *out;
+  if (dlbpy_export(self, has_device ? &device : NULL, copy, &out) < 0)
+    return NULL;
+  /* The legacy struct has no flags, so a consumer could not know it must
+   * not write. A fresh copy is writable and may go. */
+  if (!versioned && (out->flags & DLPACK_FLAG_BITMASK_READ_ONLY)) {
+    dlbpy_release(out);
+    PyErr_SetString(PyExc_BufferError,
+                    "the tensor is read-only and the legacy DLPack struct "
+                    "cannot say so; ask with max_version=(1, 0) or higher, "
+                    "or copy=True");
+    return NULL;
+  }
+  if (dlbpy_hand_off_stream(device, stream) < 0) {
+    dlbpy_release(out);
+    return NULL;
+  }
+  if (versioned) return dlbpy_capsule_versioned(out);
+  DLManagedTensor *legacy;
+  dlb_status s = dlb_tensor_to_legacy(out, &legacy);
+  if (s != DLB_OK) {
+    dlbpy_release(out);
+    return dlbpy_raise(s, PyExc_BufferError, "__dlpack__");
+  }
+  return dlbpy_capsule_legacy(legacy);
+}
+
+PyObject *dlbpy_tensor_dlpack_device(PyObject *self, PyObject *unused) {
+  (void)unused;
+  DLDevice d = ((dlbpy_tensor *)self)->mt->dl_tensor.device;
+  return Py_BuildValue("(ii)", (int)d.device_type, (int)d.device_id);
+}

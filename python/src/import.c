@@ -1,0 +1,391 @@
+/*
+ * import.c -- from_dlpack: the consumer side of the Python protocol.
+ *
+ * A producer is reached by the fastest route it offers: its type's C
+ * exchange table (one C call, no capsule), else __dlpack__ asking for the
+ * versioned struct, else __dlpack__ with no keywords for producers older
+ * than max_version. What works is remembered per producer type, so an old
+ * producer costs one TypeError per type, not one per call.
+ */
+#include "dlbpy.h"
+
+/* ------------------------------------------------------------------------
+ * The per-type cache
+ * ---------------------------------------------------------------------- */
+
+/* A copy of an entry, taken before calling the producer: its code may
+ * re-enter from_dlpack and recycle the slot. */
+typedef struct {
+  const DLPackExchangeAPI *api;
+  PyObject *method; /* a new reference, or NULL */
+  dlbpy_call_form form;
+} dlbpy_route;
+
+static int dlbpy_tag_valid(PyTypeObject *type, unsigned int tag) {
+#if PY_VERSION_HEX < 0x030B0000
+  /* Before 3.11 a modified type keeps its stale tag and drops this flag. */
+  if (!PyType_HasFeature(type, Py_TPFLAGS_VALID_VERSION_TAG)) return 0;
+#endif
+  return tag != 0 && type->tp_version_tag == tag;
+}
+
+static dlbpy_type_entry *dlbpy_cache_find(dlbpy_state *st,
+                                          PyTypeObject *type) {
+  for (int i = 0; i < DLBPY_CACHE_SIZE; i++)
+    if (st->cache[i].type == type) return &st->cache[i];
+  return NULL;
+}
+
+/* Looks up type's exchange table: a capsule named "dlpack_exchange_api"
+ * holding a major-1 table. The 1.2 int attribute __c_dlpack_exchange_api__
+ * is not read: any class can hold an int, and dereferencing it would turn a
+ * typo into a crash. */
+static int dlbpy_lookup_api(dlbpy_state *st, PyTypeObject *type,
+                            const DLPackExchangeAPI **api, PyObject **owner) {
+  *api = NULL;
+  *owner = NULL;
+  PyObject *capsule = PyObject_GetAttr((PyObject *)type, st->s_exchange_api);
+  if (capsule == NULL) {
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+    PyErr_Clear();
+    return 0;
+  }
+  if (PyCapsule_IsValid(capsule, "dlpack_exchange_api")) {
+    const DLPackExchangeAPI *table =
+        PyCapsule_GetPointer(capsule, "dlpack_exchange_api");
+    if (table->header.version.major == DLPACK_MAJOR_VERSION &&
+        table->managed_tensor_from_py_object_no_sync != NULL) {
+      *api = table;
+      *owner = capsule;
+      return 0;
+    }
+  }
+  Py_DECREF(capsule);
+  return 0;
+}
+
+/* The type's __dlpack__ attribute (NULL when it has none) and whether
+ * calling it with the object first is exactly x.__dlpack__(...). */
+static PyObject *dlbpy_lookup_method(dlbpy_state *st, PyTypeObject *type,
+                                     int *direct) {
+  *direct = 0;
+  PyObject *method = PyObject_GetAttr((PyObject *)type, st->s_dlpack);
+  if (method == NULL) {
+    PyErr_Clear();
+    return NULL;
+  }
+  *direct = type->tp_dictoffset == 0 &&
+            (PyFunction_Check(method) ||
+             Py_IS_TYPE(method, &PyMethodDescr_Type));
+  return method;
+}
+
+static int dlbpy_route_for(dlbpy_state *st, PyTypeObject *type,
+                           dlbpy_route *route) {
+  dlbpy_type_entry *e = dlbpy_cache_find(st, type);
+  if (e == NULL || !dlbpy_tag_valid(type, e->tag)) {
+    const DLPackExchangeAPI *api;
+    PyObject *owner;
+    if (dlbpy_lookup_api(st, type, &api, &owner) < 0) return -1;
+    int direct;
+    PyObject *method = dlbpy_lookup_method(st, type, &direct);
+    /* The lookups may have run Python code that changed the cache. */
+    e = dlbpy_cache_find(st, type);
+    if (e == NULL) {
+      e = &st->cache[st->cache_next];
+      st->cache_next = (st->cache_next + 1) % DLBPY_CACHE_SIZE;
+      Py_INCREF(type);
+      Py_XSETREF(e->type, type);
+      e->form = DLBPY_FORM_UNKNOWN;
+    } else if (e->method != method) {
+      e->form = DLBPY_FORM_UNKNOWN;
+    }
+    Py_XSETREF(e->api_owner, owner);
+    Py_XSETREF(e->method, method);
+    e->api = api;
+    e->direct = direct;
+    /* The attribute lookups gave the type a tag if it had none. */
+    e->tag = type->tp_version_tag;
+  }
+  route->api = e->api;
+  route->method = e->direct ? e->method : NULL;
+  Py_XINCREF(route->method);
+  route->form = e->form;
+  return 0;
+}
+
+static void dlbpy_remember_form(dlbpy_state *st, PyTypeObject *type,
+                                dlbpy_call_form form) {
+  dlbpy_type_entry *e = dlbpy_cache_find(st, type);
+  if (e != NULL) e->form = form;
+}
+
+/* ------------------------------------------------------------------------
+ * Getting the struct
+ * ---------------------------------------------------------------------- */
+
+static PyObject *dlbpy_vectorcall_dlpack(dlbpy_state *st, PyObject *method,
+                                         PyObject **args, size_t nargsf,
+                                         PyObject *kwnames) {
+  if (method != NULL)
+    return PyObject_Vectorcall(method, args, nargsf, kwnames);
+  return PyObject_VectorcallMethod(st->s_dlpack, args, nargsf, kwnames);
+}
+
+/* Calls __dlpack__ as the type's form says, learning the form on the first
+ * call. Returns the capsule. with_stream passes stream=None explicitly:
+ * PyTorch reads a missing stream as -1 (no synchronisation), not as the
+ * standard's None (the default stream), which device memory needs. */
+static PyObject *dlbpy_call_dlpack(dlbpy_state *st, PyObject *obj,
+                                   const dlbpy_route *route, int with_stream) {
+  PyObject *args[4] = {NULL, obj, st->max_version, Py_None};
+  size_t nargsf = 1 | PY_VECTORCALL_ARGUMENTS_OFFSET;
+  dlbpy_call_form form = route->form;
+  if (form != DLBPY_FORM_LEGACY) {
+    PyObject *capsule =
+        dlbpy_vectorcall_dlpack(st, route->method, &args[1], nargsf,
+                                with_stream ? st->kw_mv_stream : st->kw_mv);
+    if (capsule != NULL) {
+      if (form == DLBPY_FORM_UNKNOWN)
+        dlbpy_remember_form(st, Py_TYPE(obj), DLBPY_FORM_VERSIONED);
+      return capsule;
+    }
+    /* A producer known to take max_version raised for its own reasons. */
+    if (form == DLBPY_FORM_VERSIONED ||
+        !PyErr_ExceptionMatches(PyExc_TypeError))
+      return NULL;
+    PyErr_Clear();
+  }
+  /* The old form: no max_version, and stream positional-or-keyword. */
+  args[2] = Py_None;
+  PyObject *capsule =
+      dlbpy_vectorcall_dlpack(st, route->method, &args[1], nargsf,
+                              with_stream ? st->kw_stream : NULL);
+  if (capsule != NULL && form == DLBPY_FORM_UNKNOWN)
+    dlbpy_remember_form(st, Py_TYPE(obj), DLBPY_FORM_LEGACY);
+  return capsule;
+}
+
+static int dlbpy_import_capsule_of(dlbpy_state *st, PyObject *obj,
+                                   const dlbpy_route *route, int with_stream,
+                                   DLManagedTensorVersioned **out) {
+  PyObject *capsule = dlbpy_call_dlpack(st, obj, route, with_stream);
+  if (capsule == NULL) return -1;
+  int rc;
+  if (!PyCapsule_CheckExact(capsule)) {
+    PyErr_Format(PyExc_BufferError,
+                 "%.100s.__dlpack__() returned %.100s, not a DLPack capsule",
+                 Py_TYPE(obj)->tp_name, Py_TYPE(capsule)->tp_name);
+    rc = -1;
+  } else {
+    rc = dlbpy_capsule_consume(capsule, PyExc_BufferError, out);
+  }
+  /* A consumed capsule's destructor does nothing; an unconsumed one frees
+   * the producer's tensor. */
+  Py_DECREF(capsule);
+  return rc;
+}
+
+/* The exchange table's route. Returns 1 with *out set, 0 when the table
+ * declined (the caller then uses __dlpack__), -1 on error. */
+static int dlbpy_import_via_api(const DLPackExchangeAPI *api, PyObject *obj,
+                                DLManagedTensorVersioned **out) {
+  DLManagedTensorVersioned *m = NULL;
+  if (api->managed_tensor_from_py_object_no_sync(obj, &m) != 0) {
+    if (!PyErr_Occurred())
+      PyErr_Format(PyExc_BufferError,
+                   "the DLPack exchange table of %.100s failed without an "
+                   "exception",
+                   Py_TYPE(obj)->tp_name);
+    return -1;
+  }
+  if (m == NULL) {
+    PyErr_Format(PyExc_BufferError,
+                 "the DLPack exchange table of %.100s returned no tensor",
+                 Py_TYPE(obj)->tp_name);
+    return -1;
+  }
+  if (m->version.major != DLPACK_MAJOR_VERSION) {
+    unsigned major = m->version.major, minor = m->version.minor;
+    dlb_tensor_release(m);
+    PyErr_Format(PyExc_BufferError,
+                 "the DLPack exchange table of %.100s made a version %u.%u "
+                 "tensor; dlbridge reads major version %d only",
+                 Py_TYPE(obj)->tp_name, major, minor, DLPACK_MAJOR_VERSION);
+    return -1;
+  }
+  /* "No sync" leaves the producer's pending work on its current stream. A
+   * dlbridge tensor carries no stream, so for device memory on a
+   * non-default stream let __dlpack__ order that work before the default
+   * stream instead. */
+  DLDevice device = m->dl_tensor.device;
+  if (device.device_type != kDLCPU && api->current_work_stream != NULL) {
+    void *stream = NULL;
+    if (api->current_work_stream(device.device_type, device.device_id,
+                                 &stream) != 0) {
+      if (!PyErr_Occurred())
+        PyErr_SetString(PyExc_BufferError,
+                        "current_work_stream of the DLPack exchange table "
+                        "failed");
+      dlbpy_release_keeping_error(m);
+      return -1;
+    }
+    if (stream != NULL) {
+      dlb_tensor_release(m);
+      return 0;
+    }
+  }
+  dlb_status s = dlbpy_accept_versioned(m, out);
+  if (s != DLB_OK) {
+    dlbpy_raise(s, PyExc_BufferError, "DLPack tensor");
+    dlbpy_release_keeping_error(m);
+    return -1;
+  }
+  return 1;
+}
+
+/* ------------------------------------------------------------------------
+ * copy= and device=
+ * ---------------------------------------------------------------------- */
+
+static void dlbpy_device_name(DLDevice d, char *buf, size_t size) {
+  if (dlb_device_format(d, buf, size) != DLB_OK)
+    PyOS_snprintf(buf, size, "(%d, %d)", (int)d.device_type,
+                  (int)d.device_id);
+}
+
+int dlbpy_import_apply(const dlbpy_import_opts *opts,
+                       DLManagedTensorVersioned **mt) {
+  DLManagedTensorVersioned *m = *mt;
+  int copied = (m->flags & DLPACK_FLAG_BITMASK_IS_COPIED) != 0;
+  if (opts->copy == 0 && copied) {
+    dlbpy_release(m);
+    PyErr_SetString(PyExc_ValueError,
+                    "copy=False, but the producer copied the data (IS_COPIED "
+                    "is set)");
+    return -1;
+  }
+  DLDevice own = m->dl_tensor.device;
+  DLDevice target = own;
+  if (opts->has_device && !dlb_device_equal(opts->device, own)) {
+    if (opts->copy == 0) {
+      /* Without a copy the data stays where it is; that is allowed only
+       * when the target device can use it there. */
+      if (!dlb_device_can_access(opts->device, own)) {
+        char from[DLB_DEVICE_NAME_MAX], to[DLB_DEVICE_NAME_MAX];
+        dlbpy_device_name(own, from, sizeof from);
+        dlbpy_device_name(opts->device, to, sizeof to);
+        dlbpy_release(m);
+        PyErr_Format(PyExc_ValueError,
+                     "copy=False, but the data is in %s memory, which %s "
+                     "cannot use without a copy",
+                     from, to);
+        return -1;
+      }
+    } else {
+      target = opts->device;
+      copied = 0;
+    }
+  }
+  if ((opts->copy == 1 && !copied) || !dlb_device_equal(target, own)) {
+    DLManagedTensorVersioned *copy;
+    int rc = dlbpy_copy_to(m, target, PyExc_BufferError, &copy);
+    dlbpy_release(m);
+    if (rc < 0) return -1;
+    *mt = copy;
+  }
+  return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Entry points
+ * ---------------------------------------------------------------------- */
+
+static int dlbpy_import_raw(dlbpy_state *st, PyObject *obj,
+                            DLManagedTensorVersioned **out) {
+  if (PyCapsule_CheckExact(obj))
+    return dlbpy_capsule_consume(obj, PyExc_TypeError, out);
+  dlbpy_route route;
+  if (dlbpy_route_for(st, Py_TYPE(obj), &route) < 0) return -1;
+  int rc = 0;
+  if (route.api != NULL) rc = dlbpy_import_via_api(route.api, obj, out);
+  /* The table declines (0) device memory with work pending on a stream:
+   * then __dlpack__ orders it before the default stream. */
+  if (rc == 0)
+    rc = dlbpy_import_capsule_of(st, obj, &route, route.api != NULL, out) < 0
+             ? -1
+             : 1;
+  /* The method may be the last reference if the producer's code dropped
+   * the cache entry meanwhile. */
+  Py_XDECREF(route.method);
+  return rc < 0 ? -1 : 0;
+}
+
+/*
+ * Host-type memory (pinned, managed) is read by the CPU as soon as the
+ * import returns: through the buffer protocol, NumPy, tolist. The producer
+ * only ordered its work before the default stream (stream=None), so the
+ * host waits for that stream here. Without the runtime nobody can have
+ * queued work on it.
+ */
+static int dlbpy_host_sync(DLManagedTensorVersioned *mt) {
+  DLDevice device = mt->dl_tensor.device;
+  if (device.device_type == kDLCPU ||
+      !dlb_device_type_is_host_type(device.device_type))
+    return 0;
+  dlb_status s = dlb_stream_synchronize(device, NULL);
+  if (s == DLB_OK || s == DLB_E_NO_RUNTIME || s == DLB_E_NO_DEVICE ||
+      s == DLB_E_DEVICE)
+    return 0;
+  return dlbpy_fail(s, PyExc_BufferError,
+                    "from_dlpack: waiting for the producer's stream");
+}
+
+int dlbpy_import(dlbpy_state *st, PyObject *obj, const dlbpy_import_opts *opts,
+                 DLManagedTensorVersioned **out) {
+  DLManagedTensorVersioned *mt;
+  if (dlbpy_import_raw(st, obj, &mt) < 0) return -1;
+  if (dlbpy_host_sync(mt) < 0) {
+    dlbpy_release(mt);
+    return -1;
+  }
+  if (opts != NULL && dlbpy_import_apply(opts, &mt) < 0) return -1;
+  *out = mt;
+  return 0;
+}
+
+int dlbpy_is_producer(dlbpy_state *st, PyObject *obj) {
+  if (PyCapsule_CheckExact(obj) || dlbpy_tensor_check(obj)) return 1;
+  PyObject *attr = PyObject_GetAttr((PyObject *)Py_TYPE(obj), st->s_dlpack);
+  if (attr == NULL) {
+    PyErr_Clear();
+    return 0;
+  }
+  Py_DECREF(attr);
+  return 1;
+}
+
+static const char *const dlbpy_from_dlpack_kw[] = {"x", "device", "copy",
+                                                   NULL};
+
+PyObject *dlbpy_from_dlpack(PyObject *module, PyObject *const *args,
+                            Py_ssize_t nargsf, PyObject *kwnames) {
+  dlbpy_state *st = dlbpy_state_of_module(module);
+  DLManagedTensorVersioned *mt;
+  if (PyVectorcall_NARGS(nargsf) == 1 && kwnames == NULL) {
+    if (dlbpy_import(st, args[0], NULL, &mt) < 0) return NULL;
+    return dlbpy_tensor_new(st, mt);
+  }
+  PyObject *v[3] = {NULL, NULL, NULL};
+  if (dlbpy_parse_args("from_dlpack", args, nargsf, kwnames,
+                       dlbpy_from_dlpack_kw, 1, 1, 1, v) < 0)
+    return NULL;
+  dlbpy_import_opts opts = {-1, 0, {kDLCPU, 0}};
+  if (dlbpy_parse_copy(v[2], "copy", &opts.copy) < 0) return NULL;
+  if (v[1] != NULL && v[1] != Py_None) {
+    if (dlbpy_parse_device(v[1], &opts.device) < 0) return NULL;
+    opts.has_device = 1;
+  }
+  if (dlbpy_import(st, v[0], &opts, &mt) < 0) return NULL;
+  return dlbpy_tensor_new(st, mt);
+}

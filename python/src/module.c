@@ -1,0 +1,216 @@
+/*
+ * module.c -- the dlbridge._dlbridge module: multi-phase initialisation,
+ * module state, and the error helpers every source uses.
+ */
+#include "dlbpy.h"
+
+static PyModuleDef dlbpy_module_def;
+
+dlbpy_state *dlbpy_state_of_module(PyObject *module) {
+  return (dlbpy_state *)PyModule_GetState(module);
+}
+
+dlbpy_state *dlbpy_state_of_type(PyTypeObject *type) {
+  return (dlbpy_state *)PyType_GetModuleState(type);
+}
+
+dlbpy_state *dlbpy_state_current(void) {
+  PyObject *name = PyUnicode_FromString(DLBPY_MODULE_NAME);
+  if (name == NULL) return NULL;
+  /* A sys.modules lookup first: a full import costs a microsecond. */
+  PyObject *module = PyImport_GetModule(name);
+  if (module == NULL && !PyErr_Occurred()) module = PyImport_Import(name);
+  Py_DECREF(name);
+  if (module == NULL) return NULL;
+  /* sys.modules could hold something else under our name. */
+  if (PyModule_GetDef(module) != &dlbpy_module_def) {
+    Py_DECREF(module);
+    PyErr_SetString(PyExc_ImportError,
+                    DLBPY_MODULE_NAME " in sys.modules is not dlbridge's");
+    return NULL;
+  }
+  dlbpy_state *st = dlbpy_state_of_module(module);
+  /* The module lives in sys.modules for as long as the interpreter. */
+  Py_DECREF(module);
+  return st;
+}
+
+void dlbpy_cache_clear(dlbpy_state *st) {
+  for (int i = 0; i < DLBPY_CACHE_SIZE; i++) {
+    dlbpy_type_entry *e = &st->cache[i];
+    e->api = NULL;
+    e->direct = 0;
+    e->form = DLBPY_FORM_UNKNOWN;
+    e->tag = 0;
+    Py_CLEAR(e->api_owner);
+    Py_CLEAR(e->method);
+    Py_CLEAR(e->type);
+  }
+  st->cache_next = 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Errors
+ * ---------------------------------------------------------------------- */
+
+PyObject *dlbpy_raise(dlb_status status, PyObject *exc, const char *what) {
+  if (status == DLB_E_NOMEM) exc = PyExc_MemoryError;
+  else if (status == DLB_E_RANGE) exc = PyExc_IndexError;
+  const char *detail = dlb_last_error();
+  if (detail[0] == '\0') detail = dlb_status_message(status);
+  PyErr_Format(exc, "%s: %s", what, detail);
+  return NULL;
+}
+
+int dlbpy_fail(dlb_status status, PyObject *exc, const char *what) {
+  dlbpy_raise(status, exc, what);
+  return -1;
+}
+
+void dlbpy_error_save(dlbpy_saved_error *saved) {
+#if PY_VERSION_HEX >= 0x030C0000
+  saved->exc = PyErr_GetRaisedException();
+#else
+  PyErr_Fetch(&saved->type, &saved->value, &saved->tb);
+#endif
+}
+
+void dlbpy_error_restore(dlbpy_saved_error *saved) {
+  if (PyErr_Occurred()) PyErr_WriteUnraisable(NULL);
+#if PY_VERSION_HEX >= 0x030C0000
+  PyErr_SetRaisedException(saved->exc);
+#else
+  PyErr_Restore(saved->type, saved->value, saved->tb);
+#endif
+}
+
+/* ------------------------------------------------------------------------
+ * The module
+ * ---------------------------------------------------------------------- */
+
+static PyMethodDef dlbpy_module_methods[] = {
+    {"from_dlpack", (PyCFunction)(void (*)(void))dlbpy_from_dlpack,
+     METH_FASTCALL | METH_KEYWORDS,
+     "from_dlpack(x, /, *, device=None, copy=None)\n--\n\n"
+     "Returns a dlbridge.Tensor for any DLPack producer or capsule."},
+    {"empty", (PyCFunction)(void (*)(void))dlbpy_empty,
+     METH_FASTCALL | METH_KEYWORDS,
+     "empty(shape, dtype='float32', device='cpu')\n--\n\n"
+     "Returns a new tensor with uninitialised values."},
+    {"zeros", (PyCFunction)(void (*)(void))dlbpy_zeros,
+     METH_FASTCALL | METH_KEYWORDS,
+     "zeros(shape, dtype='float32', device='cpu')\n--\n\n"
+     "Returns a new tensor filled with zeros."},
+    {"full", (PyCFunction)(void (*)(void))dlbpy_full,
+     METH_FASTCALL | METH_KEYWORDS,
+     "full(shape, fill_value, dtype=None, device='cpu')\n--\n\n"
+     "Returns a new tensor filled with fill_value."},
+    {"arange", (PyCFunction)(void (*)(void))dlbpy_arange,
+     METH_FASTCALL | METH_KEYWORDS,
+     "arange(start, stop=None, step=None, *, dtype=None, device='cpu')\n--\n\n"
+     "Returns evenly spaced values in [start, stop)."},
+    {"asarray", (PyCFunction)(void (*)(void))dlbpy_asarray,
+     METH_FASTCALL | METH_KEYWORDS,
+     "asarray(obj, /, *, device=None, copy=None)\n--\n\n"
+     "Returns obj as a tensor, from DLPack or the buffer protocol."},
+    {NULL, NULL, 0, NULL},
+};
+
+static int dlbpy_intern(PyObject **slot, const char *text) {
+  *slot = PyUnicode_InternFromString(text);
+  return *slot == NULL ? -1 : 0;
+}
+
+static int dlbpy_module_exec(PyObject *module) {
+  dlbpy_state *st = dlbpy_state_of_module(module);
+  if (dlbpy_intern(&st->s_dlpack, "__dlpack__") < 0 ||
+      dlbpy_intern(&st->s_dlpack_device, "__dlpack_device__") < 0 ||
+      dlbpy_intern(&st->s_exchange_api, "__dlpack_c_exchange_api__") < 0)
+    return -1;
+  /* Interned, so producers' argument parsers match the keyword by
+   * identity instead of comparing strings. */
+  /* Interned, so producers' argument parsers (NumPy's) match the keyword
+   * by identity instead of comparing strings. */
+  PyObject *mv = PyUnicode_InternFromString("max_version");
+  PyObject *stream = PyUnicode_InternFromString("stream");
+  if (mv != NULL && stream != NULL) {
+    st->kw_mv = PyTuple_Pack(1, mv);
+    st->kw_mv_stream = PyTuple_Pack(2, mv, stream);
+    st->kw_stream = PyTuple_Pack(1, stream);
+  }
+  Py_XDECREF(mv);
+  Py_XDECREF(stream);
+  st->max_version = Py_BuildValue("(II)", (unsigned)DLBPY_MAX_MAJOR,
+                                  (unsigned)DLBPY_MAX_MINOR);
+  if (st->kw_mv == NULL || st->kw_mv_stream == NULL || st->kw_stream == NULL ||
+      st->max_version == NULL)
+    return -1;
+  if (dlbpy_tensor_type_add(module, st) < 0) return -1;
+  if (dlbpy_capi_add(module) < 0) return -1;
+  if (PyModule_AddIntConstant(module, "DLPACK_MAJOR_VERSION",
+                              DLPACK_MAJOR_VERSION) < 0 ||
+      PyModule_AddIntConstant(module, "DLPACK_MINOR_VERSION",
+                              DLPACK_MINOR_VERSION) < 0 ||
+      PyModule_AddStringConstant(module, "core_version",
+                                 dlb_version_string()) < 0)
+    return -1;
+  return 0;
+}
+
+static int dlbpy_module_traverse(PyObject *module, visitproc visit,
+                                 void *arg) {
+  dlbpy_state *st = dlbpy_state_of_module(module);
+  Py_VISIT(st->tensor_type);
+  for (int i = 0; i < DLBPY_CACHE_SIZE; i++) {
+    Py_VISIT(st->cache[i].type);
+    Py_VISIT(st->cache[i].api_owner);
+    Py_VISIT(st->cache[i].method);
+  }
+  return 0;
+}
+
+static int dlbpy_module_clear(PyObject *module) {
+  dlbpy_state *st = dlbpy_state_of_module(module);
+  dlbpy_cache_clear(st);
+  Py_CLEAR(st->tensor_type);
+  Py_CLEAR(st->s_dlpack);
+  Py_CLEAR(st->s_dlpack_device);
+  Py_CLEAR(st->s_exchange_api);
+  Py_CLEAR(st->kw_mv);
+  Py_CLEAR(st->kw_mv_stream);
+  Py_CLEAR(st->kw_stream);
+  Py_CLEAR(st->max_version);
+  return 0;
+}
+
+static void dlbpy_module_free(void *module) {
+  dlbpy_module_clear((PyObject *)module);
+}
+
+static PyModuleDef_Slot dlbpy_module_slots[] = {
+    {Py_mod_exec, (void *)dlbpy_module_exec},
+#if PY_VERSION_HEX >= 0x030C0000
+    /* Deleters reach Python through PyGILState_Ensure, which knows only
+     * the main interpreter. */
+    {Py_mod_multiple_interpreters, Py_MOD_MULTIPLE_INTERPRETERS_NOT_SUPPORTED},
+#endif
+    {0, NULL},
+};
+
+static PyModuleDef dlbpy_module_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = DLBPY_MODULE_NAME,
+    .m_doc = "DLPack tensor exchange for every kind of memory (C core).",
+    .m_size = sizeof(dlbpy_state),
+    .m_methods = dlbpy_module_methods,
+    .m_slots = dlbpy_module_slots,
+    .m_traverse = dlbpy_module_traverse,
+    .m_clear = dlbpy_module_clear,
+    .m_free = dlbpy_module_free,
+};
+
+PyMODINIT_FUNC PyInit__dlbridge(void);
+
+PyMODINIT_FUNC PyInit__dlbridge(void) {
+  return PyModuleDef_Init(&dlbpy_module_def);
+}

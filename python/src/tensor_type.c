@@ -1,0 +1,641 @@
+/*
+ * tensor_type.c -- the dlbridge.Tensor heap type: lifetime, properties,
+ * repr, indexing and the view and copy methods.
+ *
+ * A Tensor holds one dlbridge managed tensor. Views are new managed tensors
+ * sharing the same owner, so a view keeps the data (and whatever foreign
+ * producer stands behind it) alive after its base is gone.
+ */
+#include <string.h>
+
+#include "dlbpy.h"
+
+#if PY_VERSION_HEX >= 0x030C0000
+#define DLBPY_T_PYSSIZET Py_T_PYSSIZET
+#define DLBPY_READONLY Py_READONLY
+#else
+#include <structmember.h>
+#define DLBPY_T_PYSSIZET T_PYSSIZET
+#define DLBPY_READONLY READONLY
+#endif
+
+#define DLBPY_TENSOR(o) (((dlbpy_tensor *)(o))->mt)
+
+/* Tensors with more elements print their shape instead of their values. */
+#define DLBPY_REPR_MAX_ELEMENTS 1000
+
+static void dlbpy_tensor_dealloc(PyObject *self);
+
+int dlbpy_tensor_check(PyObject *obj) {
+  return Py_TYPE(obj)->tp_dealloc == dlbpy_tensor_dealloc;
+}
+
+PyObject *dlbpy_tensor_new(dlbpy_state *st, DLManagedTensorVersioned *mt) {
+  dlbpy_tensor *t = PyObject_New(dlbpy_tensor, st->tensor_type);
+  if (t == NULL) {
+    dlbpy_release(mt);
+    return NULL;
+  }
+  t->mt = mt;
+  t->weakreflist = NULL;
+  return (PyObject *)t;
+}
+
+const DLManagedTensorVersioned *dlbpy_tensor_owned(PyObject *self) {
+  dlbpy_tensor *t = (dlbpy_tensor *)self;
+  if (dlbpy_own(&t->mt) < 0) return NULL;
+  return t->mt;
+}
+
+static void dlbpy_tensor_dealloc(PyObject *self) {
+  dlbpy_tensor *t = (dlbpy_tensor *)self;
+  PyTypeObject *type = Py_TYPE(self);
+  if (t->weakreflist != NULL) PyObject_ClearWeakRefs(self);
+  DLManagedTensorVersioned *mt = t->mt;
+  t->mt = NULL;
+  /* Keeps a pending exception: deallocation happens during unwinding. */
+  dlbpy_release(mt);
+  PyObject_Free(self);
+  Py_DECREF(type);
+}
+
+static PyObject *dlbpy_tensor_tp_new(PyTypeObject *type, PyObject *args,
+                                     PyObject *kwargs) {
+  (void)type;
+  (void)args;
+  (void)kwargs;
+  PyErr_SetString(PyExc_TypeError,
+                  "dlbridge.Tensor cannot be created directly; use "
+                  "dlbridge.from_dlpack, asarray, empty, zeros, full or "
+                  "arange");
+  return NULL;
+}
+
+/* ------------------------------------------------------------------------
+ * Helpers
+ * ---------------------------------------------------------------------- */
+
+static PyObject *dlbpy_int_tuple(int32_t n, const int64_t *v) {
+  PyObject *tuple = PyTuple_New(n);
+  if (tuple == NULL) return NULL;
+  for (int32_t i = 0; i < n; i++) {
+    PyObject *item = PyLong_FromLongLong((long long)v[i]);
+    if (item == NULL) {
+      Py_DECREF(tuple);
+      return NULL;
+    }
+    PyTuple_SET_ITEM(tuple, i, item);
+  }
+  return tuple;
+}
+
+/* Strides of t in elements; compact ones written to buf when t has none. */
+static const int64_t *dlbpy_strides_of(const DLTensor *t, int64_t *buf) {
+  if (t->strides != NULL || t->ndim == 0) return t->strides;
+  if (dlb_compact_strides(t->ndim, t->shape, 0, buf) != DLB_OK)
+    memset(buf, 0, (size_t)t->ndim * sizeof *buf);
+  return buf;
+}
+
+int dlbpy_copy_to(const DLManagedTensorVersioned *mt, DLDevice device,
+                  PyObject *exc, DLManagedTensorVersioned **out) {
+  DLManagedTensorVersioned *copy;
+  dlb_status s = dlb_tensor_copy(&mt->dl_tensor, device, &copy);
+  if (s != DLB_OK) {
+    char from[DLB_DEVICE_NAME_MAX], to[DLB_DEVICE_NAME_MAX], what[96];
+    if (dlb_device_format(mt->dl_tensor.device, from, sizeof from) != DLB_OK)
+      from[0] = '\0';
+    if (dlb_device_format(device, to, sizeof to) != DLB_OK) to[0] = '\0';
+    PyOS_snprintf(what, sizeof what, "cannot copy a tensor from %s to %s",
+                  from, to);
+    return dlbpy_fail(s, exc, what);
+  }
+  *out = copy;
+  return 0;
+}
+
+/* A Tensor of the same module as self holding mt (stolen). */
+static PyObject *dlbpy_tensor_like(PyObject *self,
+                                   DLManagedTensorVersioned *mt) {
+  return dlbpy_tensor_new(dlbpy_state_of_type(Py_TYPE(self)), mt);
+}
+
+/* ------------------------------------------------------------------------
+ * Properties
+ * ---------------------------------------------------------------------- */
+
+static PyObject *dlbpy_get_shape(PyObject *self, void *closure) {
+  (void)closure;
+  const DLTensor *t = &DLBPY_TENSOR(self)->dl_tensor;
+  return dlbpy_int_tuple(t->ndim, t->shape);
+}
+
+static PyObject *dlbpy_get_strides(PyObject *self, void *closure) {
+  (void)closure;
+  const DLTensor *t = &DLBPY_TENSOR(self)->dl_tensor;
+  int64_t buf[DLB_MAX_NDIM];
+  return dlbpy_int_tuple(t->ndim, dlbpy_strides_of(t, buf));
+}
+
+static PyObject *dlbpy_get_dtype(PyObject *self, void *closure) {
+  (void)closure;
+  char name[DLB_DTYPE_NAME_MAX];
+  dlb_status s =
+      dlb_dtype_format(DLBPY_TENSOR(self)->dl_tensor.dtype, name, sizeof name);
+  if (s != DLB_OK) return dlbpy_raise(s, PyExc_ValueError, "dtype");
+  return PyUnicode_FromString(name);
+}
+
+static PyObject *dlbpy_get_device(PyObject *self, void *closure) {
+  (void)closure;
+  char name[DLB_DEVICE_NAME_MAX];
+  dlb_status s = dlb_device_format(DLBPY_TENSOR(self)->dl_tensor.device, name,
+                                   sizeof name);
+  if (s != DLB_OK) return dlbpy_raise(s, PyExc_ValueError, "device");
+  return PyUnicode_FromString(name);
+}
+
+static PyObject *dlbpy_get_ndim(PyObject *self, void *closure) {
+  (void)closure;
+  return PyLong_FromLong(DLBPY_TENSOR(self)->dl_tensor.ndim);
+}
+
+static int dlbpy_numel(PyObject *self, int64_t *out) {
+  dlb_status s = dlb_tensor_numel(&DLBPY_TENSOR(self)->dl_tensor, out);
+  return s == DLB_OK ? 0 : dlbpy_fail(s, PyExc_ValueError, "shape");
+}
+
+static PyObject *dlbpy_get_size(PyObject *self, void *closure) {
+  (void)closure;
+  int64_t n;
+  if (dlbpy_numel(self, &n) < 0) return NULL;
+  return PyLong_FromLongLong((long long)n);
+}
+
+static PyObject *dlbpy_get_nbytes(PyObject *self, void *closure) {
+  (void)closure;
+  const DLManagedTensorVersioned *mt = DLBPY_TENSOR(self);
+  int64_t n, bytes;
+  if (dlbpy_numel(self, &n) < 0) return NULL;
+  dlb_status s = dlb_dtype_storage_bytes(
+      mt->dl_tensor.dtype, n,
+      (mt->flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED) != 0, &bytes);
+  if (s != DLB_OK) return dlbpy_raise(s, PyExc_ValueError, "nbytes");
+  return PyLong_FromLongLong((long long)bytes);
+}
+
+static PyObject *dlbpy_get_itemsize(PyObject *self, void *closure) {
+  (void)closure;
+  return PyLong_FromSize_t(
+      dlb_dtype_itemsize(DLBPY_TENSOR(self)->dl_tensor.dtype));
+}
+
+static PyObject *dlbpy_get_readonly(PyObject *self, void *closure) {
+  (void)closure;
+  return PyBool_FromLong(
+      (DLBPY_TENSOR(self)->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0);
+}
+
+static PyObject *dlbpy_get_data_ptr(PyObject *self, void *closure) {
+  (void)closure;
+  return PyLong_FromVoidPtr(DLBPY_TENSOR(self)->dl_tensor.data);
+}
+
+static PyObject *dlbpy_get_byte_offset(PyObject *self, void *closure) {
+  (void)closure;
+  return PyLong_FromUnsignedLongLong(
+      (unsigned long long)DLBPY_TENSOR(self)->dl_tensor.byte_offset);
+}
+
+static PyObject *dlbpy_view_permute(PyObject *self, const int32_t *axes);
+
+static PyObject *dlbpy_get_T(PyObject *self, void *closure) {
+  (void)closure;
+  int32_t ndim = DLBPY_TENSOR(self)->dl_tensor.ndim;
+  int32_t axes[DLB_MAX_NDIM];
+  for (int32_t i = 0; i < ndim; i++) axes[i] = ndim - 1 - i;
+  return dlbpy_view_permute(self, axes);
+}
+
+static PyGetSetDef dlbpy_tensor_getset[] = {
+    {"shape", dlbpy_get_shape, NULL, "The extents, a tuple of ints.", NULL},
+    {"strides", dlbpy_get_strides, NULL,
+     "The strides, a tuple of ints counted in elements (not bytes).", NULL},
+    {"dtype", dlbpy_get_dtype, NULL, "The element type's name, e.g. 'float32'.",
+     NULL},
+    {"device", dlbpy_get_device, NULL,
+     "The memory's name: 'cpu', 'cuda:1', 'cuda_managed', ...", NULL},
+    {"ndim", dlbpy_get_ndim, NULL, "The number of dimensions.", NULL},
+    {"size", dlbpy_get_size, NULL, "The number of elements.", NULL},
+    {"nbytes", dlbpy_get_nbytes, NULL,
+     "The bytes the elements would occupy if compact.", NULL},
+    {"itemsize", dlbpy_get_itemsize, NULL, "The bytes of one element.", NULL},
+    {"readonly", dlbpy_get_readonly, NULL,
+     "True when the data must not be written.", NULL},
+    {"data_ptr", dlbpy_get_data_ptr, NULL,
+     "DLTensor.data as an int; the first element is at data_ptr + "
+     "byte_offset.",
+     NULL},
+    {"byte_offset", dlbpy_get_byte_offset, NULL,
+     "Bytes from data_ptr to the first element.", NULL},
+    {"T", dlbpy_get_T, NULL, "A view with the dimensions reversed.", NULL},
+    {"__cuda_array_interface__", dlbpy_tensor_cuda_array_interface, NULL,
+     "The CUDA Array Interface (version 3), for memory a CUDA device can "
+     "read; AttributeError for other memory.",
+     NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+/* ------------------------------------------------------------------------
+ * repr and len
+ * ---------------------------------------------------------------------- */
+
+static PyObject *dlbpy_tensor_repr(PyObject *self) {
+  const DLManagedTensorVersioned *mt = DLBPY_TENSOR(self);
+  const DLTensor *t = &mt->dl_tensor;
+  char dtype[DLB_DTYPE_NAME_MAX], device[DLB_DEVICE_NAME_MAX];
+  if (dlb_dtype_format(t->dtype, dtype, sizeof dtype) != DLB_OK)
+    PyOS_snprintf(dtype, sizeof dtype, "(%u, %u, %u)", (unsigned)t->dtype.code,
+                  (unsigned)t->dtype.bits, (unsigned)t->dtype.lanes);
+  if (dlb_device_format(t->device, device, sizeof device) != DLB_OK)
+    PyOS_snprintf(device, sizeof device, "(%d, %d)", (int)t->device.device_type,
+                  (int)t->device.device_id);
+  const char *ro =
+      (mt->flags & DLPACK_FLAG_BITMASK_READ_ONLY) ? ", readonly=True" : "";
+  int64_t n = 0;
+  int show_values = dlb_tensor_numel(t, &n) == DLB_OK &&
+                    n <= DLBPY_REPR_MAX_ELEMENTS &&
+                    dlb_device_type_cpu_accessible(t->device.device_type) &&
+                    dlbpy_dtype_has_scalars(t->dtype);
+  if (show_values) {
+    PyObject *values = dlbpy_tensor_tolist(self, NULL);
+    if (values == NULL) return NULL;
+    PyObject *r = PyUnicode_FromFormat("dlbridge.Tensor(%R, dtype=%s, "
+                                       "device=%s%s)",
+                                       values, dtype, device, ro);
+    Py_DECREF(values);
+    return r;
+  }
+  PyObject *shape = dlbpy_int_tuple(t->ndim, t->shape);
+  if (shape == NULL) return NULL;
+  PyObject *r = PyUnicode_FromFormat(
+      "dlbridge.Tensor(shape=%R, dtype=%s, device=%s%s)", shape, dtype, device,
+      ro);
+  Py_DECREF(shape);
+  return r;
+}
+
+static Py_ssize_t dlbpy_tensor_length(PyObject *self) {
+  const DLTensor *t = &DLBPY_TENSOR(self)->dl_tensor;
+  if (t->ndim == 0) {
+    PyErr_SetString(PyExc_TypeError, "len() of a 0-d tensor");
+    return -1;
+  }
+  return (Py_ssize_t)t->shape[0];
+}
+
+/* ------------------------------------------------------------------------
+ * Indexing: ints, slices and one Ellipsis, as NumPy reads them
+ * ---------------------------------------------------------------------- */
+
+static int dlbpy_slice_bound(PyObject *obj, int64_t *out) {
+  if (obj == Py_None) {
+    *out = DLB_SLICE_DEFAULT;
+    return 0;
+  }
+  if (PyBool_Check(obj) || !PyIndex_Check(obj)) {
+    PyErr_SetString(PyExc_TypeError,
+                    "slice indices must be integers or None");
+    return -1;
+  }
+  /* Saturates: a bound past either end is clamped by the slice anyway. */
+  Py_ssize_t v = PyNumber_AsSsize_t(obj, NULL);
+  if (v == -1 && PyErr_Occurred()) return -1;
+  /* INT64_MIN is the DEFAULT marker; its saturated neighbour clamps the
+   * same way. */
+  *out = v == PY_SSIZE_T_MIN ? (int64_t)PY_SSIZE_T_MIN + 1 : (int64_t)v;
+  return 0;
+}
+
+static int dlbpy_parse_slice(PyObject *obj, dlb_slice *out) {
+  PySliceObject *sl = (PySliceObject *)obj;
+  dlb_slice s;
+  if (sl->step == Py_None) {
+    s.step = 1;
+  } else {
+    if (PyBool_Check(sl->step) || !PyIndex_Check(sl->step)) {
+      PyErr_SetString(PyExc_TypeError,
+                      "slice indices must be integers or None");
+      return -1;
+    }
+    Py_ssize_t step = PyNumber_AsSsize_t(sl->step, NULL);
+    if (step == -1 && PyErr_Occurred()) return -1;
+    if (step == 0) {
+      PyErr_SetString(PyExc_ValueError, "slice step cannot be zero");
+      return -1;
+    }
+    /* -INT64_MAX steps as far as INT64_MIN would. */
+    s.step = step == PY_SSIZE_T_MIN ? -(int64_t)PY_SSIZE_T_MAX : step;
+  }
+  if (dlbpy_slice_bound(sl->start, &s.start) < 0 ||
+      dlbpy_slice_bound(sl->stop, &s.stop) < 0)
+    return -1;
+  *out = s;
+  return 0;
+}
+
+static PyObject *dlbpy_tensor_subscript(PyObject *self, PyObject *key) {
+  const DLManagedTensorVersioned *mt = dlbpy_tensor_owned(self);
+  if (mt == NULL) return NULL;
+  int32_t ndim = mt->dl_tensor.ndim;
+  PyObject *const *items = &key;
+  Py_ssize_t n = 1;
+  if (PyTuple_Check(key)) {
+    items = &PyTuple_GET_ITEM(key, 0);
+    n = PyTuple_GET_SIZE(key);
+  }
+  Py_ssize_t ellipsis = -1, consumed = 0;
+  for (Py_ssize_t i = 0; i < n; i++) {
+    PyObject *item = items[i];
+    if (item == Py_Ellipsis) {
+      if (ellipsis >= 0) {
+        PyErr_SetString(PyExc_IndexError,
+                        "an index can only have a single ellipsis ('...')");
+        return NULL;
+      }
+      ellipsis = i;
+    } else if (PySlice_Check(item) ||
+               (PyIndex_Check(item) && !PyBool_Check(item))) {
+      consumed++;
+    } else {
+      PyErr_Format(PyExc_IndexError,
+                   "only integers, slices and ellipsis ('...') are valid "
+                   "indices, not %.100s",
+                   Py_TYPE(item)->tp_name);
+      return NULL;
+    }
+  }
+  if (consumed > ndim) {
+    PyErr_Format(PyExc_IndexError,
+                 "too many indices for tensor: tensor is %d-dimensional, but "
+                 "%zd were indexed",
+                 (int)ndim, consumed);
+    return NULL;
+  }
+  dlb_slice slices[DLB_MAX_NDIM];
+  int64_t index[DLB_MAX_NDIM];
+  unsigned char is_index[DLB_MAX_NDIM];
+  for (int32_t d = 0; d < ndim; d++) {
+    slices[d].start = DLB_SLICE_DEFAULT;
+    slices[d].stop = DLB_SLICE_DEFAULT;
+    slices[d].step = 1;
+    is_index[d] = 0;
+  }
+  int any_slice = 0, any_index = 0;
+  int32_t d = 0;
+  for (Py_ssize_t i = 0; i < n; i++) {
+    PyObject *item = items[i];
+    if (i == ellipsis) {
+      d += (int32_t)(ndim - consumed);
+    } else if (PySlice_Check(item)) {
+      if (dlbpy_parse_slice(item, &slices[d]) < 0) return NULL;
+      any_slice = 1;
+      d++;
+    } else {
+      Py_ssize_t v = PyNumber_AsSsize_t(item, PyExc_IndexError);
+      if (v == -1 && PyErr_Occurred()) return NULL;
+      index[d] = v;
+      is_index[d] = 1;
+      any_index = 1;
+      d++;
+    }
+  }
+  DLManagedTensorVersioned *view;
+  dlb_status s = any_slice ? dlb_tensor_slice(mt, ndim, slices, &view)
+                           : dlb_tensor_share(mt, &view);
+  if (s != DLB_OK) return dlbpy_raise(s, PyExc_IndexError, "index");
+  if (any_index) {
+    /* From the last dimension down, so earlier dimension numbers hold. */
+    for (int32_t k = ndim - 1; k >= 0; k--) {
+      if (!is_index[k]) continue;
+      DLManagedTensorVersioned *next;
+      s = dlb_tensor_select(view, k, index[k], &next);
+      dlb_tensor_release(view);
+      if (s != DLB_OK) {
+        if (s == DLB_E_RANGE)
+          PyErr_Format(PyExc_IndexError,
+                       "index %lld is out of bounds for axis %d with size "
+                       "%lld",
+                       (long long)index[k], (int)k,
+                       (long long)mt->dl_tensor.shape[k]);
+        else
+          dlbpy_raise(s, PyExc_IndexError, "index");
+        return NULL;
+      }
+      view = next;
+    }
+  }
+  return dlbpy_tensor_like(self, view);
+}
+
+/* ------------------------------------------------------------------------
+ * Methods
+ * ---------------------------------------------------------------------- */
+
+/* The ints of f(1, 0) or f((1, 0)) into out (at most DLB_MAX_NDIM). */
+static int dlbpy_int_args(const char *fname, PyObject *const *args,
+                          Py_ssize_t nargs, int64_t *out, int32_t *count) {
+  PyObject *seq = NULL;
+  PyObject *const *items = args;
+  Py_ssize_t n = nargs;
+  if (nargs == 1 && (PyTuple_Check(args[0]) || PyList_Check(args[0]))) {
+    seq = PySequence_Fast(args[0], "");
+    if (seq == NULL) return -1;
+    items = PySequence_Fast_ITEMS(seq);
+    n = PySequence_Fast_GET_SIZE(seq);
+  }
+  int rc = 0;
+  if (n > DLB_MAX_NDIM) {
+    PyErr_Format(PyExc_ValueError, "%s() takes at most %d dimensions, not %zd",
+                 fname, DLB_MAX_NDIM, n);
+    rc = -1;
+  }
+  for (Py_ssize_t i = 0; rc == 0 && i < n; i++)
+    rc = dlbpy_parse_int64(items[i], fname, &out[i]);
+  Py_XDECREF(seq);
+  if (rc == 0) *count = (int32_t)n;
+  return rc;
+}
+
+static PyObject *dlbpy_view_permute(PyObject *self, const int32_t *axes) {
+  const DLManagedTensorVersioned *mt = dlbpy_tensor_owned(self);
+  if (mt == NULL) return NULL;
+  DLManagedTensorVersioned *view;
+  dlb_status s = dlb_tensor_permute(mt, axes, &view);
+  if (s != DLB_OK) return dlbpy_raise(s, PyExc_ValueError, "permute");
+  return dlbpy_tensor_like(self, view);
+}
+
+static PyObject *dlbpy_tensor_permute(PyObject *self, PyObject *const *args,
+                                      Py_ssize_t nargs) {
+  int32_t ndim = DLBPY_TENSOR(self)->dl_tensor.ndim;
+  int64_t v[DLB_MAX_NDIM];
+  int32_t n;
+  if (dlbpy_int_args("permute", args, nargs, v, &n) < 0) return NULL;
+  if (n != ndim) {
+    PyErr_Format(PyExc_ValueError,
+                 "permute() needs %d axes for a %d-dimensional tensor, got %d",
+                 (int)ndim, (int)ndim, (int)n);
+    return NULL;
+  }
+  int32_t axes[DLB_MAX_NDIM];
+  for (int32_t i = 0; i < n; i++) {
+    if (v[i] < -ndim || v[i] >= ndim) {
+      PyErr_Format(PyExc_ValueError,
+                   "permute(): axis %lld is out of range for a %d-dimensional "
+                   "tensor",
+                   (long long)v[i], (int)ndim);
+      return NULL;
+    }
+    axes[i] = (int32_t)v[i];
+  }
+  return dlbpy_view_permute(self, axes);
+}
+
+static PyObject *dlbpy_tensor_reshape(PyObject *self, PyObject *const *args,
+                                      Py_ssize_t nargs) {
+  int64_t shape[DLB_MAX_NDIM];
+  int32_t n;
+  if (dlbpy_int_args("reshape", args, nargs, shape, &n) < 0) return NULL;
+  const DLManagedTensorVersioned *mt = dlbpy_tensor_owned(self);
+  if (mt == NULL) return NULL;
+  DLManagedTensorVersioned *view;
+  dlb_status s = dlb_tensor_reshape(mt, n, shape, &view);
+  if (s == DLB_E_NEEDS_COPY) {
+    /* As NumPy and PyTorch do: a view when the strides allow, else a copy. */
+    DLManagedTensorVersioned *compact;
+    if (dlbpy_copy_to(mt, mt->dl_tensor.device, PyExc_ValueError, &compact) <
+        0)
+      return NULL;
+    s = dlb_tensor_reshape(compact, n, shape, &view);
+    dlb_tensor_release(compact);
+  }
+  if (s != DLB_OK) return dlbpy_raise(s, PyExc_ValueError, "reshape");
+  return dlbpy_tensor_like(self, view);
+}
+
+static PyObject *dlbpy_tensor_copy(PyObject *self, PyObject *unused) {
+  (void)unused;
+  const DLManagedTensorVersioned *mt = DLBPY_TENSOR(self);
+  DLManagedTensorVersioned *copy = NULL;
+  if (dlbpy_copy_to(mt, mt->dl_tensor.device, PyExc_RuntimeError, &copy) < 0)
+    return NULL;
+  return dlbpy_tensor_like(self, copy);
+}
+
+static const char *const dlbpy_to_kw[] = {"device", "copy", NULL};
+
+static PyObject *dlbpy_tensor_to(PyObject *self, PyObject *const *args,
+                                 Py_ssize_t nargsf, PyObject *kwnames) {
+  PyObject *v[2] = {NULL, NULL};
+  if (dlbpy_parse_args("to", args, nargsf, kwnames, dlbpy_to_kw, 0, 1, 1, v) <
+      0)
+    return NULL;
+  DLDevice device;
+  int copy;
+  if (dlbpy_parse_device(v[0], &device) < 0 ||
+      dlbpy_parse_copy(v[1], "copy", &copy) < 0)
+    return NULL;
+  const DLManagedTensorVersioned *mt = DLBPY_TENSOR(self);
+  if (copy != 1 && dlb_device_equal(device, mt->dl_tensor.device)) {
+    Py_INCREF(self);
+    return self;
+  }
+  DLManagedTensorVersioned *out = NULL;
+  if (dlbpy_copy_to(mt, device, PyExc_RuntimeError, &out) < 0) return NULL;
+  return dlbpy_tensor_like(self, out);
+}
+
+static PyMethodDef dlbpy_tensor_methods[] = {
+    {"__dlpack__", (PyCFunction)(void (*)(void))dlbpy_tensor_dlpack,
+     METH_FASTCALL | METH_KEYWORDS,
+     "__dlpack__(*, stream=None, max_version=None, dl_device=None, "
+     "copy=None)\n--\n\n"
+     "Exports the tensor as a DLPack capsule."},
+    {"__dlpack_device__", dlbpy_tensor_dlpack_device, METH_NOARGS,
+     "__dlpack_device__()\n--\n\n"
+     "Returns (device_type, device_id) of the tensor's memory."},
+    {"copy", dlbpy_tensor_copy, METH_NOARGS,
+     "copy()\n--\n\nReturns a compact copy on the same device."},
+    {"to", (PyCFunction)(void (*)(void))dlbpy_tensor_to,
+     METH_FASTCALL | METH_KEYWORDS,
+     "to(device, *, copy=False)\n--\n\n"
+     "Returns the tensor on device: itself when it is there already (unless "
+     "copy=True), else a copy."},
+    {"permute", (PyCFunction)(void (*)(void))dlbpy_tensor_permute,
+     METH_FASTCALL,
+     "permute(*axes)\n--\n\nReturns a view with the dimensions reordered."},
+    {"reshape", (PyCFunction)(void (*)(void))dlbpy_tensor_reshape,
+     METH_FASTCALL,
+     "reshape(*shape)\n--\n\n"
+     "Returns a view with a new shape (one extent may be -1), or a copy when "
+     "the strides do not allow a view."},
+    {"tolist", dlbpy_tensor_tolist, METH_NOARGS,
+     "tolist()\n--\n\nReturns the values as nested lists of Python numbers."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef dlbpy_tensor_members[] = {
+    {"__weaklistoffset__", DLBPY_T_PYSSIZET,
+     offsetof(dlbpy_tensor, weakreflist), DLBPY_READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyType_Slot dlbpy_tensor_slots[] = {
+    {Py_tp_dealloc, (void *)dlbpy_tensor_dealloc},
+    {Py_tp_new, (void *)dlbpy_tensor_tp_new},
+    {Py_tp_repr, (void *)dlbpy_tensor_repr},
+    {Py_tp_methods, dlbpy_tensor_methods},
+    {Py_tp_getset, dlbpy_tensor_getset},
+    {Py_tp_members, dlbpy_tensor_members},
+    {Py_mp_subscript, (void *)dlbpy_tensor_subscript},
+    {Py_mp_length, (void *)dlbpy_tensor_length},
+    {Py_bf_getbuffer, (void *)dlbpy_tensor_getbuffer},
+    {Py_bf_releasebuffer, (void *)dlbpy_tensor_releasebuffer},
+    {Py_tp_doc,
+     (void *)"A DLPack tensor in any kind of memory.\n\n"
+             "Made by dlbridge.from_dlpack, asarray, empty, zeros, full and "
+             "arange. Exports itself through __dlpack__, the buffer "
+             "protocol and __cuda_array_interface__."},
+    {0, NULL},
+};
+
+static PyType_Spec dlbpy_tensor_spec = {
+    .name = "dlbridge.Tensor",
+    .basicsize = sizeof(dlbpy_tensor),
+    .itemsize = 0,
+    .flags = Py_TPFLAGS_DEFAULT
+#ifdef Py_TPFLAGS_IMMUTABLETYPE
+             /* The exchange table found on the type must stay the one
+              * consumers cached. */
+             | Py_TPFLAGS_IMMUTABLETYPE
+#endif
+    ,
+    .slots = dlbpy_tensor_slots,
+};
+
+int dlbpy_tensor_type_add(PyObject *module, dlbpy_state *st) {
+  PyObject *type = PyType_FromModuleAndSpec(module, &dlbpy_tensor_spec, NULL);
+  if (type == NULL) return -1;
+  if (dlbpy_exchange_publish((PyTypeObject *)type) < 0) {
+    Py_DECREF(type);
+    return -1;
+  }
+  st->tensor_type = (PyTypeObject *)type;
+  Py_INCREF(type);
+  if (PyModule_AddObject(module, "Tensor", type) < 0) {
+    Py_DECREF(type);
+    return -1;
+  }
+  return 0;
+}

@@ -1,0 +1,753 @@
+/*
+ * testhelper.c -- dlbridge._testhelper: hostile producers and C consumers
+ * for the Python tests.
+ *
+ *   make_capsule(...)        a DLPack capsule with any field set to anything,
+ *                            and a deleter that counts its calls
+ *   counters() / reset()     what the deleters saw
+ *   exchange_*(...)          drive a type's DLPack exchange table from C
+ *   release_in_thread(lst)   export lst[0] through the exchange table, drop
+ *                            lst[0], release on a new thread without the GIL
+ *   release_at_exit(lst)     the same, released by a C atexit handler after
+ *                            the interpreter is gone
+ *   decref_with_error(lst)   drop lst's items while an exception is set and
+ *                            check the exception survives
+ *   capi_*(...)              the C API of dlbridge_capi.h
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dlbridge_capi.h"
+
+/* ------------------------------------------------------------------------
+ * Counters (process-wide: deleters run without any module at hand)
+ * ---------------------------------------------------------------------- */
+
+static atomic_int deleted;
+static atomic_int deleted_with_gil;
+static atomic_int deleted_without_gil;
+
+static PyObject *counters(PyObject *self, PyObject *unused) {
+  (void)self;
+  (void)unused;
+  return Py_BuildValue("{s:i,s:i,s:i}", "deleted", atomic_load(&deleted),
+                       "with_gil", atomic_load(&deleted_with_gil),
+                       "without_gil", atomic_load(&deleted_without_gil));
+}
+
+static PyObject *reset(PyObject *self, PyObject *unused) {
+  (void)self;
+  (void)unused;
+  atomic_store(&deleted, 0);
+  atomic_store(&deleted_with_gil, 0);
+  atomic_store(&deleted_without_gil, 0);
+  Py_RETURN_NONE;
+}
+
+/* ------------------------------------------------------------------------
+ * Hostile producer
+ * ---------------------------------------------------------------------- */
+
+enum { MODE_COUNT, MODE_NONE, MODE_CLEAR_ERROR, MODE_LEAVE_ERROR };
+
+typedef struct {
+  union {
+    DLManagedTensorVersioned v;
+    DLManagedTensor l;
+  } m;
+  int legacy;
+  int mode;
+  PyObject *keep;
+  Py_buffer view;
+  int has_view;
+  char name[64];
+  int64_t shape[80];
+  int64_t strides[80];
+} helper_tensor;
+
+/* Written like a careless producer: it takes the GIL without asking
+ * whether the interpreter still exists, so a call after finalization
+ * crashes the process. */
+static void helper_free(helper_tensor *h) {
+  int had_gil = PyGILState_Check();
+  PyGILState_STATE gil = PyGILState_Ensure();
+  if (h->has_view) PyBuffer_Release(&h->view);
+  Py_XDECREF(h->keep);
+  if (h->mode == MODE_CLEAR_ERROR) {
+    /* A deleter that tidies up after itself and so wipes whatever
+     * exception its caller had pending. */
+    PyErr_SetString(PyExc_RuntimeError, "raised inside the deleter");
+    PyErr_Clear();
+  } else if (h->mode == MODE_LEAVE_ERROR) {
+    PyErr_SetString(PyExc_RuntimeError, "left set by the deleter");
+  }
+  PyGILState_Release(gil);
+  atomic_fetch_add(had_gil ? &deleted_with_gil : &deleted_without_gil, 1);
+  atomic_fetch_add(&deleted, 1);
+  PyMem_RawFree(h);
+}
+
+static void helper_deleter_v(DLManagedTensorVersioned *m) {
+  helper_free((helper_tensor *)m->manager_ctx);
+}
+
+static void helper_deleter_l(DLManagedTensor *m) {
+  helper_free((helper_tensor *)m->manager_ctx);
+}
+
+static void helper_call_deleter(helper_tensor *h) {
+  if (h->legacy) {
+    if (h->m.l.deleter != NULL) h->m.l.deleter(&h->m.l);
+  } else if (h->m.v.deleter != NULL) {
+    h->m.v.deleter(&h->m.v);
+  }
+}
+
+static void helper_capsule_destructor(PyObject *capsule) {
+  const char *name = PyCapsule_GetName(capsule);
+  if (name == NULL || strncmp(name, "used_", 5) == 0) return;
+  helper_tensor *h = PyCapsule_GetContext(capsule);
+  if (h != NULL) helper_call_deleter(h);
+}
+
+static int parse_int64s(PyObject *seq, int64_t *out, Py_ssize_t max,
+                        Py_ssize_t *n) {
+  PyObject *fast = PySequence_Fast(seq, "expected a sequence of ints");
+  if (fast == NULL) return -1;
+  *n = PySequence_Fast_GET_SIZE(fast);
+  if (*n > max) {
+    Py_DECREF(fast);
+    PyErr_SetString(PyExc_ValueError, "too many entries");
+    return -1;
+  }
+  for (Py_ssize_t i = 0; i < *n; i++) {
+    out[i] = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(fast, i));
+    if (out[i] == -1 && PyErr_Occurred()) {
+      Py_DECREF(fast);
+      return -1;
+    }
+  }
+  Py_DECREF(fast);
+  return 0;
+}
+
+static helper_tensor *helper_new(void) {
+  helper_tensor *h = PyMem_RawCalloc(1, sizeof *h);
+  if (h == NULL) PyErr_NoMemory();
+  return h;
+}
+
+/* Builds the struct described by keywords into h. */
+static int helper_fill(helper_tensor *h, PyObject *args, PyObject *kwargs) {
+  static const char *const kw[] = {"data",    "shape",  "strides",  "dtype",
+                       "device",  "byte_offset", "flags", "version",
+                       "legacy",  "name",   "deleter",  "ndim",
+                       "shape_null", NULL};
+  PyObject *data = Py_None, *shape = NULL, *strides = NULL;
+  int code = kDLFloat, bits = 32, lanes = 1;
+  int dev_type = kDLCPU, dev_id = 0;
+  unsigned long long byte_offset = 0, flags = 0;
+  unsigned int major = DLPACK_MAJOR_VERSION, minor = DLPACK_MINOR_VERSION;
+  int legacy = 0, shape_null = 0, ndim = -999;
+  const char *name = NULL, *deleter = "count";
+  if (!PyArg_ParseTupleAndKeywords(
+          args, kwargs, "|$OOO(iii)(ii)KK(II)pzsip", (char **)(uintptr_t)kw,
+          &data, &shape, &strides, &code, &bits, &lanes, &dev_type, &dev_id,
+          &byte_offset, &flags, &major, &minor, &legacy, &name, &deleter,
+          &ndim, &shape_null))
+    return -1;
+  Py_ssize_t nshape = 0;
+  if (shape != NULL && parse_int64s(shape, h->shape, 80, &nshape) < 0)
+    return -1;
+  Py_ssize_t nstrides = 0;
+  int null_strides = strides == Py_None;
+  if (strides != NULL && strides != Py_None &&
+      parse_int64s(strides, h->strides, 80, &nstrides) < 0)
+    return -1;
+  if (strides == NULL) {
+    int64_t s = 1;
+    for (Py_ssize_t i = nshape - 1; i >= 0; i--) {
+      h->strides[i] = s;
+      s *= h->shape[i] > 0 ? h->shape[i] : 1;
+    }
+  }
+  void *ptr = NULL;
+  if (PyLong_Check(data)) {
+    ptr = PyLong_AsVoidPtr(data);
+    if (ptr == NULL && PyErr_Occurred()) return -1;
+  } else if (data != Py_None) {
+    if (PyObject_GetBuffer(data, &h->view, PyBUF_RECORDS_RO) < 0) return -1;
+    h->has_view = 1;
+    ptr = h->view.buf;
+    h->keep = data;
+    Py_INCREF(data);
+  }
+  if (strcmp(deleter, "count") == 0) h->mode = MODE_COUNT;
+  else if (strcmp(deleter, "none") == 0) h->mode = MODE_NONE;
+  else if (strcmp(deleter, "clear_error") == 0) h->mode = MODE_CLEAR_ERROR;
+  else if (strcmp(deleter, "leave_error") == 0) h->mode = MODE_LEAVE_ERROR;
+  else {
+    PyErr_Format(PyExc_ValueError, "unknown deleter mode '%s'", deleter);
+    return -1;
+  }
+  h->legacy = legacy;
+  PyOS_snprintf(h->name, sizeof h->name, "%s",
+                name != NULL ? name
+                             : legacy ? "dltensor" : "dltensor_versioned");
+  DLTensor *t = legacy ? &h->m.l.dl_tensor : &h->m.v.dl_tensor;
+  t->data = ptr;
+  t->device.device_type = (DLDeviceType)dev_type;
+  t->device.device_id = dev_id;
+  t->ndim = ndim == -999 ? (int32_t)nshape : ndim;
+  t->dtype.code = (uint8_t)code;
+  t->dtype.bits = (uint8_t)bits;
+  t->dtype.lanes = (uint16_t)lanes;
+  t->shape = shape_null ? NULL : h->shape;
+  t->strides = null_strides ? NULL : h->strides;
+  t->byte_offset = byte_offset;
+  if (legacy) {
+    h->m.l.manager_ctx = h;
+    h->m.l.deleter = h->mode == MODE_NONE ? NULL : helper_deleter_l;
+  } else {
+    h->m.v.version.major = major;
+    h->m.v.version.minor = minor;
+    h->m.v.manager_ctx = h;
+    h->m.v.deleter = h->mode == MODE_NONE ? NULL : helper_deleter_v;
+    h->m.v.flags = flags;
+  }
+  return 0;
+}
+
+static void helper_discard(helper_tensor *h) {
+  if (h->has_view) PyBuffer_Release(&h->view);
+  Py_XDECREF(h->keep);
+  PyMem_RawFree(h);
+}
+
+static PyObject *make_capsule(PyObject *self, PyObject *args,
+                              PyObject *kwargs) {
+  (void)self;
+  helper_tensor *h = helper_new();
+  if (h == NULL) return NULL;
+  if (helper_fill(h, args, kwargs) < 0) {
+    helper_discard(h);
+    return NULL;
+  }
+  void *ptr = h->legacy ? (void *)&h->m.l : (void *)&h->m.v;
+  PyObject *capsule = PyCapsule_New(ptr, h->name, helper_capsule_destructor);
+  if (capsule == NULL) {
+    helper_discard(h);
+    return NULL;
+  }
+  if (PyCapsule_SetContext(capsule, h) < 0) {
+    Py_DECREF(capsule);
+    return NULL;
+  }
+  return capsule;
+}
+
+/* ------------------------------------------------------------------------
+ * The exchange table, from C
+ * ---------------------------------------------------------------------- */
+
+static const DLPackExchangeAPI *api_of(PyObject *type_or_obj) {
+  PyObject *type = PyType_Check(type_or_obj) ? type_or_obj
+                                             : (PyObject *)Py_TYPE(type_or_obj);
+  PyObject *capsule = PyObject_GetAttrString(type, "__dlpack_c_exchange_api__");
+  if (capsule == NULL) return NULL;
+  const DLPackExchangeAPI *api =
+      PyCapsule_GetPointer(capsule, "dlpack_exchange_api");
+  Py_DECREF(capsule);
+  return api;
+}
+
+static PyObject *exchange_version(PyObject *self, PyObject *type) {
+  (void)self;
+  const DLPackExchangeAPI *api = api_of(type);
+  if (api == NULL) return NULL;
+  PyObject *int_attr =
+      PyObject_GetAttrString(type, "__c_dlpack_exchange_api__");
+  void *addr = NULL;
+  if (int_attr != NULL) {
+    addr = PyLong_AsVoidPtr(int_attr);
+    Py_DECREF(int_attr);
+  } else {
+    PyErr_Clear();
+  }
+  return Py_BuildValue(
+      "{s:I,s:I,s:O,s:O,s:O}", "major", api->header.version.major, "minor",
+      api->header.version.minor, "prev_api_null",
+      api->header.prev_api == NULL ? Py_True : Py_False, "int_attr_matches",
+      addr == (const void *)api ? Py_True : Py_False, "all_set",
+      (api->managed_tensor_allocator &&
+       api->managed_tensor_from_py_object_no_sync &&
+       api->managed_tensor_to_py_object_no_sync &&
+       api->dltensor_from_py_object_no_sync && api->current_work_stream)
+          ? Py_True
+          : Py_False);
+}
+
+static PyObject *exchange_roundtrip(PyObject *self, PyObject *const *args,
+                                    Py_ssize_t nargs) {
+  (void)self;
+  if (nargs != 2) {
+    PyErr_SetString(PyExc_TypeError,
+                    "exchange_roundtrip(producer_type, obj)");
+    return NULL;
+  }
+  const DLPackExchangeAPI *api = api_of(args[0]);
+  if (api == NULL) return NULL;
+  DLManagedTensorVersioned *m = NULL;
+  if (api->managed_tensor_from_py_object_no_sync(args[1], &m) != 0)
+    return NULL;
+  void *out = NULL;
+  if (api->managed_tensor_to_py_object_no_sync(m, &out) != 0) return NULL;
+  return (PyObject *)out;
+}
+
+static PyObject *exchange_flags(PyObject *self, PyObject *obj) {
+  (void)self;
+  const DLPackExchangeAPI *api = api_of(obj);
+  if (api == NULL) return NULL;
+  DLManagedTensorVersioned *m = NULL;
+  if (api->managed_tensor_from_py_object_no_sync(obj, &m) != 0) return NULL;
+  PyObject *r = Py_BuildValue("(KII)", (unsigned long long)m->flags,
+                              m->version.major, m->version.minor);
+  if (m->deleter != NULL) m->deleter(m);
+  return r;
+}
+
+static PyObject *exchange_view(PyObject *self, PyObject *const *args,
+                               Py_ssize_t nargs) {
+  (void)self;
+  if (nargs != 2) {
+    PyErr_SetString(PyExc_TypeError, "exchange_view(producer_type, obj)");
+    return NULL;
+  }
+  const DLPackExchangeAPI *api = api_of(args[0]);
+  if (api == NULL) return NULL;
+  DLTensor t;
+  if (api->dltensor_from_py_object_no_sync(args[1], &t) != 0) return NULL;
+  PyObject *shape = PyTuple_New(t.ndim), *strides = PyTuple_New(t.ndim);
+  if (shape == NULL || strides == NULL) {
+    Py_XDECREF(shape);
+    Py_XDECREF(strides);
+    return NULL;
+  }
+  for (int32_t i = 0; i < t.ndim; i++) {
+    PyTuple_SET_ITEM(shape, i, PyLong_FromLongLong(t.shape[i]));
+    PyTuple_SET_ITEM(strides, i,
+                     PyLong_FromLongLong(t.strides ? t.strides[i] : 0));
+  }
+  return Py_BuildValue("{s:N,s:i,s:N,s:N,s:K,s:(ii),s:(iii)}", "data",
+                       PyLong_FromVoidPtr(t.data), "ndim", t.ndim, "shape",
+                       shape, "strides", strides, "byte_offset",
+                       (unsigned long long)t.byte_offset, "device",
+                       (int)t.device.device_type, (int)t.device.device_id,
+                       "dtype", (int)t.dtype.code, (int)t.dtype.bits,
+                       (int)t.dtype.lanes);
+}
+
+typedef struct {
+  char kind[64];
+  char message[256];
+  int calls;
+} error_sink;
+
+static void sink_set_error(void *ctx, const char *kind, const char *message) {
+  error_sink *sink = ctx;
+  sink->calls++;
+  PyOS_snprintf(sink->kind, sizeof sink->kind, "%s", kind);
+  PyOS_snprintf(sink->message, sizeof sink->message, "%s", message);
+}
+
+/* exchange_alloc(type, shape, (code, bits, lanes), (dev_type, dev_id)):
+ * the allocator, then to_py_object; an allocator failure comes back as
+ * ("error", kind, message). */
+static PyObject *exchange_alloc(PyObject *self, PyObject *args) {
+  (void)self;
+  PyObject *type, *shape_obj;
+  int code, bits, lanes, dev_type, dev_id, ndim = -999;
+  if (!PyArg_ParseTuple(args, "OO(iii)(ii)|i", &type, &shape_obj, &code,
+                        &bits, &lanes, &dev_type, &dev_id, &ndim))
+    return NULL;
+  const DLPackExchangeAPI *api = api_of(type);
+  if (api == NULL) return NULL;
+  int64_t shape[80];
+  Py_ssize_t n;
+  if (parse_int64s(shape_obj, shape, 80, &n) < 0) return NULL;
+  DLTensor proto;
+  memset(&proto, 0, sizeof proto);
+  proto.device.device_type = (DLDeviceType)dev_type;
+  proto.device.device_id = dev_id;
+  proto.ndim = ndim == -999 ? (int32_t)n : ndim;
+  proto.dtype.code = (uint8_t)code;
+  proto.dtype.bits = (uint8_t)bits;
+  proto.dtype.lanes = (uint16_t)lanes;
+  proto.shape = shape;
+  error_sink sink = {{0}, {0}, 0};
+  DLManagedTensorVersioned *m = NULL;
+  if (api->managed_tensor_allocator(&proto, &m, &sink, sink_set_error) != 0)
+    return Py_BuildValue("(ssi)", sink.kind, sink.message, sink.calls);
+  void *out = NULL;
+  if (api->managed_tensor_to_py_object_no_sync(m, &out) != 0) return NULL;
+  return (PyObject *)out;
+}
+
+static PyObject *exchange_stream(PyObject *self, PyObject *args) {
+  (void)self;
+  PyObject *type;
+  int dev_type, dev_id;
+  if (!PyArg_ParseTuple(args, "Oii", &type, &dev_type, &dev_id)) return NULL;
+  const DLPackExchangeAPI *api = api_of(type);
+  if (api == NULL) return NULL;
+  void *stream = (void *)1;
+  if (api->current_work_stream((DLDeviceType)dev_type, dev_id, &stream) != 0)
+    return NULL;
+  return PyLong_FromVoidPtr(stream);
+}
+
+/* exchange_to_py(type, **make_capsule keywords): builds a helper tensor and
+ * hands it to the table's to_py_object, which must steal it. */
+static PyObject *exchange_to_py(PyObject *self, PyObject *args,
+                                PyObject *kwargs) {
+  (void)self;
+  if (PyTuple_GET_SIZE(args) != 1) {
+    PyErr_SetString(PyExc_TypeError, "exchange_to_py(type, **fields)");
+    return NULL;
+  }
+  const DLPackExchangeAPI *api = api_of(PyTuple_GET_ITEM(args, 0));
+  if (api == NULL) return NULL;
+  helper_tensor *h = helper_new();
+  if (h == NULL) return NULL;
+  PyObject *empty = PyTuple_New(0);
+  int rc = empty == NULL ? -1 : helper_fill(h, empty, kwargs);
+  Py_XDECREF(empty);
+  if (rc < 0 || h->legacy) {
+    if (rc == 0) PyErr_SetString(PyExc_ValueError, "versioned only");
+    helper_discard(h);
+    return NULL;
+  }
+  void *out = NULL;
+  if (api->managed_tensor_to_py_object_no_sync(&h->m.v, &out) != 0)
+    return NULL;
+  return (PyObject *)out;
+}
+
+/* A producer's exchange table for tests: from_py_object takes the helper
+ * capsule in obj.capsule (consuming it) and current_work_stream reports the
+ * stream set by fake_exchange(stream). */
+static void *fake_stream;
+
+static int fake_from_py(void *py_object, DLManagedTensorVersioned **out) {
+  PyObject *capsule = PyObject_GetAttrString(py_object, "capsule");
+  if (capsule == NULL) return -1;
+  DLManagedTensorVersioned *m =
+      PyCapsule_GetPointer(capsule, "dltensor_versioned");
+  if (m == NULL || PyCapsule_SetName(capsule, "used_dltensor_versioned") < 0) {
+    Py_DECREF(capsule);
+    return -1;
+  }
+  Py_DECREF(capsule);
+  *out = m;
+  return 0;
+}
+
+static int fake_unsupported(void) {
+  PyErr_SetString(PyExc_NotImplementedError, "not in the fake table");
+  return -1;
+}
+
+static int fake_alloc(DLTensor *p, DLManagedTensorVersioned **out, void *ctx,
+                      void (*set_error)(void *, const char *, const char *)) {
+  (void)p;
+  (void)out;
+  set_error(ctx, "NotImplementedError", "not in the fake table");
+  return -1;
+}
+
+static int fake_to_py(DLManagedTensorVersioned *m, void **out) {
+  (void)out;
+  if (m->deleter != NULL) m->deleter(m);
+  return fake_unsupported();
+}
+
+static int fake_stream_of(DLDeviceType type, int32_t id, void **out) {
+  (void)type;
+  (void)id;
+  *out = fake_stream;
+  return 0;
+}
+
+static const DLPackExchangeAPI fake_api = {
+    .header = {.version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION},
+               .prev_api = NULL},
+    .managed_tensor_allocator = fake_alloc,
+    .managed_tensor_from_py_object_no_sync = fake_from_py,
+    .managed_tensor_to_py_object_no_sync = fake_to_py,
+    .dltensor_from_py_object_no_sync = NULL,
+    .current_work_stream = fake_stream_of,
+};
+
+static PyObject *fake_exchange(PyObject *self, PyObject *arg) {
+  (void)self;
+  fake_stream = PyLong_AsVoidPtr(arg);
+  if (fake_stream == NULL && PyErr_Occurred()) return NULL;
+  return PyCapsule_New((void *)(uintptr_t)&fake_api, "dlpack_exchange_api",
+                       NULL);
+}
+
+/* ------------------------------------------------------------------------
+ * Releasing from elsewhere
+ * ---------------------------------------------------------------------- */
+
+/* Takes an owned tensor for lst[0] from its type's table and empties lst,
+ * so the returned tensor holds the last reference to the data. */
+static DLManagedTensorVersioned *take_last(PyObject *lst) {
+  if (!PyList_Check(lst) || PyList_GET_SIZE(lst) != 1) {
+    PyErr_SetString(PyExc_TypeError, "expected a list of one object");
+    return NULL;
+  }
+  PyObject *obj = PyList_GET_ITEM(lst, 0);
+  const DLPackExchangeAPI *api = api_of(obj);
+  if (api == NULL) return NULL;
+  DLManagedTensorVersioned *m = NULL;
+  if (api->managed_tensor_from_py_object_no_sync(obj, &m) != 0) return NULL;
+  if (PyList_SetSlice(lst, 0, 1, NULL) < 0) {
+    if (m->deleter != NULL) m->deleter(m);
+    return NULL;
+  }
+  return m;
+}
+
+static void *release_thread(void *arg) {
+  DLManagedTensorVersioned *m = arg;
+  if (m->deleter != NULL) m->deleter(m);
+  return NULL;
+}
+
+static PyObject *release_in_thread(PyObject *self, PyObject *lst) {
+  (void)self;
+  DLManagedTensorVersioned *m = take_last(lst);
+  if (m == NULL) return NULL;
+  pthread_t thread;
+  int err;
+  Py_BEGIN_ALLOW_THREADS
+  err = pthread_create(&thread, NULL, release_thread, m);
+  if (err == 0) pthread_join(thread, NULL);
+  Py_END_ALLOW_THREADS
+  if (err != 0) {
+    if (m->deleter != NULL) m->deleter(m);
+    PyErr_SetString(PyExc_OSError, "pthread_create failed");
+    return NULL;
+  }
+  Py_RETURN_NONE;
+}
+
+static DLManagedTensorVersioned *at_exit_tensor;
+
+static void release_at_exit_handler(void) {
+  DLManagedTensorVersioned *m = at_exit_tensor;
+  at_exit_tensor = NULL;
+  if (m != NULL && m->deleter != NULL) m->deleter(m);
+  static const char done[] = "released after finalization\n";
+  ssize_t w = write(2, done, sizeof done - 1);
+  (void)w;
+}
+
+static PyObject *release_at_exit(PyObject *self, PyObject *lst) {
+  (void)self;
+  if (at_exit_tensor != NULL) {
+    PyErr_SetString(PyExc_RuntimeError, "release_at_exit: already armed");
+    return NULL;
+  }
+  DLManagedTensorVersioned *m = take_last(lst);
+  if (m == NULL) return NULL;
+  at_exit_tensor = m;
+  if (atexit(release_at_exit_handler) != 0) {
+    at_exit_tensor = NULL;
+    if (m->deleter != NULL) m->deleter(m);
+    PyErr_SetString(PyExc_OSError, "atexit failed");
+    return NULL;
+  }
+  Py_RETURN_NONE;
+}
+
+static PyObject *decref_with_error(PyObject *self, PyObject *lst) {
+  (void)self;
+  if (!PyList_Check(lst)) {
+    PyErr_SetString(PyExc_TypeError, "expected a list");
+    return NULL;
+  }
+  Py_INCREF(lst);
+  PyErr_SetString(PyExc_ValueError, "kept");
+  /* Drops the items with the exception pending, as unwinding does. */
+  int rc = PyList_SetSlice(lst, 0, PyList_GET_SIZE(lst), NULL);
+  Py_DECREF(lst);
+  if (rc < 0) return NULL;
+  if (!PyErr_Occurred())
+    PyErr_SetString(PyExc_AssertionError,
+                    "the pending exception was cleared by a destructor");
+  return NULL;
+}
+
+/* get_buffer(obj, flags): PyObject_GetBuffer with exactly these flags;
+ * the exporter's exception comes through unchanged. */
+static PyObject *get_buffer(PyObject *self, PyObject *args) {
+  (void)self;
+  PyObject *obj;
+  int flags;
+  if (!PyArg_ParseTuple(args, "Oi", &obj, &flags)) return NULL;
+  Py_buffer view;
+  if (PyObject_GetBuffer(obj, &view, flags) < 0) return NULL;
+  PyObject *shape = Py_None, *strides = Py_None;
+  Py_INCREF(shape);
+  Py_INCREF(strides);
+  if (view.shape != NULL) {
+    Py_DECREF(shape);
+    shape = PyTuple_New(view.ndim);
+    for (int i = 0; shape != NULL && i < view.ndim; i++)
+      PyTuple_SET_ITEM(shape, i, PyLong_FromSsize_t(view.shape[i]));
+  }
+  if (view.strides != NULL) {
+    Py_DECREF(strides);
+    strides = PyTuple_New(view.ndim);
+    for (int i = 0; strides != NULL && i < view.ndim; i++)
+      PyTuple_SET_ITEM(strides, i, PyLong_FromSsize_t(view.strides[i]));
+  }
+  PyObject *r = Py_BuildValue(
+      "{s:N,s:i,s:i,s:z,s:N,s:N,s:n,s:n,s:O}", "buf",
+      PyLong_FromVoidPtr(view.buf),
+      "readonly", view.readonly, "ndim", view.ndim, "format", view.format,
+      "shape", shape, "strides", strides, "len", view.len, "itemsize",
+      view.itemsize, "obj_is_exporter", view.obj == obj ? Py_True : Py_False);
+  PyBuffer_Release(&view);
+  return r;
+}
+
+/* ------------------------------------------------------------------------
+ * The C API
+ * ---------------------------------------------------------------------- */
+
+static PyObject *capi_to_managed(PyObject *self, PyObject *args) {
+  (void)self;
+  PyObject *obj;
+  int flags = 0;
+  if (!PyArg_ParseTuple(args, "O|i", &obj, &flags)) return NULL;
+  DLManagedTensorVersioned *m;
+  if (DLBridge_ToManaged(obj, flags, &m) < 0) return NULL;
+  PyObject *r = Py_BuildValue("{s:N,s:i,s:K,s:(II)}", "data",
+                              PyLong_FromVoidPtr(m->dl_tensor.data), "ndim",
+                              m->dl_tensor.ndim, "flags",
+                              (unsigned long long)m->flags, "version",
+                              m->version.major, m->version.minor);
+  if (m->deleter != NULL) m->deleter(m);
+  return r;
+}
+
+static PyObject *capi_borrow(PyObject *self, PyObject *args) {
+  (void)self;
+  PyObject *obj;
+  int flags = 0;
+  if (!PyArg_ParseTuple(args, "O|i", &obj, &flags)) return NULL;
+  PyObject *owner;
+  const DLManagedTensorVersioned *m;
+  if (DLBridge_Borrow(obj, flags, &owner, &m) < 0) return NULL;
+  PyObject *r = Py_BuildValue("(ON)", owner == obj ? Py_True : Py_False,
+                              PyLong_FromVoidPtr(m->dl_tensor.data));
+  Py_DECREF(owner);
+  return r;
+}
+
+static PyObject *capi_check(PyObject *self, PyObject *obj) {
+  (void)self;
+  return PyBool_FromLong(DLBridge_Check(obj));
+}
+
+/* capi_from(**make_capsule keywords, wrap_flags=0): FromManaged or, with
+ * legacy=True, FromLegacy(m, wrap_flags). */
+static PyObject *capi_from(PyObject *self, PyObject *args, PyObject *kwargs) {
+  (void)self;
+  unsigned long long wrap_flags = 0;
+  PyObject *kw = kwargs != NULL ? PyDict_Copy(kwargs) : PyDict_New();
+  if (kw == NULL) return NULL;
+  PyObject *wf = PyDict_GetItemString(kw, "wrap_flags");
+  if (wf != NULL) {
+    wrap_flags = PyLong_AsUnsignedLongLong(wf);
+    if (PyErr_Occurred() || PyDict_DelItemString(kw, "wrap_flags") < 0) {
+      Py_DECREF(kw);
+      return NULL;
+    }
+  }
+  helper_tensor *h = helper_new();
+  if (h == NULL) {
+    Py_DECREF(kw);
+    return NULL;
+  }
+  int rc = helper_fill(h, args, kw);
+  Py_DECREF(kw);
+  if (rc < 0) {
+    helper_discard(h);
+    return NULL;
+  }
+  if (h->legacy) return DLBridge_FromLegacy(&h->m.l, wrap_flags);
+  return DLBridge_FromManaged(&h->m.v);
+}
+
+static PyMethodDef helper_methods[] = {
+    {"make_capsule", (PyCFunction)(void (*)(void))make_capsule,
+     METH_VARARGS | METH_KEYWORDS, NULL},
+    {"counters", counters, METH_NOARGS, NULL},
+    {"reset", reset, METH_NOARGS, NULL},
+    {"exchange_version", exchange_version, METH_O, NULL},
+    {"exchange_roundtrip", (PyCFunction)(void (*)(void))exchange_roundtrip,
+     METH_FASTCALL, NULL},
+    {"exchange_flags", exchange_flags, METH_O, NULL},
+    {"exchange_view", (PyCFunction)(void (*)(void))exchange_view,
+     METH_FASTCALL, NULL},
+    {"exchange_alloc", exchange_alloc, METH_VARARGS, NULL},
+    {"exchange_stream", exchange_stream, METH_VARARGS, NULL},
+    {"exchange_to_py", (PyCFunction)(void (*)(void))exchange_to_py,
+     METH_VARARGS | METH_KEYWORDS, NULL},
+    {"fake_exchange", fake_exchange, METH_O, NULL},
+    {"release_in_thread", release_in_thread, METH_O, NULL},
+    {"release_at_exit", release_at_exit, METH_O, NULL},
+    {"decref_with_error", decref_with_error, METH_O, NULL},
+    {"get_buffer", get_buffer, METH_VARARGS, NULL},
+    {"capi_to_managed", capi_to_managed, METH_VARARGS, NULL},
+    {"capi_borrow", capi_borrow, METH_VARARGS, NULL},
+    {"capi_check", capi_check, METH_O, NULL},
+    {"capi_from", (PyCFunction)(void (*)(void))capi_from,
+     METH_VARARGS | METH_KEYWORDS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static int helper_exec(PyObject *module) {
+  (void)module;
+  return import_dlbridge();
+}
+
+static PyModuleDef_Slot helper_slots[] = {
+    {Py_mod_exec, (void *)helper_exec},
+    {0, NULL},
+};
+
+static PyModuleDef helper_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "dlbridge._testhelper",
+    .m_doc = "Hostile producers and C consumers for dlbridge's tests.",
+    .m_size = 0,
+    .m_methods = helper_methods,
+    .m_slots = helper_slots,
+};
+
+PyMODINIT_FUNC PyInit__testhelper(void);
+
+PyMODINIT_FUNC PyInit__testhelper(void) {
+  return PyModuleDef_Init(&helper_def);
+}

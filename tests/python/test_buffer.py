@@ -1,0 +1,257 @@
+"""The buffer protocol (both ways) and __cuda_array_interface__."""
+
+import array
+import ctypes
+import sys
+
+import pytest
+
+from support import (
+    BUF,
+    KDLCUDA,
+    KDLCUDAHOST,
+    KDLCUDAMANAGED,
+    KDLROCM,
+    KDLROCMHOST,
+    READ_ONLY,
+    capsule_of,
+    dlbridge,
+    helper,
+    np,
+)
+
+LE = "<" if sys.byteorder == "little" else ">"
+
+
+def on(kind, a, **fields):
+    return dlbridge.from_dlpack(capsule_of(a, device=(kind, 0), **fields))
+
+
+# ---------------------------------------------------------------------------
+# Export
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "dtype, fmt",
+    [
+        ("bool", "?"),
+        ("int8", "b"),
+        ("int16", "h"),
+        ("int32", "i"),
+        ("int64", "q"),
+        ("uint8", "B"),
+        ("uint16", "H"),
+        ("uint32", "I"),
+        ("uint64", "Q"),
+        ("float16", "e"),
+        ("float32", "f"),
+        ("float64", "d"),
+        ("complex64", "Zf"),
+        ("complex128", "Zd"),
+    ],
+)
+def test_formats(dtype, fmt):
+    t = dlbridge.full((2, 3), 1, dtype=dtype)
+    m = memoryview(t)
+    assert m.format == fmt
+    assert m.shape == (2, 3)
+    assert m.itemsize == t.itemsize
+    n = np.asarray(t)
+    assert n.dtype == np.dtype(dtype) and n.tolist() == t.tolist()
+    # ... and back, through the buffer protocol.
+    assert dlbridge.asarray(m).dtype == dtype
+
+
+def test_buffer_is_zero_copy_and_writable():
+    t = dlbridge.zeros(4, dtype="int32")
+    np.asarray(t)[2] = 5
+    memoryview(t)[3] = 6
+    assert t.tolist() == [0, 0, 5, 6]
+    info = helper.get_buffer(t, BUF.WRITABLE | BUF.RECORDS_RO)
+    assert info["buf"] == t.data_ptr and not info["readonly"] and info["obj_is_exporter"]
+
+
+def test_strided_buffers_carry_byte_strides():
+    a = np.arange(24, dtype=np.float64).reshape(4, 6)
+    t = dlbridge.from_dlpack(a)[::-1, 1::2]
+    m = memoryview(t)
+    assert m.strides == (-48, 16)
+    assert np.asarray(t).tolist() == a[::-1, 1::2].tolist()
+    info = helper.get_buffer(t, BUF.RECORDS_RO)
+    assert info["buf"] == t.data_ptr + t.byte_offset
+
+
+def test_contiguity_requests():
+    t = dlbridge.arange(12, dtype="int32").reshape(3, 4)
+    for flags in (BUF.SIMPLE, BUF.ND, BUF.C_CONTIGUOUS, BUF.ANY_CONTIGUOUS):
+        assert helper.get_buffer(t, flags)["len"] == 48
+    simple = helper.get_buffer(t, BUF.SIMPLE)
+    assert simple["shape"] is None and simple["format"] is None and simple["ndim"] == 1
+    with pytest.raises(BufferError, match="contiguous"):
+        helper.get_buffer(t, BUF.F_CONTIGUOUS)
+    tt = t.T
+    assert helper.get_buffer(tt, BUF.F_CONTIGUOUS)["strides"] == (4, 16)
+    assert helper.get_buffer(tt, BUF.ANY_CONTIGUOUS)["len"] == 48
+    for flags in (BUF.SIMPLE, BUF.ND, BUF.C_CONTIGUOUS):
+        with pytest.raises(BufferError, match="contiguous"):
+            helper.get_buffer(tt, flags)
+    s = t[:, ::2]
+    for flags in (BUF.SIMPLE, BUF.ANY_CONTIGUOUS):
+        with pytest.raises(BufferError):
+            helper.get_buffer(s, flags)
+    assert helper.get_buffer(s, BUF.STRIDES)["strides"] == (16, 8)
+
+
+def test_read_only_buffers(helper):
+    t = dlbridge.from_dlpack(capsule_of(np.arange(3, dtype=np.float32), flags=READ_ONLY))
+    assert memoryview(t).readonly
+    assert not np.asarray(t).flags.writeable
+    with pytest.raises(BufferError, match="read-only"):
+        helper.get_buffer(t, BUF.WRITABLE)
+
+
+def test_scalar_and_empty_buffers():
+    m = memoryview(dlbridge.full((), 3.0, dtype="float64"))
+    assert m.ndim == 0 and m.shape == () and m.tobytes() == np.float64(3.0).tobytes()
+    e = dlbridge.zeros((0, 5))
+    assert memoryview(e).shape == (0, 5)
+    assert bytes(e) == b""
+
+
+def test_empty_tensors_with_wild_strides_export_a_buffer(helper):
+    t = dlbridge.from_dlpack(helper.make_capsule(data=None, shape=(0, 3), strides=(1 << 61, 1 << 61)))
+    m = memoryview(t)
+    assert m.shape == (0, 3) and m.nbytes == 0
+    cai_t = dlbridge.from_dlpack(
+        helper.make_capsule(data=None, shape=(3, 0), strides=(1 << 61, 5), device=(KDLCUDAHOST, 0))
+    )
+    assert cai_t.__cuda_array_interface__["shape"] == (3, 0)
+
+
+def test_host_type_memory_exports_a_buffer():
+    a = np.arange(3, dtype=np.float32)
+    for kind in (KDLCUDAHOST, KDLCUDAMANAGED, KDLROCMHOST):
+        m = memoryview(on(kind, a))
+        assert m.tolist() == [0.0, 1.0, 2.0]
+
+
+def test_device_memory_refuses_the_buffer_protocol():
+    for kind in (KDLCUDA, KDLROCM):
+        t = dlbridge.from_dlpack(helper.make_capsule(data=0x1000, shape=(2,), device=(kind, 0)))
+        with pytest.raises(BufferError, match="CPU cannot read"):
+            memoryview(t)
+
+
+def test_dtypes_without_a_format_refuse_the_buffer_protocol():
+    for dtype in ("bfloat16", "float8_e4m3fn", "float32x4", "int4"):
+        with pytest.raises(BufferError, match="format"):
+            memoryview(dlbridge.empty(4, dtype=dtype))
+
+
+def test_buffer_keeps_the_tensor_alive():
+    t = dlbridge.arange(4)
+    m = memoryview(t)
+    del t
+    assert m.tolist() == [0, 1, 2, 3]
+
+
+# ---------------------------------------------------------------------------
+# __cuda_array_interface__
+# ---------------------------------------------------------------------------
+
+
+def test_cuda_array_interface_for_cuda_memory():
+    t = dlbridge.from_dlpack(
+        helper.make_capsule(data=0x10000, shape=(2, 3), dtype=(2, 32, 1), device=(KDLCUDA, 0), byte_offset=8)
+    )
+    cai = t.__cuda_array_interface__
+    assert cai == {
+        "shape": (2, 3),
+        "typestr": LE + "f4",
+        "data": (0x10008, False),
+        "version": 3,
+        "strides": None,
+        "stream": None,
+    }
+
+
+def test_cuda_array_interface_strides_read_only_and_empty(helper):
+    a = np.arange(12, dtype=np.int16).reshape(3, 4)
+    t = dlbridge.from_dlpack(capsule_of(a[:, ::-2], device=(KDLCUDAMANAGED, 0), flags=READ_ONLY))
+    cai = t.__cuda_array_interface__
+    assert cai["strides"] == (8, -4)
+    assert cai["data"] == (t.data_ptr + t.byte_offset, True)
+    assert cai["typestr"] == LE + "i2"
+    empty = dlbridge.from_dlpack(helper.make_capsule(data=None, shape=(0,), device=(KDLCUDAHOST, 0)))
+    assert empty.__cuda_array_interface__["data"] == (0, False)
+    assert on(KDLCUDAHOST, np.zeros(2, np.bool_)).__cuda_array_interface__["typestr"] == "|b1"
+    assert on(KDLCUDAHOST, np.zeros(2, np.complex128)).__cuda_array_interface__["typestr"] == LE + "c16"
+
+
+def test_cuda_array_interface_is_absent_elsewhere(helper):
+    assert not hasattr(dlbridge.arange(3), "__cuda_array_interface__")
+    assert not hasattr(on(KDLROCMHOST, np.zeros(2, np.float32)), "__cuda_array_interface__")
+    t = dlbridge.from_dlpack(helper.make_capsule(data=0x1000, shape=(2,), dtype=(4, 16, 1), device=(KDLCUDA, 0)))
+    with pytest.raises(AttributeError, match="type string"):
+        t.__cuda_array_interface__
+
+
+# ---------------------------------------------------------------------------
+# Import (asarray)
+# ---------------------------------------------------------------------------
+
+
+def test_asarray_of_buffers():
+    ba = bytearray(b"\x01\x02\x03")
+    t = dlbridge.asarray(ba)
+    assert (t.dtype, t.readonly, t.tolist()) == ("uint8", False, [1, 2, 3])
+    np.from_dlpack(t)[0] = 9
+    assert ba[0] == 9
+    with pytest.raises(BufferError):
+        ba.append(1)  # exported: it may not move
+    del t
+    ba.append(1)
+    assert dlbridge.asarray(b"ab").readonly
+    f = dlbridge.asarray(array.array("d", [1.5, 2.5]))
+    assert (f.dtype, f.tolist()) == ("float64", [1.5, 2.5])
+    assert dlbridge.asarray(memoryview(b"abcd").cast("B", (2, 2))).shape == (2, 2)
+    i = dlbridge.asarray(array.array("l", [1, -2]))
+    assert i.dtype == f"int{8 * array.array('l').itemsize}" and i.tolist() == [1, -2]
+
+
+def test_asarray_of_strided_buffers():
+    a = np.arange(12, dtype=np.uint8).reshape(3, 4)
+    t = dlbridge.asarray(memoryview(a[::-1, ::2]))
+    assert t.data_ptr == a[::-1, ::2].ctypes.data
+    assert t.strides == (-4, 2)
+    assert t.tolist() == [[8, 10], [4, 6], [0, 2]]
+
+
+def test_asarray_of_ctypes_buffers():
+    arr = (ctypes.c_int16 * 3)(1, 2, 3)
+    t = dlbridge.asarray(arr)
+    assert t.dtype == "int16" and t.tolist() == [1, 2, 3]
+
+
+def test_asarray_refuses_buffers_dlpack_cannot_describe():
+    rec = np.zeros(3, dtype=[("a", "i4"), ("b", "f8")])
+    with pytest.raises((BufferError, TypeError)):
+        dlbridge.asarray(memoryview(rec))
+    with pytest.raises(BufferError, match="not a multiple"):
+        dlbridge.asarray(memoryview(rec["b"]))
+    with pytest.raises(BufferError, match="byte order"):
+        dlbridge.asarray(memoryview(np.zeros(2, dtype=">f8")))
+    with pytest.raises(BufferError):
+        dlbridge.asarray(memoryview(np.zeros(2, dtype="O")))
+
+
+def test_buffer_import_releases_the_buffer_when_the_last_view_goes():
+    ba = bytearray(8)
+    t = dlbridge.asarray(ba)
+    v = t[2:]
+    del t
+    with pytest.raises(BufferError):
+        ba.append(0)
+    del v
+    ba.append(0)

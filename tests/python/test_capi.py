@@ -1,0 +1,180 @@
+"""The C API of dlbridge_capi.h: the example extension, and the test
+helper's direct calls."""
+
+import ast
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+
+import pytest
+
+from support import (
+    IS_COPIED,
+    KDLCUDA,
+    READ_ONLY,
+    capsule_of,
+    deleted,
+    dlbridge,
+    helper,
+    needs_torch,
+    np,
+    torch,
+)
+from dlbridge import _capi_example as example
+
+WRITABLE, CPU = 0x1, 0x2
+
+
+def test_headers_are_installed():
+    inc = dlbridge.get_include()
+    assert os.path.isfile(os.path.join(inc, "dlbridge_capi.h"))
+    assert os.path.isfile(os.path.join(inc, "dlpack", "dlpack.h"))
+    with open(os.path.join(inc, "dlbridge_capi.h")) as f:
+        assert "import_dlbridge" in f.read()
+
+
+def test_example_reads_any_producer():
+    a = np.arange(12, dtype=np.float64).reshape(3, 4)
+    assert example.total(a) == a.sum()
+    assert example.total(a[::-1, ::2]) == a[::-1, ::2].sum()
+    assert example.total(dlbridge.from_dlpack(a).T) == a.sum()
+    assert example.total(np.arange(5, dtype=np.int32)) == 10
+    assert example.total(a.__dlpack__()) == a.sum()
+    with pytest.raises(TypeError, match="reads"):
+        example.total(np.zeros(2, dtype=np.int8))
+    with pytest.raises(AttributeError):
+        example.total(object())
+
+
+@needs_torch
+def test_example_reads_torch():
+    x = torch.arange(10, dtype=torch.float32)
+    assert example.total(x) == 45.0
+    example.scale(x, 2.0)
+    assert x[3].item() == 6.0
+
+
+def test_example_writes_in_place_and_refuses_read_only():
+    a = np.arange(4, dtype=np.float32)
+    example.scale(a, 3)
+    assert a.tolist() == [0, 3, 6, 9]
+    a.flags.writeable = False
+    with pytest.raises(BufferError, match="read-only"):
+        example.scale(a, 2)
+    t = dlbridge.from_dlpack(helper.make_capsule(data=0x1000, shape=(2,), device=(KDLCUDA, 0)))
+    with pytest.raises(BufferError, match="CPU"):
+        example.total(t)
+
+
+def test_example_makes_tensors_in_c():
+    t = example.ramp(5)
+    assert type(t) is dlbridge.Tensor
+    assert t.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
+    assert np.from_dlpack(t).sum() == 10.0
+    assert example.ramp(0).shape == (0,)
+    v = example.ramp(6)[::2]
+    assert v.tolist() == [0.0, 2.0, 4.0]
+
+
+def test_example_owned_tensors():
+    assert example.owned_ndim(np.zeros((2, 3, 4))) == 3
+    assert example.owned_ndim(dlbridge.zeros(())) == 0
+
+
+def test_borrow_of_a_tensor_is_the_tensor_itself():
+    t = dlbridge.arange(3)
+    same, data = helper.capi_borrow(t)
+    assert same and data == t.data_ptr
+    a = np.arange(3.0)
+    same, data = helper.capi_borrow(a)
+    assert not same and data == a.ctypes.data
+
+
+def test_borrow_flags(helper):
+    ro = dlbridge.from_dlpack(capsule_of(np.zeros(2, np.float32), flags=READ_ONLY))
+    helper.capi_borrow(ro)
+    with pytest.raises(BufferError):
+        helper.capi_borrow(ro, WRITABLE)
+    with pytest.raises(ValueError, match="flags"):
+        helper.capi_borrow(ro, 0x80)
+
+
+def test_to_managed(helper):
+    a = np.arange(6.0).reshape(2, 3)
+    info = helper.capi_to_managed(a)
+    assert info["data"] == a.ctypes.data and info["ndim"] == 2 and info["version"] == (1, 3)
+    t = dlbridge.from_dlpack(capsule_of(np.zeros(2, np.float32), flags=READ_ONLY | IS_COPIED))
+    assert helper.capi_to_managed(t)["flags"] == READ_ONLY
+    with pytest.raises(BufferError):
+        helper.capi_to_managed(t, WRITABLE)
+    with pytest.raises(ValueError):
+        helper.capi_to_managed(t, -1)
+    gpu = dlbridge.from_dlpack(helper.make_capsule(data=0x1000, shape=(2,), device=(KDLCUDA, 0)))
+    with pytest.raises(BufferError, match="CPU"):
+        helper.capi_to_managed(gpu, CPU)
+    del t, gpu
+    assert deleted() == 2
+
+
+def test_to_managed_of_foreign_producers_releases_anywhere(helper):
+    # The owned tensor the C API hands out for a foreign producer may be
+    # released without the GIL: its producer's deleter still gets it.
+    a = np.arange(4, dtype=np.float32)
+    cap = capsule_of(a)
+    helper.capi_to_managed(cap)
+    assert deleted() == 1
+
+
+def test_check():
+    assert helper.capi_check(dlbridge.arange(2))
+    assert not helper.capi_check(np.arange(2))
+
+
+def test_from_managed_and_from_legacy(helper):
+    a = np.arange(4, dtype=np.int32)
+    t = helper.capi_from(data=a, shape=(4,), dtype=(0, 32, 1))
+    assert t.tolist() == [0, 1, 2, 3] and not t.readonly
+    legacy = helper.capi_from(data=a, shape=(4,), dtype=(0, 32, 1), legacy=True, wrap_flags=READ_ONLY)
+    assert legacy.readonly and legacy.tolist() == [0, 1, 2, 3]
+    del t, legacy
+    assert deleted() == 2
+    with pytest.raises(BufferError, match="version"):
+        helper.capi_from(data=a, shape=(4,), version=(0, 9))
+    with pytest.raises(BufferError):
+        helper.capi_from(data=a, shape=(4,), legacy=True, wrap_flags=1 << 9)
+    with pytest.raises(BufferError, match="dtype|code"):
+        helper.capi_from(data=a, shape=(4,), dtype=(77, 8, 1), legacy=True)
+    assert deleted() == 5
+
+
+def test_the_installed_headers_build_an_extension(tmp_path):
+    # What a user does: compile against dlbridge.get_include() alone.
+    cc = shutil.which(os.environ.get("CC", "cc"))
+    if cc is None:
+        pytest.skip("needs a C compiler")
+    src = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "capi_ext", "capi_example.c")
+    if not os.path.exists(src):
+        pytest.skip("needs the source tree")
+    out = tmp_path / ("_capi_example" + sysconfig.get_config_var("EXT_SUFFIX"))
+    subprocess.run(
+        [cc, "-shared", "-fPIC", "-std=c11", "-Wall", "-Wextra", "-Werror", f"-I{sysconfig.get_paths()['include']}",
+         f"-I{dlbridge.get_include()}", src, "-o", str(out)],
+        check=True,
+    )
+    code = f"import sys; sys.path.insert(0, {str(tmp_path)!r}); import _capi_example as m; print(m.total(m.ramp(5)))"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert r.stdout.strip() == "10.0"
+
+
+def test_stub_names_the_runtime_api():
+    stub = os.path.join(os.path.dirname(dlbridge.__file__), "__init__.pyi")
+    with open(stub) as f:
+        tree = ast.parse(f.read())
+    names = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    assert names == set(dlbridge.__all__) - {"DLPACK_MAJOR_VERSION", "DLPACK_MINOR_VERSION"}
+    tensor = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Tensor")
+    for node in tensor.body:
+        name = getattr(node, "name", None) or getattr(getattr(node, "target", None), "id", None)
+        assert name is None or hasattr(dlbridge.Tensor, name) or name == "__buffer__", name

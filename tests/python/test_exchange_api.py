@@ -1,0 +1,150 @@
+"""The DLPack C exchange table of dlbridge.Tensor, driven from C by the test
+helper, and PyTorch's table consumed by dlbridge."""
+
+import gc
+
+import pytest
+
+from support import (
+    IS_COPIED,
+    KDLCPU,
+    KDLCUDA,
+    KDLCUDAHOST,
+    READ_ONLY,
+    capsule_of,
+    deleted,
+    dlbridge,
+    helper,
+    needs_torch,
+    np,
+    torch,
+)
+
+Tensor = dlbridge.Tensor
+
+
+def test_table_is_published_as_capsule_and_int():
+    cap = Tensor.__dlpack_c_exchange_api__
+    assert type(cap).__name__ == "PyCapsule" and '"dlpack_exchange_api"' in repr(cap)
+    assert isinstance(Tensor.__c_dlpack_exchange_api__, int)
+    info = helper.exchange_version(Tensor)
+    assert info == {
+        "major": 1,
+        "minor": 3,
+        "prev_api_null": True,
+        "int_attr_matches": True,
+        "all_set": True,
+    }
+    # Reached from instances too, as a type attribute.
+    assert dlbridge.arange(2).__dlpack_c_exchange_api__ is cap
+
+
+def test_from_py_object_and_to_py_object_round_trip():
+    t = dlbridge.arange(6).reshape(2, 3)
+    u = helper.exchange_roundtrip(Tensor, t)
+    assert type(u) is Tensor and u is not t
+    assert u.data_ptr == t.data_ptr and u.tolist() == t.tolist()
+    del t
+    gc.collect()
+    assert u.tolist() == [[0, 1, 2], [3, 4, 5]]
+
+
+def test_from_py_object_keeps_read_only_and_drops_is_copied(helper):
+    ro = dlbridge.from_dlpack(capsule_of(np.arange(2, dtype=np.float32), flags=READ_ONLY))
+    flags, major, minor = helper.exchange_flags(ro)
+    assert flags == READ_ONLY and (major, minor) == (1, 3)
+    copied = dlbridge.from_dlpack(capsule_of(np.arange(2, dtype=np.float32), flags=IS_COPIED))
+    assert helper.exchange_flags(copied)[0] == 0
+
+
+def test_from_py_object_refuses_other_objects():
+    for obj in (np.arange(3), object(), None):
+        with pytest.raises(TypeError, match="expected a dlbridge.Tensor"):
+            helper.exchange_roundtrip(Tensor, obj)
+
+
+def test_dltensor_from_py_object_is_a_view_of_the_tensor():
+    a = np.arange(24, dtype=np.int16).reshape(4, 6)[::-1, 1::2]
+    t = dlbridge.from_dlpack(a)
+    v = helper.exchange_view(Tensor, t)
+    assert v == {
+        "data": t.data_ptr,
+        "ndim": 2,
+        "shape": (4, 3),
+        "strides": (-6, 2),
+        "byte_offset": t.byte_offset,
+        "device": (KDLCPU, 0),
+        "dtype": (0, 16, 1),
+    }
+    with pytest.raises(TypeError):
+        helper.exchange_view(Tensor, a)
+
+
+def test_allocator_makes_a_tensor_like_the_prototype():
+    t = helper.exchange_alloc(Tensor, (2, 3), (2, 64, 1), (KDLCPU, 0))
+    assert type(t) is Tensor
+    assert (t.shape, t.dtype, t.device, t.strides) == ((2, 3), "float64", "cpu", (3, 1))
+    np.from_dlpack(t)[:] = 1.5
+    assert t.tolist() == [[1.5] * 3] * 2
+    s = helper.exchange_alloc(Tensor, (), (0, 8, 1), (KDLCPU, 0))
+    assert s.shape == () and s.dtype == "int8"
+
+
+def test_allocator_reports_errors_through_set_error():
+    kind, message, calls = helper.exchange_alloc(Tensor, (2,), (99, 8, 1), (KDLCPU, 0))
+    assert calls == 1 and kind == "BufferError" and "code" in message
+    kind, message, calls = helper.exchange_alloc(Tensor, (2, -1), (2, 32, 1), (KDLCPU, 0))
+    assert calls == 1 and "shape" in message
+    kind, message, calls = helper.exchange_alloc(Tensor, (2,), (2, 32, 1), (KDLCPU, 0), 99)
+    assert calls == 1 and "ndim" in message
+    kind, message, calls = helper.exchange_alloc(Tensor, (1 << 40, 1 << 30), (2, 32, 1), (KDLCPU, 0))
+    assert calls == 1 and kind in ("MemoryError", "BufferError")
+    # cuda memory needs the GPU runtime; without one the error says so.
+    r = helper.exchange_alloc(Tensor, (2,), (2, 32, 1), (KDLCUDA, 0))
+    if isinstance(r, tuple):
+        assert r[2] == 1 and "cuda" in r[1].lower()
+    else:  # pragma: no cover - only with a CUDA GPU
+        assert r.device == "cuda:0"
+
+
+def test_to_py_object_steals_and_validates(helper):
+    a = np.arange(4, dtype=np.float32)
+    t = helper.exchange_to_py(Tensor, data=a, shape=(4,), dtype=(2, 32, 1))
+    assert t.tolist() == [0.0, 1.0, 2.0, 3.0]
+    del t
+    assert deleted() == 1
+    # Refused tensors are still stolen: their deleter runs at once.
+    with pytest.raises(BufferError, match="version"):
+        helper.exchange_to_py(Tensor, data=a, shape=(4,), version=(2, 0))
+    assert deleted() == 2
+    with pytest.raises(BufferError, match="shape"):
+        helper.exchange_to_py(Tensor, data=a, shape=(4, -2))
+    assert deleted() == 3
+
+
+def test_to_py_object_of_foreign_tensor_takes_the_gil_in_threads(helper):
+    a = np.arange(4, dtype=np.float32)
+    t = helper.exchange_to_py(Tensor, data=a, shape=(4,), dtype=(2, 32, 1))
+    helper.release_in_thread([t[1:]])
+    del t
+    assert deleted() == 1
+    assert helper.counters()["without_gil"] == 0
+
+
+def test_current_work_stream_is_the_default_stream():
+    for dev in ((KDLCPU, 0), (KDLCUDA, 0), (KDLCUDAHOST, 0)):
+        assert helper.exchange_stream(Tensor, *dev) == 0
+
+
+@needs_torch
+def test_tables_work_across_libraries():
+    # PyTorch's table builds PyTorch tensors from dlbridge-made managed
+    # tensors, and dlbridge's builds Tensors from PyTorch's.
+    torch_type = type(torch.empty(0))
+    assert helper.exchange_version(torch_type)["major"] == 1
+    x = torch.arange(5.0)
+    t = helper.exchange_roundtrip(Tensor, dlbridge.from_dlpack(x))
+    y = helper.exchange_roundtrip(torch_type, x)
+    assert y.data_ptr() == x.data_ptr() == t.data_ptr
+    t2 = helper.exchange_to_py(Tensor, data=np.arange(3.0), shape=(3,), dtype=(2, 64, 1))
+    assert torch.from_dlpack(t2).tolist() == [0.0, 1.0, 2.0]

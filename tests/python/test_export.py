@@ -1,0 +1,271 @@
+"""Tensor.__dlpack__ and __dlpack_device__: the producer side."""
+
+import gc
+
+import pytest
+
+from support import (
+    IS_COPIED,
+    KDLCPU,
+    KDLCUDA,
+    KDLCUDAHOST,
+    KDLCUDAMANAGED,
+    KDLROCM,
+    KDLROCMHOST,
+    READ_ONLY,
+    capsule_of,
+    deleted,
+    dlbridge,
+    helper,
+    np,
+)
+
+
+def capsule_name(cap):
+    return repr(cap).split('"')[1]
+
+
+def tensor_on(kind, device_id=0, data=None, shape=(4,)):
+    """A tensor labelled with any device. Host-type kinds get real host
+    memory; device kinds a pointer nothing dereferences."""
+    if data is None:
+        data = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)
+    if kind in (KDLCUDA, KDLROCM):
+        return dlbridge.from_dlpack(
+            helper.make_capsule(data=0x10000, shape=shape, dtype=(2, 32, 1), device=(kind, device_id))
+        )
+    return dlbridge.from_dlpack(capsule_of(data, device=(kind, device_id)))
+
+
+def test_max_version_selects_the_struct():
+    t = dlbridge.arange(3)
+    assert capsule_name(t.__dlpack__()) == "dltensor"
+    assert capsule_name(t.__dlpack__(max_version=None)) == "dltensor"
+    assert capsule_name(t.__dlpack__(max_version=(0, 8))) == "dltensor"
+    assert capsule_name(t.__dlpack__(max_version=(1, 0))) == "dltensor_versioned"
+    assert capsule_name(t.__dlpack__(max_version=(100, 3))) == "dltensor_versioned"
+
+
+def test_versioned_struct_carries_version_and_flags(helper):
+    t = dlbridge.arange(3)
+    flags, major, minor = helper.exchange_flags(t)
+    assert (major, minor) == (dlbridge.DLPACK_MAJOR_VERSION, dlbridge.DLPACK_MINOR_VERSION)
+    assert flags == 0
+
+
+def test_both_structs_share_memory():
+    t = dlbridge.zeros(4, dtype="int32")
+    for kwargs in (dict(), dict(max_version=(1, 0))):
+        u = dlbridge.from_dlpack(t.__dlpack__(**kwargs))
+        np.from_dlpack(u)[1] += 7
+    assert t.tolist() == [0, 14, 0, 0]
+
+
+def test_read_only_refuses_the_legacy_struct_and_flags_the_versioned(helper):
+    t = dlbridge.from_dlpack(capsule_of(np.arange(3, dtype=np.float32), flags=READ_ONLY))
+    with pytest.raises(BufferError, match="read-only"):
+        t.__dlpack__()
+    with pytest.raises(BufferError, match="read-only"):
+        t.__dlpack__(max_version=(0, 8))
+    cap = t.__dlpack__(max_version=(1, 0))
+    u = dlbridge.from_dlpack(cap)
+    assert u.readonly
+    assert helper.exchange_flags(t)[0] & READ_ONLY
+    assert not np.from_dlpack(t).flags.writeable
+
+
+def test_read_only_with_copy_may_go_legacy(helper):
+    a = np.arange(3, dtype=np.float32)
+    t = dlbridge.from_dlpack(capsule_of(a, flags=READ_ONLY))
+    u = dlbridge.from_dlpack(t.__dlpack__(copy=True))
+    assert not u.readonly
+    assert u.data_ptr != a.ctypes.data
+    assert u.tolist() == [0.0, 1.0, 2.0]
+
+
+def test_copy_true_copies_and_sets_is_copied():
+    t = dlbridge.arange(4, dtype="float64")
+    # IS_COPIED is visible to a consumer that refuses copies.
+    with pytest.raises(ValueError, match="IS_COPIED"):
+        dlbridge.from_dlpack(t.__dlpack__(max_version=(1, 0), copy=True), copy=False)
+    c = dlbridge.from_dlpack(t.__dlpack__(max_version=(1, 0), copy=True))
+    assert c.data_ptr != t.data_ptr
+    assert c.tolist() == t.tolist()
+
+
+def test_shares_never_claim_to_be_copies(helper):
+    # A tensor that came from a copy still shares its memory when exported.
+    t = dlbridge.from_dlpack(np.arange(3.0), copy=True)
+    assert helper.exchange_flags(t)[0] & IS_COPIED == 0
+    u = dlbridge.from_dlpack(t.__dlpack__(max_version=(1, 0)), copy=False)
+    assert u.data_ptr == t.data_ptr
+
+
+def test_copy_false_and_none_share_memory():
+    t = dlbridge.arange(3)
+    for copy in (None, False):
+        u = dlbridge.from_dlpack(t.__dlpack__(max_version=(1, 0), copy=copy))
+        assert u.data_ptr == t.data_ptr
+
+
+def test_dl_device_equal_to_own_device_shares():
+    t = dlbridge.arange(3)
+    for dev in ((KDLCPU, 0), (dlbridge.DLDeviceType.kDLCPU, 0)):
+        u = dlbridge.from_dlpack(t.__dlpack__(max_version=(1, 0), dl_device=dev))
+        assert u.data_ptr == t.data_ptr
+
+
+def test_dl_device_host_type_id_is_normalised():
+    t = tensor_on(KDLCUDAHOST)
+    u = dlbridge.from_dlpack(t.__dlpack__(max_version=(1, 0), dl_device=(KDLCUDAHOST, 5), copy=False))
+    assert u.data_ptr == t.data_ptr
+
+
+def test_dl_device_another_device_copies():
+    t = tensor_on(KDLCUDAMANAGED)
+    u = dlbridge.from_dlpack(t.__dlpack__(max_version=(1, 0), dl_device=(KDLCPU, 0)))
+    assert u.device == "cpu"
+    assert u.data_ptr != t.data_ptr
+    assert u.tolist() == t.tolist()
+
+
+def test_dl_device_with_copy_false_is_a_buffer_error():
+    t = tensor_on(KDLCUDAMANAGED)
+    with pytest.raises(BufferError, match="copy=False"):
+        t.__dlpack__(max_version=(1, 0), dl_device=(KDLCPU, 0), copy=False)
+
+
+def test_dl_device_unknown_is_a_buffer_error():
+    t = dlbridge.arange(3)
+    for dev in ((5, 0), (99, 0), (KDLCUDA, -1), (1 << 40, 0)):
+        with pytest.raises(BufferError, match="dl_device"):
+            t.__dlpack__(dl_device=dev)
+
+
+def test_dl_device_the_core_cannot_reach_is_a_buffer_error():
+    t = dlbridge.arange(3)
+    try:
+        u = dlbridge.from_dlpack(t.__dlpack__(max_version=(1, 0), dl_device=(KDLCUDA, 0)))
+    except BufferError as e:
+        assert "cuda:0" in str(e)
+    else:  # pragma: no cover - only with a CUDA GPU
+        assert u.device == "cuda:0"
+
+
+def test_dlpack_device():
+    assert dlbridge.arange(3).__dlpack_device__() == (KDLCPU, 0)
+    for kind, did in ((KDLCUDAHOST, 0), (KDLCUDAMANAGED, 0), (KDLROCMHOST, 0), (KDLCUDA, 3), (KDLROCM, 1)):
+        dev = tensor_on(kind, did).__dlpack_device__()
+        assert dev == (kind, did)
+        assert all(type(v) is int for v in dev)
+
+
+# ---------------------------------------------------------------------------
+# stream
+# ---------------------------------------------------------------------------
+
+
+def test_cpu_accepts_only_stream_none():
+    t = dlbridge.arange(3)
+    t.__dlpack__(stream=None)
+    for s in (0, 1, 2, -1, 12345):
+        with pytest.raises(ValueError, match="stream"):
+            t.__dlpack__(stream=s)
+
+
+@pytest.mark.parametrize("kind", [KDLCUDA, KDLCUDAHOST, KDLCUDAMANAGED])
+def test_cuda_stream_rules(kind):
+    t = tensor_on(kind)
+    # Stream handles need a runtime that knows them: test_gpu_emulated.py.
+    for s in (None, -1, 1, 2):
+        t.__dlpack__(stream=s, max_version=(1, 0))
+    with pytest.raises(ValueError, match="ambiguous"):
+        t.__dlpack__(stream=0)
+    with pytest.raises(ValueError):
+        t.__dlpack__(stream=-2)
+
+
+@pytest.mark.parametrize("kind", [KDLROCM, KDLROCMHOST])
+def test_rocm_stream_rules(kind):
+    t = tensor_on(kind)
+    for s in (None, 0, -1):
+        t.__dlpack__(stream=s, max_version=(1, 0))
+    for s in (1, 2):
+        with pytest.raises(ValueError, match="not allowed"):
+            t.__dlpack__(stream=s)
+
+
+def test_stream_is_checked_against_the_requested_device():
+    t = tensor_on(KDLCUDAMANAGED)
+    # The consumer's stream belongs to dl_device: cpu takes no stream.
+    with pytest.raises(ValueError, match="cpu"):
+        t.__dlpack__(stream=1, dl_device=(KDLCPU, 0))
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(stream="1"),
+        dict(stream=1.0),
+        dict(stream=True),
+        dict(max_version=1),
+        dict(max_version=[1, 0]),
+        dict(max_version=(1,)),
+        dict(max_version=(1, 0, 0)),
+        dict(max_version=(1.0, 0)),
+        dict(max_version=("1", "0")),
+        dict(dl_device=1),
+        dict(dl_device=[1, 0]),
+        dict(dl_device=(1,)),
+        dict(dl_device=("cpu", 0)),
+        dict(copy=1),
+        dict(copy="no"),
+    ],
+)
+def test_bad_argument_types_are_type_errors(kwargs):
+    with pytest.raises(TypeError):
+        dlbridge.arange(3).__dlpack__(**kwargs)
+
+
+def test_bad_argument_values():
+    t = dlbridge.arange(3)
+    with pytest.raises(ValueError):
+        t.__dlpack__(max_version=(-1, 0))
+    with pytest.raises(OverflowError):
+        t.__dlpack__(max_version=(1 << 70, 0))
+
+
+def test_arguments_are_keyword_only():
+    t = dlbridge.arange(3)
+    with pytest.raises(TypeError):
+        t.__dlpack__(None)
+    with pytest.raises(TypeError):
+        t.__dlpack__(streams=None)
+
+
+def test_unconsumed_capsules_release_the_tensor(helper):
+    a = np.arange(4, dtype=np.float32)
+    t = dlbridge.from_dlpack(capsule_of(a))
+    caps = [t.__dlpack__(), t.__dlpack__(max_version=(1, 0))]
+    del t
+    gc.collect()
+    assert deleted() == 0
+    del caps
+    assert deleted() == 1
+
+
+def test_numpy_consumes_every_export_form():
+    t = dlbridge.arange(6, dtype="int16").reshape(2, 3)
+    assert np.from_dlpack(t).tolist() == [[0, 1, 2], [3, 4, 5]]
+    assert np.from_dlpack(t, device="cpu").tolist() == [[0, 1, 2], [3, 4, 5]]
+    c = np.from_dlpack(t, copy=True)
+    c[0, 0] = 9
+    assert t.tolist()[0][0] == 0
+
+
+def test_numpy_reads_host_type_memory_zero_copy():
+    a = np.arange(4, dtype=np.float32)
+    for kind in (KDLCUDAHOST, KDLCUDAMANAGED):
+        t = tensor_on(kind, data=a)
+        n = np.from_dlpack(t)
+        assert n.ctypes.data == a.ctypes.data

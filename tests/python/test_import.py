@@ -1,0 +1,645 @@
+"""dlbridge.from_dlpack: every producer, every field, every misuse."""
+
+import gc
+import sys
+
+import pytest
+
+from support import (
+    BUF,
+    IS_COPIED,
+    KDLCPU,
+    KDLCUDA,
+    KDLCUDAHOST,
+    KDLCUDAMANAGED,
+    READ_ONLY,
+    capsule_of,
+    deleted,
+    dlbridge,
+    helper,
+    needs_torch,
+    np,
+    torch,
+)
+
+
+# ---------------------------------------------------------------------------
+# Capsules
+# ---------------------------------------------------------------------------
+
+
+def test_versioned_capsule_is_read_zero_copy(helper):
+    a = np.arange(6, dtype=np.float64).reshape(2, 3)
+    t = dlbridge.from_dlpack(capsule_of(a))
+    assert t.shape == (2, 3)
+    assert t.strides == (3, 1)
+    assert t.dtype == "float64"
+    assert t.data_ptr == a.ctypes.data
+    assert t.tolist() == a.tolist()
+
+
+def test_legacy_capsule_is_read(helper):
+    a = np.arange(4, dtype=np.int32)
+    t = dlbridge.from_dlpack(capsule_of(a, legacy=True))
+    assert t.tolist() == [0, 1, 2, 3]
+    assert not t.readonly
+    del t
+    assert deleted() == 1
+
+
+def test_capsule_is_renamed_and_deleter_runs_once_after_the_tensor(helper):
+    a = np.arange(3, dtype=np.float32)
+    cap = capsule_of(a)
+    t = dlbridge.from_dlpack(cap)
+    assert "used_dltensor_versioned" in repr(cap)
+    del cap
+    assert deleted() == 0
+    del t
+    assert deleted() == 1
+
+
+def test_legacy_capsule_is_renamed(helper):
+    cap = capsule_of(np.zeros(2, np.float32), legacy=True)
+    t = dlbridge.from_dlpack(cap)
+    assert '"used_dltensor"' in repr(cap)
+    del t, cap
+    assert deleted() == 1
+
+
+def test_capsule_consumed_twice_is_refused(helper):
+    a = np.arange(3.0)
+    for cap in (a.__dlpack__(max_version=(1, 0)), a.__dlpack__()):
+        dlbridge.from_dlpack(cap)
+        with pytest.raises(BufferError, match="already consumed"):
+            dlbridge.from_dlpack(cap)
+
+
+def test_capsule_with_used_name_is_refused_and_not_deleted(helper):
+    cap = capsule_of(np.zeros(2, np.float32), name="used_dltensor_versioned")
+    with pytest.raises(BufferError, match="already consumed"):
+        dlbridge.from_dlpack(cap)
+    del cap
+    assert deleted() == 0
+
+
+def test_capsule_with_foreign_name_is_a_type_error(helper):
+    cap = capsule_of(np.zeros(2, np.float32), name="not_a_tensor")
+    with pytest.raises(TypeError, match="not_a_tensor"):
+        dlbridge.from_dlpack(cap)
+    # Still the producer's: its own destructor frees it, once.
+    del cap
+    assert deleted() == 1
+
+
+def test_major_version_mismatch_touches_only_the_deleter(helper):
+    cap = capsule_of(np.zeros(2, np.float32), version=(2, 0), ndim=-5)
+    with pytest.raises(BufferError, match="version is 2.0"):
+        dlbridge.from_dlpack(cap)
+    assert "used_" not in repr(cap)
+    assert deleted() == 0
+    del cap
+    assert deleted() == 1
+
+
+def test_higher_minor_version_is_accepted(helper):
+    t = dlbridge.from_dlpack(capsule_of(np.ones(2, np.float32), version=(1, 99)))
+    assert t.tolist() == [1.0, 1.0]
+
+
+@pytest.mark.parametrize(
+    "fields, field",
+    [
+        (dict(ndim=-1), "ndim"),
+        (dict(ndim=65, shape=(1,) * 65), "ndim"),
+        (dict(shape=(2, -3), strides=(1, 1)), "shape"),
+        (dict(shape_null=True), "shape"),
+        (dict(dtype=(99, 32, 1)), "code"),
+        (dict(dtype=(15, 8, 1)), "bits"),
+        (dict(dtype=(2, 32, 0)), "lanes"),
+        (dict(device=(5, 0)), "device"),
+        (dict(device=(KDLCUDA, -1)), "device"),
+        (dict(data=None), "data"),
+        (dict(flags=1 << 7), "flags"),
+        (dict(strides=(1 << 62, 1)), "strides"),
+        (dict(byte_offset=1 << 63), "byte_offset"),
+    ],
+)
+@pytest.mark.parametrize("legacy", [False, True])
+def test_invalid_fields_raise_buffer_error_naming_the_field(helper, fields, field, legacy):
+    if legacy and "flags" in fields:
+        pytest.skip("the legacy struct has no flags")
+    a = np.zeros((4, 4), np.float32)
+    cap = capsule_of(a, legacy=legacy, **fields)
+    with pytest.raises(BufferError, match=field):
+        dlbridge.from_dlpack(cap)
+    # Refused means not taken: the capsule still owns its tensor.
+    assert "used_" not in repr(cap)
+    del cap
+    assert deleted() == 1
+
+
+def test_read_only_flag_gives_a_read_only_tensor(helper):
+    a = np.arange(4, dtype=np.float32)
+    t = dlbridge.from_dlpack(capsule_of(a, flags=READ_ONLY))
+    assert t.readonly
+    assert memoryview(t).readonly
+    with pytest.raises(BufferError, match="read-only"):
+        helper.get_buffer(t, BUF.WRITABLE)
+    n = np.from_dlpack(t)
+    assert not n.flags.writeable
+    with pytest.raises(BufferError, match="read-only"):
+        t.__dlpack__()
+    # ... and the views of it.
+    assert t[1:].readonly and t.reshape(2, 2).readonly and t.T.readonly
+
+
+def test_byte_offset_is_honoured(helper):
+    base = np.arange(10, dtype=np.int64)
+    t = dlbridge.from_dlpack(capsule_of(base, shape=(3,), strides=(2,), byte_offset=16))
+    assert t.byte_offset == 16
+    assert t.data_ptr == base.ctypes.data
+    assert t.tolist() == [2, 4, 6]
+    assert np.from_dlpack(t).tolist() == [2, 4, 6]
+    assert torch is None or torch.from_dlpack(t).tolist() == [2, 4, 6]
+
+
+def test_null_strides_mean_row_major(helper):
+    a = np.arange(24, dtype=np.int16).reshape(2, 3, 4)
+    for legacy in (False, True):
+        t = dlbridge.from_dlpack(capsule_of(a, strides=None, legacy=legacy))
+        assert t.strides == (12, 4, 1)
+        assert t.tolist() == a.tolist()
+        assert t[1, 2].tolist() == a[1, 2].tolist()
+
+
+def test_ndim_zero(helper):
+    a = np.array(7.5, dtype=np.float64)
+    for fields in (dict(), dict(strides=None), dict(shape_null=True, strides=None)):
+        t = dlbridge.from_dlpack(capsule_of(a, **fields))
+        assert t.shape == () and t.strides == () and t.ndim == 0 and t.size == 1
+        assert t.tolist() == 7.5
+        with pytest.raises(TypeError):
+            len(t)
+
+
+def test_size_zero_with_null_data(helper):
+    t = dlbridge.from_dlpack(
+        helper.make_capsule(data=None, shape=(0, 3), dtype=(2, 32, 1))
+    )
+    assert t.shape == (0, 3) and t.size == 0 and t.nbytes == 0
+    assert np.from_dlpack(t).shape == (0, 3)
+    assert bytes(memoryview(t)) == b""
+
+
+def test_negative_and_zero_strides(helper):
+    a = np.arange(12, dtype=np.int32).reshape(3, 4)
+    t = dlbridge.from_dlpack(capsule_of(a[::-1, ::-2]))
+    assert t.strides == (-4, -2)
+    assert t.tolist() == a[::-1, ::-2].tolist()
+    row = np.arange(4, dtype=np.int32)
+    b = dlbridge.from_dlpack(capsule_of(row, shape=(3, 4), strides=(0, 1)))
+    assert b.tolist() == [[0, 1, 2, 3]] * 3
+    assert np.from_dlpack(b).tolist() == [[0, 1, 2, 3]] * 3
+
+
+def test_host_type_device_id_is_normalised(helper):
+    a = np.arange(3, dtype=np.float32)
+    for kind, name in ((KDLCUDAHOST, "cuda_host"), (KDLCUDAMANAGED, "cuda_managed")):
+        t = dlbridge.from_dlpack(capsule_of(a, device=(kind, 3)))
+        assert t.device == name
+        assert t.__dlpack_device__() == (kind, 0)
+        assert t.tolist() == [0.0, 1.0, 2.0]
+
+
+def test_cuda_label_is_kept_without_reading_the_memory(helper):
+    # A pointer no CPU may read: dlbridge only describes it.
+    t = dlbridge.from_dlpack(
+        helper.make_capsule(data=0x10000, shape=(4,), dtype=(2, 32, 1), device=(KDLCUDA, 1))
+    )
+    assert t.device == "cuda:1"
+    assert t.__dlpack_device__() == (KDLCUDA, 1)
+    assert "shape=(4,)" in repr(t)
+
+
+def test_deleter_runs_after_the_last_view(helper):
+    a = np.arange(16, dtype=np.float32).reshape(4, 4)
+    t = dlbridge.from_dlpack(capsule_of(a))
+    views = [t[1:], t.T, t.reshape(16), t[::2, ::-1], t[0]]
+    del t
+    assert deleted() == 0
+    assert views[1].tolist() == a.T.tolist()
+    views.pop()
+    assert deleted() == 0
+    del views
+    assert deleted() == 1
+
+
+def test_deleter_may_be_null(helper):
+    a = np.arange(3, dtype=np.float32)
+    t = dlbridge.from_dlpack(capsule_of(a, deleter="none"))
+    assert t.tolist() == [0.0, 1.0, 2.0]
+    del t
+    assert deleted() == 0
+
+
+# ---------------------------------------------------------------------------
+# Producers
+# ---------------------------------------------------------------------------
+
+
+class VersionedProducer:
+    """A producer of the current protocol that records its calls."""
+
+    def __init__(self, array):
+        self.array = array
+        self.calls = []
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        self.calls.append(dict(stream=stream, max_version=max_version, dl_device=dl_device, copy=copy))
+        return self.array.__dlpack__(max_version=max_version)
+
+    def __dlpack_device__(self):
+        return (KDLCPU, 0)
+
+
+class StreamOnlyProducer:
+    """NumPy 1.x and PyTorch 1.x: __dlpack__ takes only stream."""
+
+    attempts = 0
+
+    def __init__(self, array):
+        self.array = array
+
+    def __dlpack__(self, stream=None):
+        return self.array.__dlpack__()
+
+    def __dlpack_device__(self):
+        return (KDLCPU, 0)
+
+
+class CountingStreamOnly(StreamOnlyProducer):
+    def __dlpack__(self, *args, **kwargs):
+        type(self).attempts += 1
+        if kwargs:
+            raise TypeError("__dlpack__() got an unexpected keyword argument")
+        return self.array.__dlpack__()
+
+
+def test_producer_is_asked_for_the_versioned_struct():
+    p = VersionedProducer(np.arange(3.0))
+    t = dlbridge.from_dlpack(p)
+    assert t.tolist() == [0.0, 1.0, 2.0]
+    assert p.calls == [dict(stream=None, max_version=(1, 3), dl_device=None, copy=None)]
+
+
+def test_stream_only_producer_works():
+    a = np.arange(5, dtype=np.int64)
+    t = dlbridge.from_dlpack(StreamOnlyProducer(a))
+    assert t.tolist() == [0, 1, 2, 3, 4]
+    np.from_dlpack(t)[0] = 9
+    assert a[0] == 9
+
+
+def test_old_producer_costs_one_type_error_per_type():
+    a = np.arange(3.0)
+    CountingStreamOnly.attempts = 0
+    for _ in range(5):
+        assert dlbridge.from_dlpack(CountingStreamOnly(a)).tolist() == [0.0, 1.0, 2.0]
+    # One try with max_version, then the remembered form only.
+    assert CountingStreamOnly.attempts == 6
+
+
+def test_known_versioned_producer_errors_are_not_retried():
+    class Flaky(VersionedProducer):
+        fail = False
+
+        def __dlpack__(self, **kwargs):
+            self.calls.append(kwargs)
+            if Flaky.fail:
+                raise TypeError("flaky producer")
+            return self.array.__dlpack__(max_version=kwargs.get("max_version"))
+
+    p = Flaky(np.arange(2.0))
+    dlbridge.from_dlpack(p)
+    Flaky.fail = True
+    with pytest.raises(TypeError, match="flaky"):
+        dlbridge.from_dlpack(p)
+    assert len(p.calls) == 2
+
+
+def test_producer_changes_are_seen():
+    class Changing:
+        def __dlpack__(self, **kwargs):
+            return np.arange(2.0).__dlpack__(**kwargs)
+
+    assert dlbridge.from_dlpack(Changing()).tolist() == [0.0, 1.0]
+    Changing.__dlpack__ = lambda self, **kw: np.arange(3.0).__dlpack__(**kw)
+    assert dlbridge.from_dlpack(Changing()).tolist() == [0.0, 1.0, 2.0]
+
+
+def test_instance_attribute_dlpack_is_honoured():
+    class WithDict:
+        def __dlpack__(self, **kwargs):
+            return np.arange(2.0).__dlpack__(**kwargs)
+
+    p = WithDict()
+    p.__dlpack__ = lambda **kw: np.arange(4.0).__dlpack__(**kw)
+    assert dlbridge.from_dlpack(p).tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_producer_returning_a_non_capsule_is_a_buffer_error():
+    class Bad:
+        def __dlpack__(self, **kwargs):
+            return 42
+
+    with pytest.raises(BufferError, match="int"):
+        dlbridge.from_dlpack(Bad())
+
+
+def test_producer_returning_a_foreign_capsule_is_a_buffer_error(helper):
+    class Bad:
+        def __dlpack__(self, **kwargs):
+            return capsule_of(np.zeros(2, np.float32), name="something_else")
+
+    with pytest.raises(BufferError, match="something_else"):
+        dlbridge.from_dlpack(Bad())
+    assert deleted() == 1
+
+
+def test_producer_exceptions_propagate():
+    class Refuses:
+        def __dlpack__(self, **kwargs):
+            raise BufferError("no export today")
+
+    with pytest.raises(BufferError, match="no export today"):
+        dlbridge.from_dlpack(Refuses())
+
+
+def test_objects_without_dlpack_are_refused():
+    with pytest.raises(AttributeError):
+        dlbridge.from_dlpack(object())
+    with pytest.raises((AttributeError, TypeError)):
+        dlbridge.from_dlpack([1, 2, 3])
+
+
+def test_exchange_table_is_used_when_the_type_has_one():
+    class Borrowing:
+        __dlpack_c_exchange_api__ = dlbridge.Tensor.__dlpack_c_exchange_api__
+
+        def __dlpack__(self, **kwargs):
+            raise AssertionError("__dlpack__ must not be called")
+
+    # dlbridge's table serves dlbridge tensors only: reaching it proves the
+    # table, not __dlpack__, was used.
+    with pytest.raises(TypeError, match="expected a dlbridge.Tensor"):
+        dlbridge.from_dlpack(Borrowing())
+
+
+def test_unusable_exchange_tables_are_ignored(helper):
+    good = np.arange(3.0)
+
+    class WrongName:
+        __dlpack_c_exchange_api__ = capsule_of(np.zeros(1, np.float32), name="not_a_table")
+
+        def __dlpack__(self, **kwargs):
+            return good.__dlpack__(**kwargs)
+
+    class NotACapsule(WrongName):
+        __dlpack_c_exchange_api__ = 1234
+
+    # The 1.2 integer attribute is never dereferenced.
+    class IntOnly(WrongName):
+        __dlpack_c_exchange_api__ = None
+        __c_dlpack_exchange_api__ = 8
+
+    for cls in (WrongName, NotACapsule, IntOnly):
+        assert dlbridge.from_dlpack(cls()).tolist() == [0.0, 1.0, 2.0]
+
+
+def test_type_lookups_are_cached_per_type():
+    lookups = []
+
+    class Meta(type):
+        def __getattribute__(cls, name):
+            if name in ("__dlpack_c_exchange_api__", "__dlpack__"):
+                lookups.append(name)
+            return super().__getattribute__(name)
+
+    class Counted(metaclass=Meta):
+        def __dlpack__(self, **kwargs):
+            return np.arange(2.0).__dlpack__(**kwargs)
+
+    for _ in range(5):
+        assert dlbridge.from_dlpack(Counted()).tolist() == [0.0, 1.0]
+    # One look at the type for its table and its __dlpack__, then none.
+    assert sorted(lookups) == ["__dlpack__", "__dlpack_c_exchange_api__"]
+
+
+def test_exchange_table_with_pending_device_work_falls_back_to_dlpack(helper):
+    a = np.arange(3, dtype=np.float32)
+
+    class OnAStream:
+        __dlpack_c_exchange_api__ = helper.fake_exchange(0x5000)
+
+        def __init__(self, device):
+            self.calls = []
+            self.capsule = capsule_of(a, device=device)
+
+        def __dlpack__(self, **kwargs):
+            self.calls.append(kwargs)
+            return capsule_of(a, device=(KDLCUDAMANAGED, 0))
+
+    # CPU memory has no streams: the table's tensor is used.
+    p = OnAStream((KDLCPU, 0))
+    assert dlbridge.from_dlpack(p).tolist() == [0.0, 1.0, 2.0]
+    assert p.calls == []
+    # Device memory with work on another stream: the table's tensor goes
+    # back, and __dlpack__ gets stream=None spelled out, which PyTorch
+    # needs to synchronise (it reads a missing stream as -1).
+    p = OnAStream((KDLCUDAMANAGED, 0))
+    t = dlbridge.from_dlpack(p)
+    assert t.device == "cuda_managed" and t.tolist() == [0.0, 1.0, 2.0]
+    assert p.calls == [dict(max_version=(1, 3), stream=None)]
+    del p
+    gc.collect()
+    assert helper.counters()["deleted"] == 2
+    # On the default stream (NULL) the table's tensor is fine.
+    OnAStream.__dlpack_c_exchange_api__ = helper.fake_exchange(0)
+    p = OnAStream((KDLCUDAMANAGED, 0))
+    assert dlbridge.from_dlpack(p).device == "cuda_managed"
+    assert p.calls == []
+
+
+def test_exchange_table_added_later_is_used():
+    class Late:
+        def __dlpack__(self, **kwargs):
+            return np.arange(2.0).__dlpack__(**kwargs)
+
+    assert dlbridge.from_dlpack(Late()).tolist() == [0.0, 1.0]
+    Late.__dlpack_c_exchange_api__ = dlbridge.Tensor.__dlpack_c_exchange_api__
+    with pytest.raises(TypeError, match="expected a dlbridge.Tensor"):
+        dlbridge.from_dlpack(Late())
+
+
+def test_many_producer_types_do_not_break_the_cache():
+    arrays = [np.full(2, i, dtype=np.int64) for i in range(40)]
+    types = [type(f"P{i}", (VersionedProducer,), {}) for i in range(40)]
+    for _ in range(2):
+        for cls, a in zip(types, arrays):
+            assert dlbridge.from_dlpack(cls(a)).tolist() == a.tolist()
+
+
+def test_dlbridge_tensor_goes_through_its_exchange_table():
+    a = np.arange(4.0)
+    t = dlbridge.from_dlpack(a)
+    u = dlbridge.from_dlpack(t)
+    assert u is not t
+    assert u.data_ptr == t.data_ptr
+    assert u.tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+# ---------------------------------------------------------------------------
+# copy= and device=
+# ---------------------------------------------------------------------------
+
+
+def test_copy_true_is_independent(helper):
+    a = np.arange(4, dtype=np.float32)
+    for source in (a, capsule_of(a), VersionedProducer(a), StreamOnlyProducer(a)):
+        t = dlbridge.from_dlpack(source, copy=True)
+        assert t.data_ptr != a.ctypes.data
+        a[0] += 100
+        assert t.tolist()[0] != a[0]
+        assert not t.readonly
+
+
+def test_copy_true_of_read_only_data_is_writable(helper):
+    a = np.arange(3, dtype=np.float32)
+    t = dlbridge.from_dlpack(capsule_of(a, flags=READ_ONLY), copy=True)
+    assert not t.readonly
+    np.from_dlpack(t)[0] = 5
+    assert a[0] == 0
+
+
+def test_copy_false_never_copies(helper):
+    a = np.arange(4, dtype=np.float32)
+    for source in (a, VersionedProducer(a), StreamOnlyProducer(a), capsule_of(a)):
+        t = dlbridge.from_dlpack(source, copy=False)
+        assert t.data_ptr == a.ctypes.data
+
+
+def test_copy_false_refuses_a_producer_copy(helper):
+    cap = capsule_of(np.arange(2, dtype=np.float32), flags=IS_COPIED)
+    with pytest.raises(ValueError, match="IS_COPIED"):
+        dlbridge.from_dlpack(cap, copy=False)
+    assert deleted() == 1
+
+
+def test_copy_true_trusts_a_producer_copy(helper):
+    a = np.arange(2, dtype=np.float32)
+    t = dlbridge.from_dlpack(capsule_of(a, flags=IS_COPIED), copy=True)
+    assert t.data_ptr == a.ctypes.data
+
+
+def test_device_equal_to_the_source_does_not_copy():
+    a = np.arange(3.0)
+    for device in ("cpu", (KDLCPU, 0)):
+        assert dlbridge.from_dlpack(a, device=device).data_ptr == a.ctypes.data
+
+
+def test_device_moves_when_the_target_differs(helper):
+    a = np.arange(3, dtype=np.float32)
+    t = dlbridge.from_dlpack(capsule_of(a, device=(KDLCUDAHOST, 0)), device="cpu")
+    assert t.device == "cpu"
+    assert t.data_ptr != a.ctypes.data
+    assert t.tolist() == [0.0, 1.0, 2.0]
+
+
+def test_device_without_copy_keeps_accessible_memory_in_place(helper):
+    a = np.arange(3, dtype=np.float32)
+    t = dlbridge.from_dlpack(capsule_of(a, device=(KDLCUDAMANAGED, 0)), device="cpu", copy=False)
+    assert t.device == "cuda_managed"
+    assert t.data_ptr == a.ctypes.data
+
+
+def test_device_that_needs_a_copy_with_copy_false_is_a_value_error():
+    with pytest.raises(ValueError, match="copy=False"):
+        dlbridge.from_dlpack(np.arange(3.0), device="cuda:0", copy=False)
+
+
+def test_device_the_core_cannot_reach_is_a_buffer_error(helper):
+    cap = helper.make_capsule(data=0x10000, shape=(4,), dtype=(2, 32, 1), device=(KDLCUDA, 0))
+    try:
+        dlbridge.from_dlpack(cap, device="cpu")
+    except BufferError as e:
+        assert "cuda:0" in str(e)
+    else:  # pragma: no cover - only with a GPU runtime, which refuses the pointer
+        pytest.fail("copying from a fake device pointer succeeded")
+
+
+@pytest.mark.parametrize(
+    "kwargs, exc",
+    [
+        (dict(copy="yes"), TypeError),
+        (dict(copy=1), TypeError),
+        (dict(device=3.5), TypeError),
+        (dict(device="tpu"), ValueError),
+        (dict(device="cuda:-1"), ValueError),
+        (dict(device=(KDLCPU, 0, 0)), TypeError),
+        (dict(device=(99, 0)), ValueError),
+        (dict(stream=None), TypeError),
+    ],
+)
+def test_bad_arguments(kwargs, exc):
+    with pytest.raises(exc):
+        dlbridge.from_dlpack(np.arange(3.0), **kwargs)
+
+
+def test_x_is_positional_only():
+    with pytest.raises(TypeError):
+        dlbridge.from_dlpack(x=np.arange(3.0))
+    with pytest.raises(TypeError):
+        dlbridge.from_dlpack()
+    with pytest.raises(TypeError):
+        dlbridge.from_dlpack(np.arange(3.0), None)
+
+
+# ---------------------------------------------------------------------------
+# Reference counts
+# ---------------------------------------------------------------------------
+
+
+def test_reference_counts_are_unchanged_after_a_round_trip():
+    a = np.arange(6.0)
+    before = sys.getrefcount(a)
+    t = dlbridge.from_dlpack(a)
+    assert sys.getrefcount(a) > before
+    b = np.from_dlpack(t)
+    del t, b
+    gc.collect()
+    assert sys.getrefcount(a) == before
+
+
+def test_reference_counts_are_unchanged_after_an_unconsumed_capsule():
+    a = np.arange(6.0)
+    t = dlbridge.from_dlpack(a)
+    before_a, before_t = sys.getrefcount(a), sys.getrefcount(t)
+    for kwargs in (dict(), dict(max_version=(1, 0))):
+        cap = t.__dlpack__(**kwargs)
+        del cap
+    gc.collect()
+    assert (sys.getrefcount(a), sys.getrefcount(t)) == (before_a, before_t)
+    cap = a.__dlpack__()
+    del cap
+    assert sys.getrefcount(a) == before_a
+
+
+@needs_torch
+def test_reference_counts_with_torch():
+    x = torch.arange(6.0)
+    before = sys.getrefcount(x)
+    t = dlbridge.from_dlpack(x)
+    y = torch.from_dlpack(t)
+    del t, y
+    gc.collect()
+    assert sys.getrefcount(x) == before

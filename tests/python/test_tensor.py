@@ -1,0 +1,491 @@
+"""dlbridge.Tensor itself: properties, repr, indexing, views, copies and
+the constructors."""
+
+import gc
+import math
+import weakref
+
+import pytest
+
+from support import (
+    KDLCUDA,
+    KDLCUDAHOST,
+    READ_ONLY,
+    capsule_of,
+    deleted,
+    dlbridge,
+    helper,
+    needs_torch,
+    np,
+    torch,
+)
+
+
+def test_properties():
+    a = np.arange(24, dtype=np.int16).reshape(2, 3, 4)[:, ::-1, ::2]
+    t = dlbridge.from_dlpack(a)
+    assert t.shape == (2, 3, 2)
+    assert t.strides == (12, -4, 2)
+    assert t.dtype == "int16"
+    assert t.device == "cpu"
+    assert t.ndim == 3
+    assert t.size == 12
+    assert t.itemsize == 2
+    assert t.nbytes == 24
+    assert t.readonly is False
+    assert t.data_ptr + t.byte_offset == a.ctypes.data
+    assert len(t) == 2
+    assert isinstance(t.shape, tuple) and isinstance(t.strides, tuple)
+
+
+def test_properties_are_read_only():
+    t = dlbridge.arange(3)
+    for name in ("shape", "strides", "dtype", "device", "ndim", "size", "readonly", "data_ptr"):
+        with pytest.raises(AttributeError):
+            setattr(t, name, 1)
+
+
+def test_device_names(helper):
+    a = np.zeros(2, np.float32)
+    assert dlbridge.from_dlpack(capsule_of(a, device=(KDLCUDAHOST, 0))).device == "cuda_host"
+    t = dlbridge.from_dlpack(helper.make_capsule(data=0x1000, shape=(2,), device=(KDLCUDA, 1)))
+    assert t.device == "cuda:1"
+
+
+def test_cannot_be_instantiated_or_subclassed():
+    with pytest.raises(TypeError, match="from_dlpack"):
+        dlbridge.Tensor()
+    with pytest.raises(TypeError):
+        type("Sub", (dlbridge.Tensor,), {})
+
+
+def test_type_is_immutable():
+    with pytest.raises(TypeError):
+        dlbridge.Tensor.__dlpack_c_exchange_api__ = None
+
+
+def test_repr_shows_values_dtype_device_and_read_only(helper):
+    assert repr(dlbridge.arange(3)) == "dlbridge.Tensor([0, 1, 2], dtype=int64, device=cpu)"
+    t = dlbridge.from_dlpack(capsule_of(np.ones(2, np.float32), flags=READ_ONLY))
+    assert repr(t) == "dlbridge.Tensor([1.0, 1.0], dtype=float32, device=cpu, readonly=True)"
+    big = dlbridge.zeros((100, 100))
+    assert repr(big) == "dlbridge.Tensor(shape=(100, 100), dtype=float32, device=cpu)"
+    gpu = dlbridge.from_dlpack(helper.make_capsule(data=0x1000, shape=(2,), device=(KDLCUDA, 0)))
+    assert repr(gpu) == "dlbridge.Tensor(shape=(2,), dtype=float32, device=cuda:0)"
+    assert "bfloat16" in repr(dlbridge.empty(2, dtype="bfloat16"))
+
+
+def test_len_of_scalar_is_a_type_error():
+    with pytest.raises(TypeError):
+        len(dlbridge.full((), 3))
+
+
+def test_tolist_for_every_scalar_dtype():
+    for dtype, values in [
+        ("bool", [True, False]),
+        ("int8", [-128, 127]),
+        ("uint8", [0, 255]),
+        ("int16", [-32768, 32767]),
+        ("uint16", [0, 65535]),
+        ("int32", [-(2**31), 2**31 - 1]),
+        ("uint32", [0, 2**32 - 1]),
+        ("int64", [-(2**63), 2**63 - 1]),
+        ("uint64", [0, 2**64 - 1]),
+        ("float16", [0.5, -65504.0]),
+        ("bfloat16", [1.0, -2.0]),
+        ("float32", [0.25, 2.0**100]),
+        ("float64", [1e300, -0.0]),
+        ("complex64", [1 + 2j, -3.5j]),
+        ("complex128", [1e200 + 1j, 0j]),
+    ]:
+        t = dlbridge.asarray(values, dtype=dtype)
+        assert t.dtype == dtype
+        assert t.tolist() == values, dtype
+
+
+# ---------------------------------------------------------------------------
+# Indexing and views
+# ---------------------------------------------------------------------------
+
+
+INDICES = [
+    (1,),
+    (-1,),
+    (slice(None),),
+    (slice(1, None),),
+    (slice(None, None, -1),),
+    (slice(-2, None, -2),),
+    (slice(5, -100, -1),),
+    (slice(-100, 100, 3),),
+    (1, slice(None, None, 2)),
+    (Ellipsis, 0),
+    (0, Ellipsis),
+    (slice(None), Ellipsis, slice(1, 2)),
+    (Ellipsis,),
+    (),
+    (2, 1, 3),
+    (slice(3, 1),),
+]
+
+
+@pytest.mark.parametrize("key", INDICES)
+def test_indexing_matches_numpy(key):
+    a = np.arange(60, dtype=np.int32).reshape(3, 4, 5)
+    t = dlbridge.from_dlpack(a)
+    v = t[key]
+    expect = a[key]
+    assert v.shape == expect.shape
+    assert v.tolist() == expect.tolist()
+    assert v.strides == tuple(s // 4 for s in expect.strides) or expect.size <= 1
+    if expect.size and expect.ndim:
+        # The same first element: a view, not a copy.
+        assert np.from_dlpack(v).__array_interface__["data"][0] == expect.__array_interface__["data"][0]
+
+
+def test_single_index_not_in_a_tuple():
+    t = dlbridge.arange(10)
+    assert t[3].tolist() == 3 and t[3].shape == ()
+    assert t[2:8:3].tolist() == [2, 5]
+
+
+@pytest.mark.parametrize(
+    "key, exc",
+    [
+        ((5,), IndexError),
+        ((-6,), IndexError),
+        ((0, 0, 0, 0), IndexError),
+        ((Ellipsis, Ellipsis), IndexError),
+        ((None,), IndexError),
+        ((True,), IndexError),
+        ((1.5,), IndexError),
+        (("a",), IndexError),
+        ((slice(0, 1, 0),), ValueError),
+        ((slice("a", None),), TypeError),
+        ((slice(None, None, 1.5),), TypeError),
+        ((1 << 80,), IndexError),
+    ],
+)
+def test_bad_indices(key, exc):
+    t = dlbridge.arange(20).reshape(5, 4)
+    with pytest.raises(exc):
+        t[key]
+
+
+def test_huge_slice_bounds_clamp():
+    t = dlbridge.arange(5)
+    assert t[-(1 << 100) : 1 << 100].tolist() == [0, 1, 2, 3, 4]
+    assert t[1 << 100 : -(1 << 100) : -1].tolist() == [4, 3, 2, 1, 0]
+    assert t[:: -(1 << 100)].tolist() == [4]
+
+
+def test_views_write_through():
+    a = np.zeros((3, 4), dtype=np.float32)
+    t = dlbridge.from_dlpack(a)
+    np.from_dlpack(t[1, ::2])[:] = 7
+    assert a[1].tolist() == [7, 0, 7, 0]
+
+
+def test_views_keep_the_base_alive(helper):
+    a = np.arange(12, dtype=np.float64).reshape(3, 4)
+    t = dlbridge.from_dlpack(capsule_of(a))
+    del a
+    ref = weakref.ref(t)
+    v = t[::-1, 1::2]
+    p = t.permute(1, 0)
+    r = t.reshape(2, 6)
+    del t
+    gc.collect()
+    assert ref() is None
+    assert deleted() == 0
+    assert v.tolist() == [[9.0, 11.0], [5.0, 7.0], [1.0, 3.0]]
+    assert p.tolist()[0] == [0.0, 4.0, 8.0]
+    assert r.tolist()[1] == [6.0, 7.0, 8.0, 9.0, 10.0, 11.0]
+    del v, p, r
+    assert deleted() == 1
+
+
+def test_permute():
+    a = np.arange(24).reshape(2, 3, 4)
+    t = dlbridge.from_dlpack(a)
+    for axes in [(2, 0, 1), (0, 1, 2), (-1, -2, -3)]:
+        assert t.permute(*axes).tolist() == a.transpose(axes).tolist()
+        assert t.permute(axes).tolist() == a.transpose(axes).tolist()
+        assert t.permute(list(axes)).shape == a.transpose(axes).shape
+    assert t.T.tolist() == a.T.tolist()
+    for bad in [(0, 1), (0, 0, 1), (0, 1, 3), (0, 1, -4)]:
+        with pytest.raises(ValueError):
+            t.permute(*bad)
+    with pytest.raises(TypeError):
+        t.permute(0, 1, "2")
+
+
+def test_reshape_views_when_possible_and_copies_otherwise():
+    a = np.arange(24, dtype=np.int32)
+    t = dlbridge.from_dlpack(a)
+    r = t.reshape(2, 3, 4)
+    assert r.data_ptr == t.data_ptr
+    assert r.tolist() == a.reshape(2, 3, 4).tolist()
+    assert t.reshape((4, -1)).shape == (4, 6)
+    assert t.reshape([24]).shape == (24,)
+    nc = t.reshape(4, 6).T
+    flat = nc.reshape(-1)
+    assert flat.tolist() == a.reshape(4, 6).T.reshape(-1).tolist()
+    assert flat.data_ptr != t.data_ptr
+    with pytest.raises(ValueError):
+        t.reshape(5, 5)
+    with pytest.raises(ValueError):
+        t.reshape(-1, -1)
+    assert dlbridge.full((), 5).reshape(1, 1).tolist() == [[5]]
+
+
+def test_copy_is_compact_independent_and_writable(helper):
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    t = dlbridge.from_dlpack(capsule_of(a, flags=READ_ONLY))
+    c = t[:, ::-2].copy()
+    assert c.strides == (2, 1)
+    assert not c.readonly
+    assert c.tolist() == a[:, ::-2].tolist()
+    assert c.data_ptr != t.data_ptr
+
+
+def test_to():
+    t = dlbridge.arange(3)
+    assert t.to("cpu") is t
+    assert t.to((1, 0)) is t
+    c = t.to("cpu", copy=True)
+    assert c is not t and c.data_ptr != t.data_ptr and c.tolist() == [0, 1, 2]
+    try:
+        g = t.to("cuda:0")
+    except RuntimeError as e:
+        assert "cuda:0" in str(e)
+    else:  # pragma: no cover - only with a CUDA GPU
+        assert g.device == "cuda:0" and g.to("cpu").tolist() == [0, 1, 2]
+    with pytest.raises(TypeError):
+        t.to(1)
+    with pytest.raises(ValueError):
+        t.to("moon")
+
+
+def test_to_moves_host_type_memory_to_cpu(helper):
+    a = np.arange(3, dtype=np.float32)
+    t = dlbridge.from_dlpack(capsule_of(a, device=(KDLCUDAHOST, 0)))
+    c = t.to("cpu")
+    assert c.device == "cpu" and c.tolist() == [0.0, 1.0, 2.0] and c.data_ptr != a.ctypes.data
+
+
+def test_weakrefs():
+    t = dlbridge.arange(3)
+    r = weakref.ref(t)
+    assert r() is t
+    del t
+    assert r() is None
+
+
+# ---------------------------------------------------------------------------
+# Constructors
+# ---------------------------------------------------------------------------
+
+
+def test_empty_zeros_full():
+    e = dlbridge.empty((2, 3))
+    assert (e.shape, e.dtype, e.device) == ((2, 3), "float32", "cpu")
+    assert e.data_ptr % 256 == 0
+    assert dlbridge.zeros(3, dtype="int8").tolist() == [0, 0, 0]
+    assert dlbridge.zeros((2, 0)).shape == (2, 0)
+    assert dlbridge.zeros(()).tolist() == 0.0
+    assert dlbridge.full((2,), 1.5).dtype == "float32"
+    assert dlbridge.full((2,), 3).tolist() == [3, 3]
+    assert dlbridge.full((2,), 3).dtype == "int64"
+    assert dlbridge.full((2,), True).dtype == "bool"
+    assert dlbridge.full((2,), 1j).dtype == "complex64"
+    assert dlbridge.full((3,), 7, dtype="uint8").tolist() == [7, 7, 7]
+    assert dlbridge.full((2, 2), -1.5, "float64").tolist() == [[-1.5, -1.5], [-1.5, -1.5]]
+    assert dlbridge.full(shape=5, fill_value=2, dtype="int16", device="cpu").tolist() == [2] * 5
+    assert dlbridge.zeros(4, "float8_e4m3fn").nbytes == 4
+    assert np.from_dlpack(dlbridge.zeros(4, "float32")).tolist() == [0.0] * 4
+
+
+def test_full_values_convert_like_numpy():
+    assert dlbridge.full(2, 2.9, dtype="int32").tolist() == [2, 2]
+    assert dlbridge.full(2, -2.9, dtype="int32").tolist() == [-2, -2]
+    assert dlbridge.full(1, 1e10, dtype="float16").tolist() == [math.inf]
+    assert dlbridge.full(1, 1e39, dtype="float32").tolist() == [math.inf]
+    assert dlbridge.full(1, 2**64 - 1, dtype="uint64").tolist() == [2**64 - 1]
+    assert dlbridge.full(1, np.int16(5), dtype="int8").tolist() == [5]
+    # Rounding to half precision, ties to even, subnormals and overflow
+    # included, bit for bit as NumPy rounds.
+    values = [0.1, 1 / 3, 65519.0, 65520.0, 6e-8, 3e-8, 2.9802322387695312e-08, 1e-8, -0.0, 2049.0, 2051.0]
+    with np.errstate(over="ignore"):
+        half = np.array(values, dtype=np.float64).astype(np.float16)
+    got = dlbridge.asarray(values, dtype="float16")
+    assert np.from_dlpack(got).view(np.uint16).tolist() == half.view(np.uint16).tolist()
+    bf = dlbridge.asarray([1.00390625, 1.01171875], dtype="bfloat16")
+    assert bf.tolist() == [1.0, 1.015625]
+
+
+@needs_torch
+def test_bfloat16_rounds_as_pytorch():
+    values = [1.00390625, 1.01171875, 3.0e38, -1e-40, 1e39, 0.1, -7.3e-5]
+    expect = torch.tensor(values, dtype=torch.float32).to(torch.bfloat16)
+    got = torch.from_dlpack(dlbridge.asarray(values, dtype="bfloat16"))
+    assert got.view(torch.int16).tolist() == expect.view(torch.int16).tolist()
+
+
+@pytest.mark.parametrize(
+    "value, dtype, exc",
+    [
+        (256, "uint8", OverflowError),
+        (-1, "uint8", OverflowError),
+        (-1, "uint64", OverflowError),
+        (2**64, "uint64", OverflowError),
+        (2**63, "int64", OverflowError),
+        (1e20, "int32", OverflowError),
+        (math.nan, "int32", ValueError),
+        (math.inf, "int64", OverflowError),
+        ("1", "float32", TypeError),
+        (1j, "float32", TypeError),
+        (None, "int8", TypeError),
+        (1, "float8_e5m2", TypeError),
+        (1, "float32x4", TypeError),
+    ],
+)
+def test_full_refuses_values_that_do_not_fit(value, dtype, exc):
+    with pytest.raises(exc):
+        dlbridge.full(3, value, dtype=dtype)
+
+
+@pytest.mark.parametrize(
+    "args, kwargs, exc",
+    [
+        ((-1,), {}, ValueError),
+        (((2, -1),), {}, ValueError),
+        (((1,) * 65,), {}, ValueError),
+        (((2**40, 2**40),), {}, (ValueError, MemoryError)),
+        (("3",), {}, TypeError),
+        ((2.0,), {}, TypeError),
+        (([1, 2.5],), {}, TypeError),
+        ((True,), {}, TypeError),
+        ((3,), dict(dtype="float31"), ValueError),
+        ((3,), dict(dtype=3), TypeError),
+        ((3,), dict(device="gpu"), ValueError),
+        ((3,), dict(device=("cpu",)), TypeError),
+        ((3,), dict(bogus=1), TypeError),
+        ((), {}, TypeError),
+        ((3, "float32", "cpu", 4), {}, TypeError),
+    ],
+)
+def test_bad_constructor_arguments(args, kwargs, exc):
+    for fn in (dlbridge.empty, dlbridge.zeros):
+        with pytest.raises(exc):
+            fn(*args, **kwargs)
+
+
+def test_dtype_objects_with_a_name_are_accepted():
+    assert dlbridge.zeros(2, dtype=np.dtype("float64")).dtype == "float64"
+    assert dlbridge.empty(2, dtype=np.dtype(np.uint16)).dtype == "uint16"
+
+
+def test_zeros_of_a_type_without_zero():
+    with pytest.raises(ValueError, match="no zero"):
+        dlbridge.zeros(2, dtype="float8_e8m0fnu")
+
+
+def test_constructors_on_other_devices_go_through_the_core():
+    for fn, args in ((dlbridge.empty, (3,)), (dlbridge.zeros, (3,)), (dlbridge.full, (3, 1.0)), (dlbridge.arange, (3,))):
+        try:
+            t = fn(*args, device="cuda:0")
+        except (ValueError, RuntimeError, BufferError) as e:
+            assert "cuda" in str(e)
+        else:  # pragma: no cover - only with a CUDA GPU
+            assert t.device == "cuda:0"
+
+
+def test_arange():
+    assert dlbridge.arange(5).tolist() == [0, 1, 2, 3, 4]
+    assert dlbridge.arange(5).dtype == "int64"
+    assert dlbridge.arange(2, 5).tolist() == [2, 3, 4]
+    assert dlbridge.arange(5, 0, -2).tolist() == [5, 3, 1]
+    assert dlbridge.arange(0, 5, 10).tolist() == [0]
+    assert dlbridge.arange(3, 3).shape == (0,)
+    assert dlbridge.arange(5, 0).shape == (0,)
+    assert dlbridge.arange(0, 1, 0.25).tolist() == [0.0, 0.25, 0.5, 0.75]
+    assert dlbridge.arange(0, 1, 0.25).dtype == "float32"
+    assert dlbridge.arange(1.0, dtype="float64").tolist() == [0.0]
+    assert dlbridge.arange(3, dtype="float16").tolist() == [0.0, 1.0, 2.0]
+    assert dlbridge.arange(-(2**63), -(2**63) + 2).tolist() == [-(2**63), -(2**63) + 1]
+    assert dlbridge.arange(2**63 - 2, 2**63 - 1, 5).tolist() == [2**63 - 2]
+    assert dlbridge.arange(-(2**63), 2**63 - 1, 2**62).tolist() == [-(2**63), -(2**62), 0, 2**62]
+    assert dlbridge.arange(np.int32(3)).tolist() == [0, 1, 2]
+    assert dlbridge.arange(0, 3, dtype="uint8").tolist() == [0, 1, 2]
+
+
+def test_arange_errors():
+    with pytest.raises(ValueError):
+        dlbridge.arange(0, 5, 0)
+    with pytest.raises(ValueError):
+        dlbridge.arange(0.0, 1.0, 0.0)
+    with pytest.raises(ValueError):
+        dlbridge.arange(0, math.inf)
+    with pytest.raises(ValueError):
+        dlbridge.arange(math.nan)
+    with pytest.raises(OverflowError):
+        dlbridge.arange(250, 260, dtype="uint8")
+    with pytest.raises(TypeError):
+        dlbridge.arange("3")
+    with pytest.raises(TypeError):
+        dlbridge.arange()
+    with pytest.raises(TypeError):
+        dlbridge.arange(3, dtype="float8_e4m3fn")
+
+
+def test_asarray_from_values():
+    assert dlbridge.asarray([[1, 2], [3, 4]]).tolist() == [[1, 2], [3, 4]]
+    assert dlbridge.asarray([[1, 2], [3, 4]]).dtype == "int64"
+    assert dlbridge.asarray([1, 2.5]).dtype == "float32"
+    assert dlbridge.asarray([True, 2]).dtype == "int64"
+    assert dlbridge.asarray([True, False]).dtype == "bool"
+    assert dlbridge.asarray([1, 2j]).dtype == "complex64"
+    assert dlbridge.asarray((1, 2), dtype="uint16").tolist() == [1, 2]
+    assert dlbridge.asarray(3.5).shape == ()
+    assert dlbridge.asarray([]).shape == (0,)
+    assert dlbridge.asarray([[], []]).shape == (2, 0)
+    with pytest.raises(ValueError, match="inhomogeneous"):
+        dlbridge.asarray([[1, 2], [3]])
+    with pytest.raises(ValueError, match="inhomogeneous"):
+        dlbridge.asarray([1, [2]])
+    with pytest.raises(TypeError):
+        dlbridge.asarray(["a"])
+    with pytest.raises(TypeError):
+        dlbridge.asarray("abc")
+    with pytest.raises(TypeError):
+        dlbridge.asarray(object())
+    with pytest.raises(ValueError, match="copy=False"):
+        dlbridge.asarray([1, 2], copy=False)
+
+
+def test_asarray_survives_values_that_resize_their_list():
+    values = [1, 2, 3]
+
+    class Shrinks:
+        def __index__(self):
+            values.clear()
+            return 1
+
+    values[1] = Shrinks()
+    with pytest.raises(ValueError, match="changed size"):
+        dlbridge.asarray(values, dtype="int64")
+
+
+def test_asarray_of_producers():
+    a = np.arange(4, dtype=np.float32)
+    t = dlbridge.asarray(a)
+    assert t.data_ptr == a.ctypes.data
+    assert dlbridge.asarray(t) is t
+    assert dlbridge.asarray(t, device="cpu", dtype="float32") is t
+    c = dlbridge.asarray(t, copy=True)
+    assert c is not t and c.data_ptr != t.data_ptr
+    assert dlbridge.asarray(a.__dlpack__()).tolist() == [0.0, 1.0, 2.0, 3.0]
+    with pytest.raises(TypeError, match="does not convert"):
+        dlbridge.asarray(a, dtype="float64")
+    with pytest.raises(TypeError, match="does not convert"):
+        dlbridge.asarray(t, dtype="int32")
