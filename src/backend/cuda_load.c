@@ -1,6 +1,7 @@
 /*
- * cuda_load.c -- opens the CUDA driver at first use, resolves every entry
- * point up front, and manages the primary contexts.
+ * cuda_load.c -- starts the CUDA driver at first use (loader.c finds and
+ * opens it), resolves every entry point up front, and manages the primary
+ * contexts.
  *
  * Entry points come from cuGetProcAddress_v2 with the cudaVersion whose
  * ABI our signature is (an unversioned name is the oldest ABI: cuMemAlloc
@@ -10,19 +11,30 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "cuda_loader.h"
-
-#define MESSAGE_MAX 512
+#include "loader.h"
 
 dlb__cu_api dlb__cu;
 
-static pthread_once_t load_once = PTHREAD_ONCE_INIT;
-static dlb_status load_status;
-static char load_message[MESSAGE_MAX];
-static char library_path[256];
+static void open_once(void);
+static dlb_status init_driver(void *h);
+
+static const char *const driver_names[] = {"libcuda.so.1", "libcuda.so",
+                                           NULL};
+
+static dlb__loader loader = {
+    .runtime = "CUDA driver",
+    .env_var = "DLBRIDGE_CUDA_LIBRARY",
+    .names = driver_names,
+    .install = "install the NVIDIA driver",
+    .api = &dlb__cu,
+    .api_size = sizeof dlb__cu,
+    .open_once = open_once,
+    .start = init_driver,
+    .once = PTHREAD_ONCE_INIT,
+};
+
 static int device_count;
 static int driver_version;
 
@@ -58,54 +70,6 @@ dlb_status dlb__cuda_fail(dlb__cu_result result, const char *fmt, ...) {
                    result_string(result));
 }
 
-static dlb_status load_fail(dlb_status s, const char *fmt, ...)
-    DLB__PRINTF(2, 3);
-static dlb_status load_fail(dlb_status s, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(load_message, sizeof load_message, fmt, ap);
-  va_end(ap);
-  return s;
-}
-
-/* Opens the library named by DLBRIDGE_CUDA_LIBRARY, or the driver's usual
- * names. */
-static void *open_driver(dlb_status *status) {
-  const char *env = getenv("DLBRIDGE_CUDA_LIBRARY");
-  if (env != NULL && env[0] != '\0') {
-    void *h = dlopen(env, RTLD_NOW | RTLD_LOCAL);
-    if (h == NULL) {
-      const char *e = dlerror();
-      *status = load_fail(DLB_E_NO_RUNTIME,
-                          "CUDA driver not loaded from DLBRIDGE_CUDA_LIBRARY="
-                          "\"%.200s\": %.200s",
-                          env, e != NULL ? e : "unknown error");
-      return NULL;
-    }
-    snprintf(library_path, sizeof library_path, "%s", env);
-    return h;
-  }
-  static const char *const names[] = {"libcuda.so.1", "libcuda.so"};
-  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-    void *h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-    if (h != NULL) {
-      snprintf(library_path, sizeof library_path, "%s", names[i]);
-      return h;
-    }
-  }
-  *status = load_fail(DLB_E_NO_RUNTIME,
-                      "CUDA driver not found: tried libcuda.so.1 and "
-                      "libcuda.so (install the NVIDIA driver, or set "
-                      "DLBRIDGE_CUDA_LIBRARY to its path)");
-  return NULL;
-}
-
-/* ISO C has no conversion between object and function pointers; dlsym
- * and cuGetProcAddress hand out the latter as the former. */
-_Static_assert(sizeof(void *) == sizeof(void (*)(void)),
-               "function pointers must be pointer-sized");
-static void store_fn(void *field, void *p) { memcpy(field, &p, sizeof p); }
-
 /* Resolves one entry point; NULL when the driver lacks it. */
 static void *resolve(void *h, dlb__cu_pfn_cuGetProcAddress_v2 gpa,
                      const char *base, int version, const char *exported) {
@@ -122,40 +86,40 @@ static void *resolve(void *h, dlb__cu_pfn_cuGetProcAddress_v2 gpa,
 static dlb_status init_driver(void *h) {
   dlb__cu_pfn_cuInit init = NULL;
   dlb__cu_pfn_cuGetProcAddress_v2 gpa = NULL;
-  store_fn(&init, dlsym(h, "cuInit"));
-  store_fn(&gpa, dlsym(h, "cuGetProcAddress_v2"));
+  dlb__store_fn(&init, dlsym(h, "cuInit"));
+  dlb__store_fn(&gpa, dlsym(h, "cuGetProcAddress_v2"));
   if (init == NULL)
-    return load_fail(DLB_E_NO_RUNTIME,
-                     "%s is not a CUDA driver: it exports no cuInit",
-                     library_path);
+    return dlb__loader_fail(&loader, DLB_E_NO_RUNTIME,
+                            "%s is not a CUDA driver: it exports no cuInit",
+                            loader.path);
   /* The error strings first, so later failures can name their error. */
-  store_fn(&dlb__cu.cuGetErrorName,
-           resolve(h, gpa, "cuGetErrorName", 6000, "cuGetErrorName"));
-  store_fn(&dlb__cu.cuGetErrorString,
-           resolve(h, gpa, "cuGetErrorString", 6000, "cuGetErrorString"));
+  dlb__store_fn(&dlb__cu.cuGetErrorName,
+                resolve(h, gpa, "cuGetErrorName", 6000, "cuGetErrorName"));
+  dlb__store_fn(&dlb__cu.cuGetErrorString,
+                resolve(h, gpa, "cuGetErrorString", 6000, "cuGetErrorString"));
   dlb__cu_result r = init(0);
   if (r == DLB__CUDA_ERROR_NO_DEVICE)
-    return load_fail(DLB_E_NO_DEVICE,
-                     "CUDA driver %s found no GPU: cuInit returned %s (%u)",
-                     library_path, result_name(r), r);
+    return dlb__loader_fail(&loader, DLB_E_NO_DEVICE,
+                            "CUDA driver %s found no GPU: cuInit returned %s "
+                            "(%u)", loader.path, result_name(r), r);
   if (r == DLB__CUDA_ERROR_STUB_LIBRARY ||
       r == DLB__CUDA_ERROR_SYSTEM_DRIVER_MISMATCH)
-    return load_fail(DLB_E_NO_RUNTIME,
-                     "%s is not a usable CUDA driver: cuInit returned %s "
-                     "(%u): %s",
-                     library_path, result_name(r), r, result_string(r));
+    return dlb__loader_fail(&loader, DLB_E_NO_RUNTIME,
+                            "%s is not a usable CUDA driver: cuInit returned "
+                            "%s (%u): %s", loader.path, result_name(r), r,
+                            result_string(r));
   if (r != DLB__CUDA_SUCCESS)
-    return load_fail(DLB_E_RUNTIME, "CUDA driver %s: cuInit returned %s "
-                     "(%u): %s", library_path, result_name(r), r,
-                     result_string(r));
+    return dlb__loader_fail(&loader, DLB_E_RUNTIME,
+                            "CUDA driver %s: cuInit returned %s (%u): %s",
+                            loader.path, result_name(r), r, result_string(r));
 
 #define DLB__CU_RESOLVE(name, base, version, params)                       \
-  store_fn(&dlb__cu.name, resolve(h, gpa, #base, version, #name));         \
+  dlb__store_fn(&dlb__cu.name, resolve(h, gpa, #base, version, #name));    \
   if (dlb__cu.name == NULL && required)                                    \
-    return load_fail(DLB_E_NO_RUNTIME,                                     \
-                     "CUDA driver %s lacks %s (the CUDA %d.%d form)",      \
-                     library_path, #base, version / 1000,                  \
-                     version % 1000 / 10);
+    return dlb__loader_fail(&loader, DLB_E_NO_RUNTIME,                     \
+                            "CUDA driver %s lacks %s (the CUDA %d.%d "     \
+                            "form)", loader.path, #base, version / 1000,   \
+                            version % 1000 / 10);
   int required = 1;
   DLB__CU_REQUIRED(DLB__CU_RESOLVE)
   required = 0;
@@ -165,48 +129,30 @@ static dlb_status init_driver(void *h) {
 
   r = dlb__cu.cuDriverGetVersion(&driver_version);
   if (r != DLB__CUDA_SUCCESS)
-    return load_fail(DLB_E_RUNTIME, "CUDA driver %s: cuDriverGetVersion "
-                     "returned %s (%u)", library_path, result_name(r), r);
+    return dlb__loader_fail(&loader, DLB_E_RUNTIME,
+                            "CUDA driver %s: cuDriverGetVersion returned %s "
+                            "(%u)", loader.path, result_name(r), r);
   int n = 0;
   r = dlb__cu.cuDeviceGetCount(&n);
   if (r != DLB__CUDA_SUCCESS)
-    return load_fail(DLB_E_RUNTIME, "CUDA driver %s: cuDeviceGetCount "
-                     "returned %s (%u)", library_path, result_name(r), r);
+    return dlb__loader_fail(&loader, DLB_E_RUNTIME,
+                            "CUDA driver %s: cuDeviceGetCount returned %s "
+                            "(%u)", loader.path, result_name(r), r);
   if (n <= 0)
-    return load_fail(DLB_E_NO_DEVICE, "CUDA driver %s (version %d) reports "
-                     "no GPU", library_path, driver_version);
+    return dlb__loader_fail(&loader, DLB_E_NO_DEVICE,
+                            "CUDA driver %s (version %d) reports no GPU",
+                            loader.path, driver_version);
   device_count = n;
   return DLB_OK;
 }
 
-static void load_driver(void) {
-  dlb_status s = DLB_OK;
-  void *h = open_driver(&s);
-  if (h == NULL) {
-    load_status = s;
-    return;
-  }
-  load_status = init_driver(h);
-  if (load_status != DLB_OK) {
-    memset(&dlb__cu, 0, sizeof dlb__cu);
-    dlclose(h);
-  }
-}
+static void open_once(void) { dlb__loader_open(&loader); }
 
-dlb_status dlb__cuda_load(void) {
-  pthread_once(&load_once, load_driver);
-  if (load_status != DLB_OK) return dlb__fail(load_status, "%s", load_message);
-  return DLB_OK;
-}
-
-int dlb__cuda_ready(void) {
-  pthread_once(&load_once, load_driver);
-  return load_status == DLB_OK;
-}
-
+dlb_status dlb__cuda_load(void) { return dlb__loader_load(&loader); }
+int dlb__cuda_ready(void) { return dlb__loader_ready(&loader); }
 int dlb__cuda_count(void) { return device_count; }
 int dlb__cuda_version(void) { return driver_version; }
-const char *dlb__cuda_library(void) { return library_path; }
+const char *dlb__cuda_library(void) { return loader.path; }
 
 static dlb_status primary_context(int device, dlb__cu_context *out) {
   dlb__cu_context c = __atomic_load_n(&primary[device], __ATOMIC_ACQUIRE);

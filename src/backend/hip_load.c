@@ -1,23 +1,38 @@
 /*
- * hip_load.c -- opens the HIP runtime at first use, resolves every entry
- * point up front, and switches the current device around each call.
+ * hip_load.c -- starts the HIP runtime at first use (loader.c finds and
+ * opens it), resolves every entry point up front, and switches the current
+ * device around each call.
  */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "hip_loader.h"
-
-#define MESSAGE_MAX 512
+#include "loader.h"
 
 dlb__hip_api dlb__hi;
 
-static pthread_once_t load_once = PTHREAD_ONCE_INIT;
-static dlb_status load_status;
-static char load_message[MESSAGE_MAX];
-static char library_path[256];
+static void open_once(void);
+static dlb_status init_runtime(void *h);
+
+/* Newest first; the unversioned name exists only with the -dev files. */
+static const char *const runtime_names[] = {
+    "libamdhip64.so.7", "libamdhip64.so.6", "libamdhip64.so.5",
+    "libamdhip64.so", NULL};
+
+static dlb__loader loader = {
+    .runtime = "HIP runtime",
+    .env_var = "DLBRIDGE_HIP_LIBRARY",
+    .names = runtime_names,
+    .install = "install ROCm",
+    .api = &dlb__hi,
+    .api_size = sizeof dlb__hi,
+    .open_once = open_once,
+    .start = init_runtime,
+    .once = PTHREAD_ONCE_INIT,
+};
+
 static int device_count;
 static int runtime_version;
 
@@ -48,121 +63,59 @@ dlb_status dlb__hip_fail(dlb__hip_error error, const char *fmt, ...) {
                    error_string(error));
 }
 
-static dlb_status load_fail(dlb_status s, const char *fmt, ...)
-    DLB__PRINTF(2, 3);
-static dlb_status load_fail(dlb_status s, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(load_message, sizeof load_message, fmt, ap);
-  va_end(ap);
-  return s;
-}
-
-static void *open_runtime(dlb_status *status) {
-  const char *env = getenv("DLBRIDGE_HIP_LIBRARY");
-  if (env != NULL && env[0] != '\0') {
-    void *h = dlopen(env, RTLD_NOW | RTLD_LOCAL);
-    if (h == NULL) {
-      const char *e = dlerror();
-      *status = load_fail(DLB_E_NO_RUNTIME,
-                          "HIP runtime not loaded from DLBRIDGE_HIP_LIBRARY="
-                          "\"%.200s\": %.200s",
-                          env, e != NULL ? e : "unknown error");
-      return NULL;
-    }
-    snprintf(library_path, sizeof library_path, "%s", env);
-    return h;
-  }
-  /* Newest first; the unversioned name exists only with the -dev files. */
-  static const char *const names[] = {"libamdhip64.so.7", "libamdhip64.so.6",
-                                      "libamdhip64.so.5", "libamdhip64.so"};
-  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-    void *h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-    if (h != NULL) {
-      snprintf(library_path, sizeof library_path, "%s", names[i]);
-      return h;
-    }
-  }
-  *status = load_fail(DLB_E_NO_RUNTIME,
-                      "HIP runtime not found: tried libamdhip64.so.7, .so.6, "
-                      ".so.5 and libamdhip64.so (install ROCm, or set "
-                      "DLBRIDGE_HIP_LIBRARY to its path)");
-  return NULL;
-}
-
-_Static_assert(sizeof(void *) == sizeof(void (*)(void)),
-               "function pointers must be pointer-sized");
-static void store_fn(void *field, void *p) { memcpy(field, &p, sizeof p); }
-
 static dlb_status init_runtime(void *h) {
 #define DLB__HIP_RESOLVE(name, ret, params)                               \
-  store_fn(&dlb__hi.name, dlsym(h, #name));                               \
+  dlb__store_fn(&dlb__hi.name, dlsym(h, #name));                          \
   if (dlb__hi.name == NULL && strcmp(#name, "hipHostMalloc") == 0)        \
-    store_fn(&dlb__hi.name, dlsym(h, "hipHostAlloc"));                    \
+    dlb__store_fn(&dlb__hi.name, dlsym(h, "hipHostAlloc"));               \
   if (dlb__hi.name == NULL)                                               \
-    return load_fail(DLB_E_NO_RUNTIME, "%s is not a usable HIP runtime: " \
-                     "it exports no %s", library_path, #name);
+    return dlb__loader_fail(&loader, DLB_E_NO_RUNTIME,                    \
+                            "%s is not a usable HIP runtime: it exports " \
+                            "no %s", loader.path, #name);
   /* hipHostAlloc replaces the deprecated hipHostMalloc in the newest
    * releases, with the same signature and flag values. */
   DLB__HIP_REQUIRED(DLB__HIP_RESOLVE)
 #undef DLB__HIP_RESOLVE
   dlb__hip_error e = dlb__hi.hipInit(0);
   if (e == DLB__HIP_ERROR_NO_DEVICE)
-    return load_fail(DLB_E_NO_DEVICE,
-                     "HIP runtime %s found no GPU: hipInit returned %s (%d)",
-                     library_path, error_name(e), e);
+    return dlb__loader_fail(&loader, DLB_E_NO_DEVICE,
+                            "HIP runtime %s found no GPU: hipInit returned "
+                            "%s (%d)", loader.path, error_name(e), e);
   if (e == DLB__HIP_ERROR_INSUFFICIENT_DRIVER)
-    return load_fail(DLB_E_NO_RUNTIME,
-                     "HIP runtime %s has no usable driver: hipInit returned "
-                     "%s (%d)", library_path, error_name(e), e);
+    return dlb__loader_fail(&loader, DLB_E_NO_RUNTIME,
+                            "HIP runtime %s has no usable driver: hipInit "
+                            "returned %s (%d)", loader.path, error_name(e),
+                            e);
   if (e != DLB__HIP_SUCCESS)
-    return load_fail(DLB_E_RUNTIME, "HIP runtime %s: hipInit returned %s "
-                     "(%d): %s", library_path, error_name(e), e,
-                     error_string(e));
+    return dlb__loader_fail(&loader, DLB_E_RUNTIME,
+                            "HIP runtime %s: hipInit returned %s (%d): %s",
+                            loader.path, error_name(e), e, error_string(e));
   e = dlb__hi.hipRuntimeGetVersion(&runtime_version);
   if (e != DLB__HIP_SUCCESS)
-    return load_fail(DLB_E_RUNTIME, "HIP runtime %s: hipRuntimeGetVersion "
-                     "returned %s (%d)", library_path, error_name(e), e);
+    return dlb__loader_fail(&loader, DLB_E_RUNTIME,
+                            "HIP runtime %s: hipRuntimeGetVersion returned "
+                            "%s (%d)", loader.path, error_name(e), e);
   int n = 0;
   e = dlb__hi.hipGetDeviceCount(&n);
   if (e == DLB__HIP_ERROR_NO_DEVICE || (e == DLB__HIP_SUCCESS && n <= 0))
-    return load_fail(DLB_E_NO_DEVICE, "HIP runtime %s (version %d) reports "
-                     "no GPU", library_path, runtime_version);
+    return dlb__loader_fail(&loader, DLB_E_NO_DEVICE,
+                            "HIP runtime %s (version %d) reports no GPU",
+                            loader.path, runtime_version);
   if (e != DLB__HIP_SUCCESS)
-    return load_fail(DLB_E_RUNTIME, "HIP runtime %s: hipGetDeviceCount "
-                     "returned %s (%d)", library_path, error_name(e), e);
+    return dlb__loader_fail(&loader, DLB_E_RUNTIME,
+                            "HIP runtime %s: hipGetDeviceCount returned %s "
+                            "(%d)", loader.path, error_name(e), e);
   device_count = n;
   return DLB_OK;
 }
 
-static void load_runtime(void) {
-  dlb_status s = DLB_OK;
-  void *h = open_runtime(&s);
-  if (h == NULL) {
-    load_status = s;
-    return;
-  }
-  load_status = init_runtime(h);
-  if (load_status != DLB_OK) {
-    memset(&dlb__hi, 0, sizeof dlb__hi);
-    dlclose(h);
-  }
-}
+static void open_once(void) { dlb__loader_open(&loader); }
 
-dlb_status dlb__hip_load(void) {
-  pthread_once(&load_once, load_runtime);
-  if (load_status != DLB_OK) return dlb__fail(load_status, "%s", load_message);
-  return DLB_OK;
-}
-
-int dlb__hip_ready(void) {
-  pthread_once(&load_once, load_runtime);
-  return load_status == DLB_OK;
-}
-
+dlb_status dlb__hip_load(void) { return dlb__loader_load(&loader); }
+int dlb__hip_ready(void) { return dlb__loader_ready(&loader); }
 int dlb__hip_count(void) { return device_count; }
 int dlb__hip_version(void) { return runtime_version; }
-const char *dlb__hip_library(void) { return library_path; }
+const char *dlb__hip_library(void) { return loader.path; }
 
 /* HIP offers no cheap "has this process used the device" query; the
  * runtime initialises every device at hipInit anyway. */

@@ -45,18 +45,25 @@ static dlb_status target_of(DLDevice target, int *out) {
                    name != NULL ? name : "unknown", (int)target.device_type);
 }
 
+/* What prefetch and advice both need: the driver, the target's ordinal
+ * and t's managed pages. *size is 0 when there is nothing to move. */
+static dlb_status prepare(const DLTensor *t, DLDevice target, int *device,
+                          char **p, size_t *size) {
+  dlb_status s = dlb__cuda.load();
+  if (s != DLB_OK) return s;
+  s = target_of(target, device);
+  if (s != DLB_OK) return s;
+  return managed_range(t, p, size);
+}
+
 dlb_status dlb_managed_prefetch(const DLTensor *t, DLDevice target,
                                 void *stream) {
   if (t == NULL)
     return dlb__fail(DLB_E_INVAL, "dlb_managed_prefetch: t is NULL");
-  dlb_status s = dlb__cuda.load();
-  if (s != DLB_OK) return s;
   int device = -1;
-  s = target_of(target, &device);
-  if (s != DLB_OK) return s;
   char *p = NULL;
   size_t size = 0;
-  s = managed_range(t, &p, &size);
+  dlb_status s = prepare(t, target, &device, &p, &size);
   if (s != DLB_OK || size == 0) return s;
   return dlb__cuda_prefetch(p, size, device, stream);
 }
@@ -69,14 +76,10 @@ dlb_status dlb_managed_advise(const DLTensor *t, dlb_advice advice,
       advice > DLB_ADVISE_UNSET_ACCESSED_BY)
     return dlb__fail(DLB_E_INVAL, "advice is %d; must be a dlb_advice "
                      "value (1 to 6)", (int)advice);
-  dlb_status s = dlb__cuda.load();
-  if (s != DLB_OK) return s;
   int device = -1;
-  s = target_of(target, &device);
-  if (s != DLB_OK) return s;
   char *p = NULL;
   size_t size = 0;
-  s = managed_range(t, &p, &size);
+  dlb_status s = prepare(t, target, &device, &p, &size);
   if (s != DLB_OK || size == 0) return s;
   return dlb__cuda_advise(p, size, (int)advice, device);
 }
