@@ -4,6 +4,16 @@
 capsules, anything with ``__dlpack__``) without copying; ``Tensor`` exports
 itself through ``__dlpack__``, the C exchange API, the buffer protocol and
 ``__cuda_array_interface__``.
+
+Accelerator memory: ``empty``, ``zeros``, ``full`` and ``arange`` take any
+kind as ``device`` ("cuda:1", "cuda_host", "cuda_managed", "rocm:0",
+"rocm_host"); ``Tensor.to`` copies between any two kinds; ``pin`` pins CPU
+memory in place; ``device_of`` says what memory a pointer really is;
+``prefetch`` and ``advise`` steer CUDA managed memory; ``synchronize``
+waits for a device. The CUDA driver and the HIP runtime are loaded on first
+use (``DLBRIDGE_CUDA_LIBRARY`` and ``DLBRIDGE_HIP_LIBRARY`` name other
+files); without them the module works on CPU memory, ``device_of`` answers
+"cpu" and asking for GPU memory raises an error naming what was looked for.
 """
 
 import enum as _enum
@@ -13,11 +23,16 @@ from ._dlbridge import (
     DLPACK_MAJOR_VERSION,
     DLPACK_MINOR_VERSION,
     Tensor,
+    advise,
     arange,
     asarray,
+    device_of,
     empty,
     from_dlpack,
     full,
+    pin,
+    prefetch,
+    synchronize,
     zeros,
 )
 
@@ -56,11 +71,16 @@ __all__ = [
     "DLPACK_MAJOR_VERSION",
     "DLPACK_MINOR_VERSION",
     "Tensor",
+    "advise",
     "arange",
     "asarray",
+    "device_of",
     "empty",
     "from_dlpack",
     "full",
     "get_include",
+    "pin",
+    "prefetch",
+    "synchronize",
     "zeros",
 ]

@@ -1,5 +1,5 @@
 import enum
-from typing import Any, Dict, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Literal, Optional, Sequence, Tuple, Union
 
 DLPACK_MAJOR_VERSION: int
 DLPACK_MINOR_VERSION: int
@@ -8,6 +8,15 @@ __version__: str
 _Shape = Union[int, Sequence[int]]
 _Device = Union[str, Tuple[int, int]]
 _DType = Union[str, Any]
+_HostKind = Union[Literal["cuda_host", "rocm_host"], Tuple[int, int]]
+_Advice = Literal[
+    "set_read_mostly",
+    "unset_read_mostly",
+    "set_preferred_location",
+    "unset_preferred_location",
+    "set_accessed_by",
+    "unset_accessed_by",
+]
 
 class DLDeviceType(enum.IntEnum):
     kDLCPU = 1
@@ -98,4 +107,9 @@ def arange(
     dtype: Optional[_DType] = None,
     device: _Device = "cpu",
 ) -> Tensor: ...
+def pin(obj: Any, /, kind: _HostKind = "cuda_host") -> Tensor: ...
+def device_of(x: Any, /) -> str: ...
+def prefetch(t: Any, /, device: _Device, stream: Optional[int] = None) -> None: ...
+def advise(t: Any, /, advice: _Advice, device: Optional[_Device] = None) -> None: ...
+def synchronize(x: Any, /) -> None: ...
 def get_include() -> str: ...

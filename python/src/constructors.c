@@ -18,47 +18,54 @@ static const DLDataType dlbpy_int64 = {kDLInt, 64, 1};
 static const DLDataType dlbpy_bool = {kDLBool, 8, 1};
 static const DLDataType dlbpy_complex64 = {kDLComplex, 64, 1};
 
+static int dlbpy_alloc(DLDevice device, DLDataType dtype, int32_t ndim,
+                       const int64_t *shape, DLManagedTensorVersioned **out) {
+  dlb_status s = dlb_tensor_alloc(device, dtype, ndim, shape, out);
+  if (s == DLB_OK) return 0;
+  char name[DLB_DEVICE_NAME_MAX], what[64];
+  if (dlb_device_format(device, name, sizeof name) != DLB_OK) name[0] = '\0';
+  PyOS_snprintf(what, sizeof what, "cannot allocate on %s", name);
+  return dlbpy_fail(s, dlbpy_gpu_exc(s), what);
+}
+
 /* Allocates a compact tensor on device and fills it with fill (NULL: leave
- * it uninitialised). */
+ * it uninitialised). The device memory comes first, so a missing runtime
+ * fails before any filling, as it does for empty(). */
 static int dlbpy_make(DLDevice device, DLDataType dtype, int32_t ndim,
                       const int64_t *shape, dlbpy_fill_fn fill, void *arg,
                       DLManagedTensorVersioned **out) {
-  int direct =
-      fill == NULL || dlb_device_type_cpu_accessible(device.device_type);
-  DLDevice where = direct ? device : (DLDevice){kDLCPU, 0};
-  DLManagedTensorVersioned *mt;
-  dlb_status s = dlb_tensor_alloc(where, dtype, ndim, shape, &mt);
-  if (s != DLB_OK) {
-    char name[DLB_DEVICE_NAME_MAX], what[64];
-    if (dlb_device_format(where, name, sizeof name) != DLB_OK) name[0] = '\0';
-    PyOS_snprintf(what, sizeof what, "cannot allocate on %s", name);
-    /* A missing runtime or GPU is the machine's state, not a bad value. */
-    int machine = s == DLB_E_NO_RUNTIME || s == DLB_E_NO_DEVICE ||
-                  s == DLB_E_RUNTIME || s == DLB_E_UNSUPPORTED;
-    return dlbpy_fail(s, machine ? PyExc_RuntimeError : PyExc_ValueError,
-                      what);
+  DLManagedTensorVersioned *mt, *host;
+  if (dlbpy_alloc(device, dtype, ndim, shape, &mt) < 0) return -1;
+  if (fill == NULL) {
+    *out = mt;
+    return 0;
   }
-  if (fill != NULL) {
-    int64_t numel;
-    s = dlb_tensor_numel(&mt->dl_tensor, &numel);
-    if (s != DLB_OK) {
-      dlb_tensor_release(mt);
-      return dlbpy_fail(s, PyExc_ValueError, "shape");
-    }
-    if (fill(mt, numel, arg) < 0) {
-      dlb_tensor_release(mt);
-      return -1;
-    }
-  }
-  if (!direct) {
-    DLManagedTensorVersioned *moved;
-    int rc = dlbpy_copy_to(mt, device, PyExc_ValueError, &moved);
+  host = mt;
+  if (!dlb_device_type_cpu_accessible(device.device_type) &&
+      dlbpy_alloc((DLDevice){kDLCPU, 0}, dtype, ndim, shape, &host) < 0) {
     dlb_tensor_release(mt);
-    if (rc < 0) return -1;
-    mt = moved;
+    return -1;
   }
-  /* A fresh tensor is nobody's copy. */
-  mt->flags &= ~(uint64_t)DLPACK_FLAG_BITMASK_IS_COPIED;
+  int64_t numel;
+  dlb_status s = dlb_tensor_numel(&host->dl_tensor, &numel);
+  int rc = s == DLB_OK ? fill(host, numel, arg)
+                       : dlbpy_fail(s, PyExc_ValueError, "shape");
+  if (rc == 0 && host != mt) {
+    s = dlb_copy_sync(&host->dl_tensor, &mt->dl_tensor, NULL);
+    if (s != DLB_OK) {
+      char name[DLB_DEVICE_NAME_MAX], what[64];
+      if (dlb_device_format(device, name, sizeof name) != DLB_OK)
+        name[0] = '\0';
+      PyOS_snprintf(what, sizeof what, "cannot write the values to %s",
+                    name);
+      rc = dlbpy_fail(s, dlbpy_gpu_exc(s), what);
+    }
+  }
+  if (host != mt) dlb_tensor_release(host);
+  if (rc < 0) {
+    dlb_tensor_release(mt);
+    return -1;
+  }
   *out = mt;
   return 0;
 }

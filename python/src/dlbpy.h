@@ -118,6 +118,11 @@ PyObject *dlbpy_raise(dlb_status status, PyObject *exc, const char *what);
 /* The same, returning -1. */
 int dlbpy_fail(dlb_status status, PyObject *exc, const char *what);
 
+/* The exception for a failed GPU request: RuntimeError when status is the
+ * machine's state (no runtime, no GPU, a runtime that refuses or cannot),
+ * ValueError otherwise. */
+PyObject *dlbpy_gpu_exc(dlb_status status);
+
 /* An exception saved across code that may run Python and must not clobber
  * an exception already set (destructors, deleters). */
 typedef struct {
@@ -338,6 +343,24 @@ PyObject *dlbpy_arange(PyObject *module, PyObject *const *args,
                        Py_ssize_t nargsf, PyObject *kwnames);
 PyObject *dlbpy_asarray(PyObject *module, PyObject *const *args,
                         Py_ssize_t nargsf, PyObject *kwnames);
+
+/* ------------------------------------------------------------------------
+ * Accelerator memory (gpu.c)
+ * ---------------------------------------------------------------------- */
+
+/* pin(obj, /, kind='cuda_host'). */
+PyObject *dlbpy_pin(PyObject *module, PyObject *const *args,
+                    Py_ssize_t nargsf, PyObject *kwnames);
+/* device_of(x, /). */
+PyObject *dlbpy_device_of(PyObject *module, PyObject *x);
+/* prefetch(t, /, device, stream=None). */
+PyObject *dlbpy_prefetch(PyObject *module, PyObject *const *args,
+                         Py_ssize_t nargsf, PyObject *kwnames);
+/* advise(t, /, advice, device=None). */
+PyObject *dlbpy_advise(PyObject *module, PyObject *const *args,
+                       Py_ssize_t nargsf, PyObject *kwnames);
+/* synchronize(x, /). */
+PyObject *dlbpy_synchronize(PyObject *module, PyObject *x);
 
 /* A compact, writable copy of mt on device, made by the core's copy engine
  * (dlb_tensor_copy: IS_COPIED set). Raises exc (MemoryError for lack of

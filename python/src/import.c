@@ -268,7 +268,13 @@ int dlbpy_import_apply(const dlbpy_import_opts *opts,
   DLDevice own = m->dl_tensor.device;
   DLDevice target = own;
   if (opts->has_device && !dlb_device_equal(opts->device, own)) {
-    if (opts->copy == 0) {
+    /* Managed memory serves every device that can reach it where it is,
+     * and a copy would lose what makes it managed: it is copied only when
+     * copy=True asks. */
+    int in_place = opts->copy == 0 ||
+                   (opts->copy == -1 && own.device_type == kDLCUDAManaged &&
+                    dlb_device_can_access(opts->device, own));
+    if (in_place) {
       /* Without a copy the data stays where it is; that is allowed only
        * when the target device can use it there. */
       if (!dlb_device_can_access(opts->device, own)) {

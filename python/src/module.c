@@ -67,6 +67,12 @@ int dlbpy_fail(dlb_status status, PyObject *exc, const char *what) {
   return -1;
 }
 
+PyObject *dlbpy_gpu_exc(dlb_status status) {
+  int machine = status == DLB_E_NO_RUNTIME || status == DLB_E_NO_DEVICE ||
+                status == DLB_E_RUNTIME || status == DLB_E_UNSUPPORTED;
+  return machine ? PyExc_RuntimeError : PyExc_ValueError;
+}
+
 void dlbpy_error_save(dlbpy_saved_error *saved) {
 #if PY_VERSION_HEX >= 0x030C0000
   saved->exc = PyErr_GetRaisedException();
@@ -92,7 +98,12 @@ static PyMethodDef dlbpy_module_methods[] = {
     {"from_dlpack", (PyCFunction)(void (*)(void))dlbpy_from_dlpack,
      METH_FASTCALL | METH_KEYWORDS,
      "from_dlpack(x, /, *, device=None, copy=None)\n--\n\n"
-     "Returns a dlbridge.Tensor for any DLPack producer or capsule."},
+     "Returns a dlbridge.Tensor for any DLPack producer or capsule, "
+     "sharing its memory. device= asks for the data on that device: memory "
+     "elsewhere is copied there, except cuda_managed memory the device can "
+     "reach, which stays in place unless copy=True. copy=False never copies "
+     "(ValueError when the device cannot reach the memory); copy=True "
+     "always does."},
     {"empty", (PyCFunction)(void (*)(void))dlbpy_empty,
      METH_FASTCALL | METH_KEYWORDS,
      "empty(shape, dtype='float32', device='cpu')\n--\n\n"
@@ -113,6 +124,47 @@ static PyMethodDef dlbpy_module_methods[] = {
      METH_FASTCALL | METH_KEYWORDS,
      "asarray(obj, /, *, device=None, copy=None)\n--\n\n"
      "Returns obj as a tensor, from DLPack or the buffer protocol."},
+    {"pin", (PyCFunction)(void (*)(void))dlbpy_pin,
+     METH_FASTCALL | METH_KEYWORDS,
+     "pin(obj, /, kind='cuda_host')\n--\n\n"
+     "Pins obj's CPU memory in place for kind's runtime ('cuda_host' or "
+     "'rocm_host') and returns a tensor of that kind sharing it. obj is a "
+     "buffer, a DLPack producer or a Tensor; the tensor keeps it alive and "
+     "is read-only when it is. The memory is unpinned when the last tensor "
+     "sharing the pin goes. Memory of that kind already is shared as it "
+     "is. RuntimeError when the runtime or GPU is missing."},
+    {"device_of", dlbpy_device_of, METH_O,
+     "device_of(x, /)\n--\n\n"
+     "Returns the name of the memory x points into, as the GPU runtimes "
+     "see it ('cpu', 'cuda:0', 'cuda_host', 'cuda_managed', 'rocm:0', "
+     "'rocm_host'), whatever its producer says. x is an int address, a "
+     "Tensor, a buffer or a DLPack producer. Without a runtime every "
+     "address is 'cpu'."},
+    {"prefetch", (PyCFunction)(void (*)(void))dlbpy_prefetch,
+     METH_FASTCALL | METH_KEYWORDS,
+     "prefetch(t, /, device, stream=None)\n--\n\n"
+     "Queues the migration of t's pages of CUDA managed memory to device "
+     "('cuda:N', or 'cpu' for the host) on a CUDA stream given as "
+     "__dlpack__ takes it (None or 1 the legacy default stream, 2 the "
+     "per-thread one, else a handle); synchronize() waits for it. "
+     "ValueError when t is not managed memory, RuntimeError when CUDA or "
+     "the GPU is missing or cannot prefetch."},
+    {"advise", (PyCFunction)(void (*)(void))dlbpy_advise,
+     METH_FASTCALL | METH_KEYWORDS,
+     "advise(t, /, advice, device=None)\n--\n\n"
+     "Gives the CUDA driver advice about t's pages of managed memory: "
+     "'set_read_mostly', 'unset_read_mostly', 'set_preferred_location', "
+     "'unset_preferred_location', 'set_accessed_by' or 'unset_accessed_by', "
+     "for device ('cuda:N', or None or 'cpu' for the host; read-mostly "
+     "advice ignores it). Errors as for prefetch()."},
+    {"synchronize", dlbpy_synchronize, METH_O,
+     "synchronize(x, /)\n--\n\n"
+     "Waits until the work queued on a device is done. x is a device "
+     "('cuda:0', a (device_type, device_id) tuple) or a Tensor or DLPack "
+     "producer, whose memory's device is meant; host-type kinds "
+     "('cuda_host', 'cuda_managed', 'rocm_host') wait for every GPU of "
+     "their runtime the process has used, 'cpu' for nothing. RuntimeError "
+     "when the runtime or GPU is missing."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -127,8 +179,6 @@ static int dlbpy_module_exec(PyObject *module) {
       dlbpy_intern(&st->s_dlpack_device, "__dlpack_device__") < 0 ||
       dlbpy_intern(&st->s_exchange_api, "__dlpack_c_exchange_api__") < 0)
     return -1;
-  /* Interned, so producers' argument parsers match the keyword by
-   * identity instead of comparing strings. */
   /* Interned, so producers' argument parsers (NumPy's) match the keyword
    * by identity instead of comparing strings. */
   PyObject *mv = PyUnicode_InternFromString("max_version");

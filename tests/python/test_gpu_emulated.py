@@ -39,16 +39,38 @@ def emulators(tmp_path_factory):
 
 
 PRELUDE = """
-import ctypes, os
+import ctypes, gc, os, weakref
 import numpy as np
 import dlbridge
 from dlbridge import _testhelper as h
+
+# What emu_live_kind() counts (tests/emu/emu_control.h).
+LIVE_REGISTERED = 4
+KINDS = ("cpu", "cuda:0", "cuda:1", "cuda_host", "cuda_managed", "rocm:0", "rocm_host")
 
 def runtime(var):
     lib = ctypes.CDLL(os.environ[var])
     lib.emu_calls.restype = ctypes.c_long
     lib.emu_calls.argtypes = [ctypes.c_char_p]
+    lib.emu_live_kind.restype = ctypes.c_long
+    lib.emu_live_kind.argtypes = [ctypes.c_int]
+    lib.emu_shadow.restype = ctypes.c_void_p
+    lib.emu_shadow.argtypes = [ctypes.c_void_p]
+    lib.emu_prefetch_location.argtypes = [ctypes.c_void_p]
+    lib.emu_advice.restype = ctypes.c_uint
+    lib.emu_advice.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
+    lib.emu_fail.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int]
     return lib
+
+# fn() must raise exc with every word in its message.
+def raises(exc, fn, *words):
+    try:
+        fn()
+    except exc as e:
+        for w in words:
+            assert w in str(e), (w, str(e))
+        return str(e)
+    raise AssertionError(f"no {exc.__name__}")
 """
 
 
@@ -201,3 +223,316 @@ def test_no_gpu_means_clear_errors(emulators):
     cuda, rocm = out.splitlines()
     assert "cuda:0" in cuda and "GPU" in cuda
     assert "rocm:0" in rocm and "GPU" in rocm
+
+
+# ---------------------------------------------------------------------------
+# pin, device_of, prefetch, advise, synchronize
+# ---------------------------------------------------------------------------
+
+
+def test_pin_shares_memory_and_unregisters_with_the_last_owner(emulators):
+    run(
+        emulators,
+        """
+        for kind, var in (("cuda_host", "DLBRIDGE_CUDA_LIBRARY"), ("rocm_host", "DLBRIDGE_HIP_LIBRARY")):
+            rt = runtime(var)
+            base = rt.emu_live_kind(LIVE_REGISTERED)
+            a = np.arange(6.0)
+            assert dlbridge.device_of(a) == "cpu"
+            p = dlbridge.pin(a, kind=kind)
+            assert p.device == kind and p.data_ptr == a.ctypes.data and not p.readonly
+            assert rt.emu_live_kind(LIVE_REGISTERED) == base + 1
+            # The runtime now calls the numpy array's memory pinned.
+            assert dlbridge.device_of(a) == kind
+            # One memory, seen from both sides.
+            np.from_dlpack(p)[1] = 42.0
+            assert a[1] == 42.0
+            a[2] = -1.0
+            assert p.tolist()[:3] == [0.0, 42.0, -1.0]
+            # Pinning again, or the pinned tensor, shares the registration.
+            q = dlbridge.pin(a, kind=kind)
+            r = dlbridge.pin(p, kind=kind)
+            assert q.data_ptr == r.data_ptr == a.ctypes.data and r.device == kind
+            view = p[2:]
+            assert rt.emu_live_kind(LIVE_REGISTERED) == base + 1
+            del p, q, r
+            gc.collect()
+            # The view is the last owner.
+            assert rt.emu_live_kind(LIVE_REGISTERED) == base + 1
+            assert view.tolist() == [-1.0, 3.0, 4.0, 5.0]
+            del view
+            gc.collect()
+            assert rt.emu_live_kind(LIVE_REGISTERED) == base
+            assert dlbridge.device_of(a) == "cpu"
+
+        # The pinned tensor keeps its source alive; the last owner frees it.
+        cuda = runtime("DLBRIDGE_CUDA_LIBRARY")
+        base = cuda.emu_live_kind(LIVE_REGISTERED)
+        b = np.arange(4, dtype=np.int32)
+        alive = weakref.ref(b)
+        p = dlbridge.pin(b)
+        del b
+        gc.collect()
+        assert alive() is not None and p.tolist() == [0, 1, 2, 3]
+        del p
+        gc.collect()
+        assert alive() is None and cuda.emu_live_kind(LIVE_REGISTERED) == base
+        """,
+    )
+
+
+def test_pin_takes_any_cpu_buffer_and_keeps_read_only(emulators):
+    run(
+        emulators,
+        """
+        cuda = runtime("DLBRIDGE_CUDA_LIBRARY")
+        base = cuda.emu_live_kind(LIVE_REGISTERED)
+        ro = np.arange(3.0)
+        ro.flags.writeable = False
+        p = dlbridge.pin(ro)
+        assert p.readonly and p.device == "cuda_host" and p.tolist() == [0.0, 1.0, 2.0]
+        assert memoryview(p).readonly and not np.from_dlpack(p).flags.writeable
+        data = b"\\x01\\x02\\x03"
+        assert dlbridge.pin(data).readonly and dlbridge.pin(data).tolist() == [1, 2, 3]
+        buf = bytearray(b"\\x05\\x06")
+        w = dlbridge.pin(memoryview(buf))
+        assert not w.readonly
+        np.from_dlpack(w)[0] = 9
+        assert buf[0] == 9
+        # A DLPack producer that is not a buffer (a capsule).
+        c = dlbridge.pin(h.make_capsule(data=np.arange(2.0), shape=(2,), dtype=(2, 64, 1)))
+        assert c.device == "cuda_host" and c.tolist() == [0.0, 1.0]
+        del p, w, c
+        gc.collect()
+        assert cuda.emu_live_kind(LIVE_REGISTERED) == base
+
+        # Memory pinned by someone else is taken as it is, even labelled cpu
+        # (CuPy exports pinned host arrays so).
+        host = dlbridge.arange(4, dtype="float32", device="cuda_host")
+        mislabelled = h.make_capsule(data=host.data_ptr, shape=(4,), dtype=(2, 32, 1), device=(1, 0))
+        t = dlbridge.pin(mislabelled)
+        assert t.data_ptr == host.data_ptr and t.tolist() == [0.0, 1.0, 2.0, 3.0]
+        assert cuda.emu_live_kind(LIVE_REGISTERED) == base
+        # A pinned tensor of that kind already is shared; another kind's is refused.
+        assert dlbridge.pin(host).data_ptr == host.data_ptr
+        raises(ValueError, lambda: dlbridge.pin(host, kind="rocm_host"), "cuda_host", "only cpu")
+        raises(ValueError, lambda: dlbridge.pin(dlbridge.zeros(2, device="cuda:1")), "cuda:1")
+
+        # The runtime refusing leaves nothing registered and the array intact.
+        a = np.arange(3.0)
+        cuda.emu_fail(b"cuMemHostRegister_v2", 1, 2)  # CUDA_ERROR_OUT_OF_MEMORY
+        raises(MemoryError, lambda: dlbridge.pin(a), "cuMemHostRegister")
+        cuda.emu_fail(b"cuMemHostRegister_v2", 1, 1)  # CUDA_ERROR_INVALID_VALUE
+        raises(RuntimeError, lambda: dlbridge.pin(a), "cuMemHostRegister")
+        gc.collect()
+        assert cuda.emu_live_kind(LIVE_REGISTERED) == base and dlbridge.device_of(a) == "cpu"
+        assert dlbridge.pin(a).tolist() == [0.0, 1.0, 2.0]
+        """,
+    )
+
+
+def test_device_of_tells_every_kind_whatever_the_label(emulators):
+    run(
+        emulators,
+        """
+        for kind in KINDS:
+            t = dlbridge.arange(8, dtype="float32", device=kind)
+            assert dlbridge.device_of(t) == kind, kind
+            # An address inside the allocation, as an int.
+            assert dlbridge.device_of(t.data_ptr + 12) == kind, kind
+            # A foreign producer's view of it, labelled cpu (or mislabelled).
+            cap = h.make_capsule(data=t.data_ptr, shape=(8,), dtype=(2, 32, 1), device=(1, 0))
+            if kind in ("cpu", "cuda_host", "cuda_managed", "rocm_host"):
+                assert dlbridge.device_of(cap) == kind, kind
+                assert dlbridge.device_of(np.from_dlpack(t)) == kind, kind
+        assert dlbridge.device_of(np.zeros(3)) == "cpu"
+        assert dlbridge.device_of(bytearray(2)) == "cpu"
+        """,
+    )
+
+
+def test_prefetch_and_advise_steer_managed_memory(emulators):
+    run(
+        emulators,
+        """
+        cuda = runtime("DLBRIDGE_CUDA_LIBRARY")
+        m = dlbridge.arange(1024, dtype="float32", device="cuda_managed")
+        p = m.data_ptr
+        assert cuda.emu_prefetch_location(p) == -2
+        dlbridge.prefetch(m, "cuda:1")
+        assert cuda.emu_prefetch_location(p) == 1
+        dlbridge.prefetch(m, "cpu", stream=2)
+        assert cuda.emu_prefetch_location(p) == -1
+        # Any producer of the memory will do: NumPy's array calls it cpu.
+        dlbridge.prefetch(np.from_dlpack(m), device="cuda:0", stream=1)
+        assert cuda.emu_prefetch_location(p) == 0
+        # A tensor without elements needs nothing.
+        dlbridge.prefetch(m[:0], "cuda:1")
+        assert cuda.emu_prefetch_location(p) == 0
+
+        where = ctypes.c_int(-9)
+        dlbridge.advise(m, "set_read_mostly")
+        assert cuda.emu_advice(p, ctypes.byref(where)) == 1
+        dlbridge.advise(m, "set_preferred_location", "cuda:1")
+        assert cuda.emu_advice(p, ctypes.byref(where)) == 1 | 4 and where.value == 1
+        dlbridge.advise(m, "set_accessed_by", device="cuda:0")
+        assert cuda.emu_advice(p, ctypes.byref(where)) == 1 | 4 | 16 and where.value == 0
+        dlbridge.advise(m, "unset_read_mostly")
+        dlbridge.advise(m, "unset_preferred_location", "cpu")
+        dlbridge.advise(m, "unset_accessed_by", "cuda:0")
+        assert cuda.emu_advice(p, ctypes.byref(where)) == 0
+        assert m.tolist()[:3] == [0.0, 1.0, 2.0]
+
+        # Memory that is not managed, whatever its label, is refused by both.
+        host = dlbridge.zeros(4, device="cuda_host")
+        for t in (dlbridge.zeros(4, device="cuda:0"), host, np.zeros(4), dlbridge.zeros(4, device="rocm_host")):
+            raises(ValueError, lambda: dlbridge.prefetch(t, "cuda:0"), "not cuda_managed")
+            raises(ValueError, lambda: dlbridge.advise(t, "set_read_mostly"), "not cuda_managed")
+        cap = h.make_capsule(data=host.data_ptr, shape=(4,), dtype=(2, 32, 1), device=(13, 0))
+        raises(ValueError, lambda: dlbridge.prefetch(cap, "cuda:0"), "not cuda_managed")
+        # Targets and streams.
+        raises(ValueError, lambda: dlbridge.prefetch(m, "rocm:0"), "rocm")
+        raises(RuntimeError, lambda: dlbridge.prefetch(m, "cuda:7"), "cuda:7")
+        raises(ValueError, lambda: dlbridge.prefetch(m, "cuda:0", stream=0), "stream")
+        raises(ValueError, lambda: dlbridge.prefetch(m, "cuda:0", stream=-1), "-1")
+        raises(RuntimeError, lambda: dlbridge.prefetch(m, "cuda:0", stream=0x7F00DEAD), "cuMemPrefetchAsync")
+        raises(TypeError, lambda: dlbridge.prefetch(m, "cuda:0", stream="s"))
+        raises(TypeError, lambda: dlbridge.prefetch(m))
+        raises(TypeError, lambda: dlbridge.prefetch("m", "cpu"), "str")
+        raises(ValueError, lambda: dlbridge.advise(m, "read_mostly"), "set_read_mostly")
+        raises(TypeError, lambda: dlbridge.advise(m, 1))
+        raises(ValueError, lambda: dlbridge.advise(m, "set_preferred_location", "vulkan:0"), "vulkan")
+        assert cuda.emu_prefetch_location(p) == 0 and cuda.emu_advice(p, ctypes.byref(where)) == 0
+        """,
+    )
+
+
+def test_prefetch_to_a_gpu_without_concurrent_managed_access(emulators):
+    run(
+        emulators,
+        """
+        m = dlbridge.zeros(16, device="cuda_managed")
+        dlbridge.prefetch(m, "cpu")
+        raises(RuntimeError, lambda: dlbridge.prefetch(m, "cuda:0"), "cuda:0")
+        """,
+        EMU_CUDA_CONCURRENT_MANAGED="0",
+    )
+
+
+def test_synchronize_waits_for_the_device(emulators):
+    run(
+        emulators,
+        """
+        cuda = runtime("DLBRIDGE_CUDA_LIBRARY")
+        hip = runtime("DLBRIDGE_HIP_LIBRARY")
+
+        def syncs(lib, name, x):
+            before = lib.emu_calls(name)
+            assert dlbridge.synchronize(x) is None
+            return lib.emu_calls(name) - before
+
+        one = dlbridge.zeros(2, device="cuda:1")
+        dlbridge.zeros(2, device="cuda:0")
+        assert syncs(cuda, b"cuCtxSynchronize", one) == 1
+        assert syncs(cuda, b"cuCtxSynchronize", "cuda:0") == 1
+        assert syncs(cuda, b"cuCtxSynchronize", (2, 1)) == 1
+        # Host-type memory may have been written by any GPU in use.
+        assert syncs(cuda, b"cuCtxSynchronize", dlbridge.zeros(2, device="cuda_managed")) == 2
+        assert syncs(cuda, b"cuCtxSynchronize", "cuda_host") == 2
+        # A producer's own __dlpack_device__ names the device.
+        class Producer:
+            def __dlpack__(self, **kw):
+                raise AssertionError("synchronize imported the producer")
+            def __dlpack_device__(self):
+                return (2, 1)
+        assert syncs(cuda, b"cuCtxSynchronize", Producer()) == 1
+        assert syncs(hip, b"hipDeviceSynchronize", dlbridge.zeros(2, device="rocm:0")) == 1
+        assert syncs(hip, b"hipDeviceSynchronize", "rocm:1") == 1
+        # The CPU has nothing to wait for.
+        before = cuda.emu_calls(None) + hip.emu_calls(None)
+        dlbridge.synchronize("cpu")
+        dlbridge.synchronize(np.zeros(2))
+        assert cuda.emu_calls(None) + hip.emu_calls(None) == before
+
+        raises(RuntimeError, lambda: dlbridge.synchronize("cuda:5"), "cuda:5")
+        raises(ValueError, lambda: dlbridge.synchronize("vulkan:0"), "vulkan")
+        raises(ValueError, lambda: dlbridge.synchronize("tpu"))
+        raises(TypeError, lambda: dlbridge.synchronize(3))
+        raises(TypeError, lambda: dlbridge.synchronize(None))
+        class Liar:
+            def __dlpack__(self, **kw):
+                pass
+            def __dlpack_device__(self):
+                return "cuda:0"
+        raises(TypeError, lambda: dlbridge.synchronize(Liar()), "__dlpack_device__")
+        """,
+    )
+
+
+# ---------------------------------------------------------------------------
+# Moving and sharing between kinds
+# ---------------------------------------------------------------------------
+
+
+def test_from_dlpack_to_cpu_copies_device_memory_but_not_managed(emulators):
+    run(
+        emulators,
+        """
+        cuda = runtime("DLBRIDGE_CUDA_LIBRARY")
+        d = dlbridge.from_dlpack(np.arange(4.0), device="cuda:0")
+        c = dlbridge.from_dlpack(d, device="cpu")
+        assert c.device == "cpu" and c.data_ptr != d.data_ptr and c.tolist() == [0.0, 1.0, 2.0, 3.0]
+        # The copy is the consumer's alone: writing the device memory leaves it.
+        (ctypes.c_double * 4).from_address(cuda.emu_shadow(d.data_ptr))[0] = 99.0
+        assert d.to("cpu").tolist()[0] == 99.0 and c.tolist()[0] == 0.0
+        raises(ValueError, lambda: dlbridge.from_dlpack(d, device="cpu", copy=False), "copy=False")
+
+        m = dlbridge.arange(4, dtype="float64", device="cuda_managed")
+        sources = (lambda: m, lambda: m.__dlpack__(max_version=(1, 0)), lambda: m.__dlpack__())
+        for make in sources:
+            for device in ("cpu", "cuda:0", "cuda:1", "cuda_host"):
+                s = dlbridge.from_dlpack(make(), device=device)
+                assert s.data_ptr == m.data_ptr and s.device == "cuda_managed", device
+            assert dlbridge.asarray(make(), device="cpu").data_ptr == m.data_ptr
+        s = dlbridge.from_dlpack(m, device="cpu")
+        np.from_dlpack(m)[1] = 7.0
+        assert s.tolist()[1] == 7.0
+        # Unless asked.
+        k = dlbridge.from_dlpack(m, device="cpu", copy=True)
+        assert k.device == "cpu" and k.data_ptr != m.data_ptr
+        np.from_dlpack(m)[1] = 8.0
+        assert k.tolist()[1] == 7.0
+        k = dlbridge.from_dlpack(m, copy=True)
+        assert k.device == "cuda_managed" and k.data_ptr != m.data_ptr
+        # A device that cannot reach managed memory gets a copy.
+        r = dlbridge.from_dlpack(m, device="rocm:0")
+        assert r.device == "rocm:0" and r.to("cpu").tolist() == [0.0, 8.0, 2.0, 3.0]
+        # Pinned host memory is copied to cpu, as before.
+        p = dlbridge.arange(2, device="cuda_host")
+        assert dlbridge.from_dlpack(p, device="cpu").data_ptr != p.data_ptr
+        """,
+    )
+
+
+def test_every_kind_moves_to_every_kind_and_round_trips(emulators):
+    run(
+        emulators,
+        """
+        expect = np.arange(12, dtype=np.float32).reshape(3, 4).T.tolist()
+        for src_kind in KINDS:
+            src = dlbridge.arange(12, dtype="float32", device=src_kind).reshape(3, 4).T
+            # DLPack both ways, versioned and legacy, shares the memory.
+            for cap in (src.__dlpack__(max_version=(1, 0)), src.__dlpack__()):
+                back = dlbridge.from_dlpack(cap)
+                assert back.device == src_kind and back.data_ptr == src.data_ptr
+                assert back.strides == src.strides
+            for dst_kind in KINDS:
+                out = src.to(dst_kind)
+                assert out.device == dst_kind, (src_kind, dst_kind)
+                if dst_kind == src_kind:
+                    assert out is src
+                    out = src.to(dst_kind, copy=True)
+                    assert out.data_ptr != src.data_ptr
+                assert out.to("cpu").tolist() == expect, (src_kind, dst_kind)
+        """,
+    )

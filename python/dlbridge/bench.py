@@ -1,0 +1,109 @@
+"""Per-call cost of importing a tensor: dlbridge.from_dlpack against
+numpy.from_dlpack, on the same objects, in one run.
+
+    python -m dlbridge.bench [--calls N] [--repeats R]
+
+(also `dlbridge bench`, and bench/bench_exchange.py in the source tree).
+
+Prints the best time per call of each case (the minimum over R rounds of N
+calls, rounds interleaved so that drift in the machine's speed hits every
+case alike) and the ratios the project's targets are about:
+
+  numpy array:   dlbridge.from_dlpack(a)  vs  numpy.from_dlpack(a)   (<= 1)
+  torch tensor:  dlbridge.from_dlpack(x)  vs  numpy.from_dlpack(x)   (<= 1)
+  dlbridge.Tensor t, through its C exchange table:
+                 dlbridge.from_dlpack(t)  vs  numpy.from_dlpack(a)   (>= 3x)
+
+Exit status 1 when a target is missed.
+"""
+
+import argparse
+import os
+import sys
+import timeit
+
+# OpenBLAS's spinning worker threads steal the CPU from the measured one.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+
+import dlbridge  # noqa: E402
+
+try:
+    import torch  # noqa: E402
+
+    torch.set_num_threads(1)
+except ImportError:  # torch is optional for the benchmark
+    torch = None
+
+
+def best_per_call(cases, calls, repeats):
+    """cases: name -> (function, argument). Timed as the statement f(x),
+    so no Python-level wrapper adds to the call being measured."""
+    timers = {
+        name: timeit.Timer("f(x)", globals={"f": fn, "x": arg})
+        for name, (fn, arg) in cases.items()
+    }
+    best = {name: float("inf") for name in cases}
+    for _ in range(repeats):
+        for name, timer in timers.items():
+            best[name] = min(best[name], timer.timeit(number=calls) / calls)
+    return best
+
+
+def main(argv=None):
+    """Runs the benchmark with command-line arguments argv (None:
+    sys.argv[1:]); returns the exit status."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=50_000)
+    parser.add_argument("--repeats", type=int, default=15)
+    args = parser.parse_args(argv)
+
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    t = dlbridge.from_dlpack(a)
+    assert type(t).__dlpack_c_exchange_api__ is not None
+
+    cases = {
+        "numpy.from_dlpack(numpy array)": (np.from_dlpack, a),
+        "dlbridge.from_dlpack(numpy array)": (dlbridge.from_dlpack, a),
+        "dlbridge.from_dlpack(dlbridge.Tensor)": (dlbridge.from_dlpack, t),
+    }
+    if torch is not None:
+        x = torch.arange(12, dtype=torch.float32).reshape(3, 4)
+        cases["numpy.from_dlpack(torch tensor)"] = (np.from_dlpack, x)
+        cases["dlbridge.from_dlpack(torch tensor)"] = (dlbridge.from_dlpack, x)
+
+    # Warm every path (type caches, lazy adoption) before timing.
+    for fn, arg in cases.values():
+        for _ in range(1000):
+            fn(arg)
+    best = best_per_call(cases, args.calls, args.repeats)
+
+    print(f"{'case':44s} {'ns/call':>9s}")
+    for name, sec in best.items():
+        print(f"{name:44s} {sec * 1e9:9.1f}")
+    print()
+
+    ok = True
+    ratio = best["dlbridge.from_dlpack(numpy array)"] / best["numpy.from_dlpack(numpy array)"]
+    good = ratio <= 1.0
+    ok &= good
+    print(f"numpy array:  dlbridge / numpy = {ratio:.3f}  (target <= 1)  {'ok' if good else 'MISSED'}")
+    if torch is not None:
+        ratio = best["dlbridge.from_dlpack(torch tensor)"] / best["numpy.from_dlpack(torch tensor)"]
+        good = ratio <= 1.0
+        ok &= good
+        print(f"torch tensor: dlbridge / numpy = {ratio:.3f}  (target <= 1)  {'ok' if good else 'MISSED'}")
+    speedup = best["numpy.from_dlpack(numpy array)"] / best["dlbridge.from_dlpack(dlbridge.Tensor)"]
+    good = speedup >= 3.0
+    ok &= good
+    print(
+        "exchange table: numpy.from_dlpack(numpy array) / dlbridge.from_dlpack(Tensor) "
+        f"= {speedup:.2f}x  (target >= 3)  {'ok' if good else 'MISSED'}"
+    )
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

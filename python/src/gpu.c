@@ -1,0 +1,410 @@
+/*
+ * gpu.c -- accelerator memory from Python: pin, device_of, prefetch, advise
+ * and synchronize, on the GPU runtimes the core loads at first use.
+ *
+ * Errors follow the constructors: a missing runtime or GPU, or a runtime
+ * that refuses, is the machine's state and raises RuntimeError with the
+ * core's message (which names the library looked for); a value that cannot
+ * work on any machine raises ValueError; an argument of the wrong type
+ * TypeError.
+ */
+#include <string.h>
+
+#include "dlbpy.h"
+
+static PyObject *dlbpy_gpu_raise(dlb_status s, const char *what) {
+  return dlbpy_raise(s, dlbpy_gpu_exc(s), what);
+}
+
+static void dlbpy_gpu_name(DLDevice d, char *buf, size_t size) {
+  if (dlb_device_format(d, buf, size) != DLB_OK)
+    PyOS_snprintf(buf, size, "(%d, %d)", (int)d.device_type,
+                  (int)d.device_id);
+}
+
+/*
+ * The tensor obj stands for: a Tensor's own (borrowed; *owned stays NULL),
+ * or for any other DLPack producer an import of it (*owned, which the
+ * caller releases with dlbpy_release once done with *t). TypeError for
+ * other objects.
+ */
+static int dlbpy_gpu_tensor_arg(PyObject *module, const char *fname,
+                                PyObject *obj, const DLTensor **t,
+                                DLManagedTensorVersioned **owned) {
+  *owned = NULL;
+  if (dlbpy_tensor_check(obj)) {
+    *t = &((dlbpy_tensor *)obj)->mt->dl_tensor;
+    return 0;
+  }
+  dlbpy_state *st = dlbpy_state_of_module(module);
+  if (!dlbpy_is_producer(st, obj)) {
+    PyErr_Format(PyExc_TypeError,
+                 "%s(): expected a dlbridge.Tensor or a DLPack producer, not "
+                 "%.100s",
+                 fname, Py_TYPE(obj)->tp_name);
+    return -1;
+  }
+  if (dlbpy_import(st, obj, NULL, owned) < 0) return -1;
+  *t = &(*owned)->dl_tensor;
+  return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * pin
+ * ---------------------------------------------------------------------- */
+
+/* obj as a dlbridge tensor: a Tensor's own (borrowed), or a new one for a
+ * DLPack producer or a buffer exporter, in *owned. */
+static int dlbpy_pin_source(dlbpy_state *st, PyObject *obj,
+                            const DLManagedTensorVersioned **src,
+                            DLManagedTensorVersioned **owned) {
+  *owned = NULL;
+  if (dlbpy_tensor_check(obj)) {
+    *src = dlbpy_tensor_owned(obj);
+    return *src == NULL ? -1 : 0;
+  }
+  DLManagedTensorVersioned *mt;
+  if (dlbpy_is_producer(st, obj)) {
+    if (dlbpy_import(st, obj, NULL, &mt) < 0) return -1;
+    /* Pinning shares the tensor's owner, which a foreign one lacks. */
+    if (dlbpy_own(&mt) < 0) {
+      dlbpy_release(mt);
+      return -1;
+    }
+  } else if (PyObject_CheckBuffer(obj)) {
+    if (dlbpy_import_buffer(obj, &mt) < 0) return -1;
+  } else {
+    PyErr_Format(PyExc_TypeError,
+                 "pin(): %.100s is neither a buffer nor a DLPack producer",
+                 Py_TYPE(obj)->tp_name);
+    return -1;
+  }
+  *src = mt;
+  *owned = mt;
+  return 0;
+}
+
+static const char *const dlbpy_pin_kw[] = {"obj", "kind", NULL};
+
+PyObject *dlbpy_pin(PyObject *module, PyObject *const *args,
+                    Py_ssize_t nargsf, PyObject *kwnames) {
+  PyObject *v[2] = {NULL, NULL};
+  if (dlbpy_parse_args("pin", args, nargsf, kwnames, dlbpy_pin_kw, 1, 2, 1,
+                       v) < 0)
+    return NULL;
+  DLDevice kind = {kDLCUDAHost, 0};
+  if (v[1] != NULL && v[1] != Py_None &&
+      dlbpy_parse_device(v[1], &kind) < 0)
+    return NULL;
+  char name[DLB_DEVICE_NAME_MAX];
+  if (kind.device_type != kDLCUDAHost && kind.device_type != kDLROCMHost) {
+    dlbpy_gpu_name(kind, name, sizeof name);
+    PyErr_Format(PyExc_ValueError,
+                 "pin(): kind is %s; pinned host memory is 'cuda_host' or "
+                 "'rocm_host'",
+                 name);
+    return NULL;
+  }
+  dlbpy_state *st = dlbpy_state_of_module(module);
+  const DLManagedTensorVersioned *src;
+  DLManagedTensorVersioned *owned, *out = NULL;
+  if (dlbpy_pin_source(st, v[0], &src, &owned) < 0) return NULL;
+  DLDevice have = src->dl_tensor.device;
+  dlb_status s;
+  if (have.device_type == kind.device_type) {
+    /* Pinned already, by dlbridge or by its producer: pinning it again
+     * changes nothing. */
+    s = dlb_tensor_share(src, &out);
+  } else if (have.device_type != kDLCPU) {
+    dlbpy_gpu_name(have, name, sizeof name);
+    dlbpy_release(owned);
+    PyErr_Format(PyExc_ValueError,
+                 "pin(): the data is in %s memory; only cpu memory can be "
+                 "pinned",
+                 name);
+    return NULL;
+  } else {
+    s = dlb_tensor_pin(src, kind.device_type, &out);
+  }
+  if (s != DLB_OK) {
+    dlbpy_gpu_raise(s, "pin()");
+    dlbpy_release(owned);
+    return NULL;
+  }
+  dlbpy_release(owned);
+  return dlbpy_tensor_new(st, out);
+}
+
+/* ------------------------------------------------------------------------
+ * device_of
+ * ---------------------------------------------------------------------- */
+
+/* An int address, 1 to 2**64 - 1. */
+static int dlbpy_address_arg(PyObject *obj, const void **out) {
+  PyObject *index = PyNumber_Index(obj);
+  if (index == NULL) return -1;
+  int overflow = 0;
+  long long v = PyLong_AsLongLongAndOverflow(index, &overflow);
+  unsigned long long address = (unsigned long long)v;
+  if (v == -1 && PyErr_Occurred()) {
+    Py_DECREF(index);
+    return -1;
+  }
+  if (overflow > 0) {
+    address = PyLong_AsUnsignedLongLong(index);
+    if (PyErr_Occurred()) {
+      PyErr_Clear();
+      PyErr_Format(PyExc_OverflowError,
+                   "device_of(): address %R does not fit in a pointer",
+                   index);
+      Py_DECREF(index);
+      return -1;
+    }
+  } else if (overflow < 0 || v < 0) {
+    PyErr_Format(PyExc_ValueError, "device_of(): address %R is negative",
+                 index);
+    Py_DECREF(index);
+    return -1;
+  }
+  Py_DECREF(index);
+  if (address == 0) {
+    PyErr_SetString(PyExc_ValueError,
+                    "device_of(): address 0 is NULL; no memory is there");
+    return -1;
+  }
+  *out = (const void *)(uintptr_t)address;
+  return 0;
+}
+
+/* The name of the memory at ptr, which obj's data pointer is. */
+static PyObject *dlbpy_device_name_of(PyObject *obj, const void *ptr) {
+  if (ptr == NULL) {
+    PyErr_Format(PyExc_ValueError,
+                 "device_of(): the %.100s has no data pointer (NULL); no "
+                 "memory is there",
+                 Py_TYPE(obj)->tp_name);
+    return NULL;
+  }
+  DLDevice d;
+  dlb_status s = dlb_device_of_pointer(ptr, &d);
+  if (s != DLB_OK) return dlbpy_gpu_raise(s, "device_of()");
+  char name[DLB_DEVICE_NAME_MAX];
+  s = dlb_device_format(d, name, sizeof name);
+  if (s != DLB_OK) return dlbpy_gpu_raise(s, "device_of()");
+  return PyUnicode_FromString(name);
+}
+
+PyObject *dlbpy_device_of(PyObject *module, PyObject *x) {
+  if (dlbpy_tensor_check(x))
+    return dlbpy_device_name_of(x, ((dlbpy_tensor *)x)->mt->dl_tensor.data);
+  if (PyLong_Check(x) && !PyBool_Check(x)) {
+    const void *ptr;
+    if (dlbpy_address_arg(x, &ptr) < 0) return NULL;
+    return dlbpy_device_name_of(x, ptr);
+  }
+  dlbpy_state *st = dlbpy_state_of_module(module);
+  int producer = dlbpy_is_producer(st, x);
+  /* A buffer needs no import; an exporter that refuses one may still be a
+   * DLPack producer (a GPU array offering a host view only sometimes). */
+  if (PyObject_CheckBuffer(x)) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(x, &view, PyBUF_STRIDED_RO) == 0) {
+      PyObject *r = dlbpy_device_name_of(x, view.buf);
+      PyBuffer_Release(&view);
+      return r;
+    }
+    if (!producer || !PyErr_ExceptionMatches(PyExc_BufferError)) return NULL;
+    PyErr_Clear();
+  }
+  if (producer) {
+    DLManagedTensorVersioned *mt;
+    if (dlbpy_import(st, x, NULL, &mt) < 0) return NULL;
+    PyObject *r = dlbpy_device_name_of(x, mt->dl_tensor.data);
+    dlbpy_release(mt);
+    return r;
+  }
+  if (PyIndex_Check(x) && !PyBool_Check(x)) {
+    const void *ptr;
+    if (dlbpy_address_arg(x, &ptr) < 0) return NULL;
+    return dlbpy_device_name_of(x, ptr);
+  }
+  PyErr_Format(PyExc_TypeError,
+               "device_of(): expected an int address, a dlbridge.Tensor, a "
+               "buffer or a DLPack producer, not %.100s",
+               Py_TYPE(x)->tp_name);
+  return NULL;
+}
+
+/* ------------------------------------------------------------------------
+ * prefetch and advise
+ * ---------------------------------------------------------------------- */
+
+/* A CUDA stream in the __dlpack__ convention: None or 1 the legacy default
+ * stream, 2 the per-thread default stream, larger values handles. */
+static int dlbpy_prefetch_stream(PyObject *obj, void **out) {
+  int64_t value = DLB_STREAM_NONE;
+  if (obj != NULL && obj != Py_None &&
+      dlbpy_parse_int64(obj, "stream", &value) < 0)
+    return -1;
+  void *handle = NULL;
+  int sync = 0;
+  dlb_status s = dlb_stream_from_dlpack(kDLCUDAManaged, value, &handle, &sync);
+  if (s != DLB_OK) return dlbpy_fail(s, PyExc_ValueError, "prefetch()");
+  if (!sync) {
+    PyErr_SetString(PyExc_ValueError,
+                    "prefetch(): stream -1 names no stream; pass None or 1 "
+                    "(the legacy default stream), 2 (the per-thread default "
+                    "stream) or a stream handle");
+    return -1;
+  }
+  *out = handle;
+  return 0;
+}
+
+static const char *const dlbpy_prefetch_kw[] = {"t", "device", "stream",
+                                                NULL};
+
+PyObject *dlbpy_prefetch(PyObject *module, PyObject *const *args,
+                         Py_ssize_t nargsf, PyObject *kwnames) {
+  PyObject *v[3] = {NULL, NULL, NULL};
+  if (dlbpy_parse_args("prefetch", args, nargsf, kwnames, dlbpy_prefetch_kw,
+                       1, 3, 2, v) < 0)
+    return NULL;
+  DLDevice target;
+  void *stream = NULL;
+  if (dlbpy_parse_device(v[1], &target) < 0 ||
+      dlbpy_prefetch_stream(v[2], &stream) < 0)
+    return NULL;
+  const DLTensor *t;
+  DLManagedTensorVersioned *owned;
+  if (dlbpy_gpu_tensor_arg(module, "prefetch", v[0], &t, &owned) < 0)
+    return NULL;
+  dlb_status s = dlb_managed_prefetch(t, target, stream);
+  if (s != DLB_OK) dlbpy_gpu_raise(s, "prefetch()");
+  dlbpy_release(owned);
+  if (s != DLB_OK) return NULL;
+  Py_RETURN_NONE;
+}
+
+static const struct {
+  const char *name;
+  dlb_advice advice;
+} dlbpy_advice_names[] = {
+    {"set_read_mostly", DLB_ADVISE_SET_READ_MOSTLY},
+    {"unset_read_mostly", DLB_ADVISE_UNSET_READ_MOSTLY},
+    {"set_preferred_location", DLB_ADVISE_SET_PREFERRED_LOCATION},
+    {"unset_preferred_location", DLB_ADVISE_UNSET_PREFERRED_LOCATION},
+    {"set_accessed_by", DLB_ADVISE_SET_ACCESSED_BY},
+    {"unset_accessed_by", DLB_ADVISE_UNSET_ACCESSED_BY},
+};
+
+static int dlbpy_advice_arg(PyObject *obj, dlb_advice *out) {
+  if (!PyUnicode_Check(obj)) {
+    PyErr_Format(PyExc_TypeError,
+                 "advise(): advice must be a str such as 'set_read_mostly', "
+                 "not %.100s",
+                 Py_TYPE(obj)->tp_name);
+    return -1;
+  }
+  const char *text = PyUnicode_AsUTF8(obj);
+  if (text == NULL) return -1;
+  size_t n = sizeof dlbpy_advice_names / sizeof dlbpy_advice_names[0];
+  for (size_t i = 0; i < n; i++) {
+    if (strcmp(text, dlbpy_advice_names[i].name) == 0) {
+      *out = dlbpy_advice_names[i].advice;
+      return 0;
+    }
+  }
+  PyErr_Format(PyExc_ValueError,
+               "advise(): unknown advice %R; expected set_read_mostly, "
+               "unset_read_mostly, set_preferred_location, "
+               "unset_preferred_location, set_accessed_by or "
+               "unset_accessed_by",
+               obj);
+  return -1;
+}
+
+static const char *const dlbpy_advise_kw[] = {"t", "advice", "device", NULL};
+
+PyObject *dlbpy_advise(PyObject *module, PyObject *const *args,
+                       Py_ssize_t nargsf, PyObject *kwnames) {
+  PyObject *v[3] = {NULL, NULL, NULL};
+  if (dlbpy_parse_args("advise", args, nargsf, kwnames, dlbpy_advise_kw, 1, 3,
+                       2, v) < 0)
+    return NULL;
+  dlb_advice advice;
+  /* The host, for advice that names no device (read-mostly). */
+  DLDevice target = {kDLCPU, 0};
+  if (dlbpy_advice_arg(v[1], &advice) < 0 ||
+      (v[2] != NULL && v[2] != Py_None &&
+       dlbpy_parse_device(v[2], &target) < 0))
+    return NULL;
+  const DLTensor *t;
+  DLManagedTensorVersioned *owned;
+  if (dlbpy_gpu_tensor_arg(module, "advise", v[0], &t, &owned) < 0)
+    return NULL;
+  dlb_status s = dlb_managed_advise(t, advice, target);
+  if (s != DLB_OK) dlbpy_gpu_raise(s, "advise()");
+  dlbpy_release(owned);
+  if (s != DLB_OK) return NULL;
+  Py_RETURN_NONE;
+}
+
+/* ------------------------------------------------------------------------
+ * synchronize
+ * ---------------------------------------------------------------------- */
+
+/* The device x names: a device itself, or the memory of a Tensor or of a
+ * producer (its __dlpack_device__, so nothing is imported). */
+static int dlbpy_sync_device_arg(PyObject *module, PyObject *x,
+                                 DLDevice *out) {
+  if (PyUnicode_Check(x) || PyTuple_Check(x))
+    return dlbpy_parse_device(x, out);
+  if (dlbpy_tensor_check(x)) {
+    *out = ((dlbpy_tensor *)x)->mt->dl_tensor.device;
+    return 0;
+  }
+  dlbpy_state *st = dlbpy_state_of_module(module);
+  PyObject *attr = PyObject_GetAttr((PyObject *)Py_TYPE(x),
+                                    st->s_dlpack_device);
+  if (attr == NULL) {
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+    PyErr_Clear();
+    PyErr_Format(PyExc_TypeError,
+                 "synchronize(): expected a device ('cuda:0', a "
+                 "(device_type, device_id) tuple), a dlbridge.Tensor or a "
+                 "DLPack producer, not %.100s",
+                 Py_TYPE(x)->tp_name);
+    return -1;
+  }
+  Py_DECREF(attr);
+  PyObject *pair = PyObject_CallMethodNoArgs(x, st->s_dlpack_device);
+  if (pair == NULL) return -1;
+  int rc;
+  if (PyTuple_Check(pair)) {
+    rc = dlbpy_parse_device(pair, out);
+  } else {
+    PyErr_Format(PyExc_TypeError,
+                 "synchronize(): %.100s.__dlpack_device__() returned "
+                 "%.100s, not a (device_type, device_id) tuple",
+                 Py_TYPE(x)->tp_name, Py_TYPE(pair)->tp_name);
+    rc = -1;
+  }
+  Py_DECREF(pair);
+  return rc;
+}
+
+PyObject *dlbpy_synchronize(PyObject *module, PyObject *x) {
+  DLDevice device;
+  if (dlbpy_sync_device_arg(module, x, &device) < 0) return NULL;
+  /* The CPU runs nothing behind the caller's back. */
+  if (device.device_type == kDLCPU) Py_RETURN_NONE;
+  dlb_status s;
+  /* The wait may be long; the core's message is per thread, and this
+   * thread keeps it. */
+  Py_BEGIN_ALLOW_THREADS
+  s = dlb_device_synchronize(device);
+  Py_END_ALLOW_THREADS
+  if (s != DLB_OK) return dlbpy_gpu_raise(s, "synchronize()");
+  Py_RETURN_NONE;
+}
