@@ -61,8 +61,14 @@ test-python: python
 
 check: test-c test-cli test-asan test-python
 
-# Copy bandwidth and exchange cost against the peers, in one run.
+# Every benchmark in one run (bench/run_bench.py): copy bandwidth against
+# memcpy, NumPy and PyTorch; exchange cost through the module; the C-level
+# import in ns and in instructions (valgrind); GPU bandwidth when there is a
+# GPU. Tables on the terminal, JSON in bench/results/; under a minute here.
+# Without valgrind (setup.sh installs it as root) only the instruction
+# counts are skipped.
 bench: python build
+	-@./scripts/setup.sh bench
 	DLBRIDGE_PYTHON=$(VPY) $(BUILD)/tools/dlbridge bench
 
 clean:

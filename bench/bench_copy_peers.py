@@ -245,7 +245,7 @@ def main():
                 row["case"], m, row["median_s"][m] * 1e3,
                 row["min_s"][m] * 1e3, row["max_s"][m] * 1e3))
         print("%-24s %s" % ("", "  ".join(
-            "dlbridge %.2fx faster than %s" % (v, k)
+            "dlbridge speed-up vs %s: %.2fx" % (k, v)
             for k, v in row["dlbridge_speedup"].items())))
     with open(args.json, "w") as f:
         json.dump({"reps": args.reps, "library": bridge.path,

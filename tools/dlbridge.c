@@ -123,9 +123,9 @@ static int run(const char *const *argv) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
 }
 
-/* The copy benchmark is installed beside the tool's own libexec folder, or
- * sits in ../bench in a build tree. */
-static int find_bench(char *out, size_t size) {
+/* Finds a benchmark file that access() allows mode on: in ../bench in a
+ * build tree, or installed in the tool's own libexec folder. */
+static int find_bench(const char *name, int mode, char *out, size_t size) {
   char self[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
   if (n <= 0) return 0;
@@ -133,26 +133,38 @@ static int find_bench(char *out, size_t size) {
   char *slash = strrchr(self, '/');
   if (slash == NULL) return 0;
   *slash = '\0';
-  const char *tries[] = {"/../bench/bench_copy",
-                         "/../libexec/dlbridge/bench_copy"};
+  const char *tries[] = {"/../bench/", "/../libexec/dlbridge/"};
   for (size_t i = 0; i < sizeof tries / sizeof tries[0]; i++) {
-    int w = snprintf(out, size, "%s%s", self, tries[i]);
-    if (w > 0 && (size_t)w < size && access(out, X_OK) == 0) return 1;
+    int w = snprintf(out, size, "%s%s%s", self, tries[i], name);
+    if (w > 0 && (size_t)w < size && access(out, mode) == 0) return 1;
   }
   return 0;
 }
 
+/* In a build tree, every benchmark through bench/run_bench.py (ARGS go to
+ * it, and from it to bench_copy); installed, the copy benchmark and then
+ * the Python module's exchange benchmark. */
 static int cmd_bench(int argc, char **argv) {
   char path[PATH_MAX];
-  if (!find_bench(path, sizeof path)) {
+  const char **args = calloc((size_t)argc + 3, sizeof *args);
+  if (args == NULL) return 1;
+  int rc;
+  if (find_bench("run_bench", R_OK, path, sizeof path)) {
+    args[0] = "/bin/sh";
+    args[1] = path;
+    for (int i = 0; i < argc; i++) args[i + 2] = argv[i];
+    rc = run(args);
+    free((void *)args);
+    return rc;
+  }
+  if (!find_bench("bench_copy", X_OK, path, sizeof path)) {
+    free((void *)args);
     fprintf(stderr, "dlbridge: bench_copy not found beside this program\n");
     return 1;
   }
-  const char **args = calloc((size_t)argc + 2, sizeof *args);
-  if (args == NULL) return 1;
   args[0] = path;
   for (int i = 0; i < argc; i++) args[i + 1] = argv[i];
-  int rc = run(args);
+  rc = run(args);
   free((void *)args);
   if (rc != 0) return rc;
   const char *env = getenv("DLBRIDGE_PYTHON");

@@ -196,10 +196,16 @@ DLB_API dlb_status dlb_device_synchronize(DLDevice device);
  * between any two kinds of memory, queued on stream of the runtime of the
  * non-cpu side(s): one cuMemcpy / 2D / 3D (or the HIP equivalent) when the
  * layouts allow it, otherwise through host staging buffers and the CPU
- * copy engine, which completes before returning. Copies between CUDA and
- * ROCm memory always stage and need stream NULL. Plain cpu to cpu copies
- * run on the CPU. Host memory in a queued copy must stay valid, and unread
- * if written, until the stream is done (dlb_copy_sync() waits for it).
+ * copy engine, which completes before returning. A one-copy layout between
+ * device memory and 1 MiB or more of pageable cpu memory (not pinned,
+ * registered or managed, whatever the label says) goes through a pinned
+ * staging buffer in chunks, the CPU's part of each chunk overlapping the
+ * DMA of a neighbour, and also completes before returning; the buffer
+ * (16 MiB per runtime) is kept for the process's lifetime. Copies between
+ * CUDA and ROCm memory always stage and need stream NULL. Plain cpu to cpu
+ * copies run on the CPU. Host memory in a queued copy must stay valid, and
+ * unread if written, until the stream is done (dlb_copy_sync() waits for
+ * it).
  * DLB_E_LAYOUT and DLB_E_DTYPE as dlb_copy() (packed sub-byte tensors must
  * be compact); DLB_E_UNSUPPORTED for device types no runtime handles;
  * DLB_E_NO_RUNTIME or DLB_E_NO_DEVICE when a runtime or a device is

@@ -7,10 +7,16 @@
  * both are contiguous (dlb_coalesce_dims), with the element's bytes as one
  * more, innermost, dimension. Up to three dimensions with positive strides
  * that the runtime's pitch rules accept make one 1-D, 2-D or 3-D copy.
+ * Such a copy between device memory and large pageable host memory goes
+ * through pinned staging in chunks instead (staging.h): the runtime stages
+ * pageable memory too, but this overlaps the CPU's part with the DMA and
+ * runs it on the copy engine's threads (docs/performance.md says how it
+ * compares on a real GPU).
  */
 #include <string.h>
 
 #include "backend.h"
+#include "staging.h"
 
 /* One tensor of a copy, and what its memory needs. */
 typedef struct side {
@@ -284,6 +290,9 @@ static dlb_status gpu_copy(const DLTensor *src, const DLTensor *dst,
   if (direct && !spans_overlap(src, dst)) {
     c.src_side = a.where;
     c.dst_side = b.where;
+    int pageable = (a.gpu == NULL && b.where == DLB__SIDE_DEVICE) ||
+                   (b.gpu == NULL && a.where == DLB__SIDE_DEVICE);
+    if (pageable && dlb__stage_copy(gpu, device, &c, stream, &s)) return s;
     s = gpu->copy(device, &c, stream);
     if (s == DLB_OK && wait) s = gpu->stream_sync(device, stream);
     if (s != DLB_E_UNSUPPORTED) return s;
