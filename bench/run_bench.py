@@ -106,7 +106,7 @@ def parse_exchange(text):
     """bench_exchange.py prints 'case  ns' rows and ratio lines."""
     cases, ratios = {}, []
     for line in text.splitlines():
-        m = re.match(r"^(\S.*?\))\s+([0-9]+(?:\.[0-9]+)?)\s*$", line)
+        m = re.match(r"^(\S.*?\))\s+([0-9]+(?:\.[0-9]+)?)(?:\s+\S+)?\s*$", line)
         if m:
             cases[m.group(1)] = float(m.group(2))
         elif "target" in line:
@@ -130,7 +130,7 @@ def summary(steps, started):
 
     ex = steps_by(steps, "exchange")
     if ex is not None and ex.result:
-        p("\nexchange cost per call (Python, best of rounds), ns")
+        p("\nexchange cost per call (Python, median of rounds), ns")
         for k, v in ex.result["ns_per_call"].items():
             p("  %-48s %8.1f" % (k, v))
         for line in ex.result["targets"]:

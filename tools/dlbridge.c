@@ -4,9 +4,11 @@
  *   dlbridge info               library, DLPack and runtime status
  *   dlbridge dtype NAME...      what a dtype name means
  *   dlbridge device NAME...     what a device name means
- *   dlbridge bench [ARGS...]    the copy benchmark (ARGS go to it), then the
- *                               Python exchange benchmark when the module
- *                               imports
+ *   dlbridge bench [ARGS...]    in a build tree, the whole suite that
+ *                               `make bench` runs (bench/run_bench.py; ARGS
+ *                               go to it); installed, the copy benchmark
+ *                               (ARGS go to it), then the Python exchange
+ *                               benchmark when dlbridge.bench imports
  *   dlbridge version
  */
 #include <limits.h>

@@ -5,9 +5,11 @@ numpy.from_dlpack, on the same objects, in one run.
 
 (also `dlbridge bench`, and bench/bench_exchange.py in the source tree).
 
-Prints the best time per call of each case (the minimum over R rounds of N
-calls, rounds interleaved so that drift in the machine's speed hits every
-case alike) and the ratios the project's targets are about:
+Prints the median time per call of each case over R rounds of N calls
+(rounds interleaved so that drift in the machine's speed hits every case
+alike), with the spread (fastest-slowest round), for the peers' imports,
+__dlpack__ alone and the exchange-API path, and the ratios of medians the
+project's targets are about:
 
   numpy array:   dlbridge.from_dlpack(a)  vs  numpy.from_dlpack(a)   (<= 1)
   torch tensor:  dlbridge.from_dlpack(x)  vs  numpy.from_dlpack(x)   (<= 1)
@@ -19,6 +21,7 @@ Exit status 1 when a target is missed.
 
 import argparse
 import os
+import statistics
 import sys
 import timeit
 
@@ -38,18 +41,25 @@ except ImportError:  # torch is optional for the benchmark
     torch = None
 
 
-def best_per_call(cases, calls, repeats):
-    """cases: name -> (function, argument). Timed as the statement f(x),
-    so no Python-level wrapper adds to the call being measured."""
+def per_call_rounds(cases, calls, repeats):
+    """cases: name -> (function, argument). Returns name -> list of seconds
+    per call, one per round. Timed as the statement f(x), so no Python-level
+    wrapper adds to the call being measured; rounds are interleaved so that
+    drift in the machine's speed hits every case alike."""
     timers = {
         name: timeit.Timer("f(x)", globals={"f": fn, "x": arg})
         for name, (fn, arg) in cases.items()
     }
-    best = {name: float("inf") for name in cases}
+    rounds = {name: [] for name in cases}
     for _ in range(repeats):
         for name, timer in timers.items():
-            best[name] = min(best[name], timer.timeit(number=calls) / calls)
-    return best
+            rounds[name].append(timer.timeit(number=calls) / calls)
+    return rounds
+
+
+def _dunder(obj):
+    """__dlpack__ alone: the producer's side of an exchange."""
+    return obj.__dlpack__
 
 
 def main(argv=None):
@@ -68,34 +78,42 @@ def main(argv=None):
         "numpy.from_dlpack(numpy array)": (np.from_dlpack, a),
         "dlbridge.from_dlpack(numpy array)": (dlbridge.from_dlpack, a),
         "dlbridge.from_dlpack(dlbridge.Tensor)": (dlbridge.from_dlpack, t),
+        "numpy.from_dlpack(dlbridge.Tensor)": (np.from_dlpack, t),
+        "numpy array.__dlpack__()": (lambda f: f(), _dunder(a)),
+        "dlbridge.Tensor.__dlpack__()": (lambda f: f(), _dunder(t)),
     }
     if torch is not None:
         x = torch.arange(12, dtype=torch.float32).reshape(3, 4)
         cases["numpy.from_dlpack(torch tensor)"] = (np.from_dlpack, x)
         cases["dlbridge.from_dlpack(torch tensor)"] = (dlbridge.from_dlpack, x)
+        cases["torch.from_dlpack(numpy array)"] = (torch.from_dlpack, a)
+        cases["torch.from_dlpack(dlbridge.Tensor)"] = (torch.from_dlpack, t)
 
     # Warm every path (type caches, lazy adoption) before timing.
     for fn, arg in cases.values():
         for _ in range(1000):
             fn(arg)
-    best = best_per_call(cases, args.calls, args.repeats)
+    rounds = per_call_rounds(cases, args.calls, args.repeats)
+    med = {name: statistics.median(r) for name, r in rounds.items()}
 
-    print(f"{'case':44s} {'ns/call':>9s}")
-    for name, sec in best.items():
-        print(f"{name:44s} {sec * 1e9:9.1f}")
+    print(f"{'case':44s} {'ns/call':>9s}   spread over {args.repeats} rounds")
+    for name, r in rounds.items():
+        print(f"{name:44s} {med[name] * 1e9:9.1f}   "
+              f"{min(r) * 1e9:.1f}-{max(r) * 1e9:.1f}")
+    print("(median per call; the __dlpack__() rows include dropping the capsule)")
     print()
 
     ok = True
-    ratio = best["dlbridge.from_dlpack(numpy array)"] / best["numpy.from_dlpack(numpy array)"]
+    ratio = med["dlbridge.from_dlpack(numpy array)"] / med["numpy.from_dlpack(numpy array)"]
     good = ratio <= 1.0
     ok &= good
     print(f"numpy array:  dlbridge / numpy = {ratio:.3f}  (target <= 1)  {'ok' if good else 'MISSED'}")
     if torch is not None:
-        ratio = best["dlbridge.from_dlpack(torch tensor)"] / best["numpy.from_dlpack(torch tensor)"]
+        ratio = med["dlbridge.from_dlpack(torch tensor)"] / med["numpy.from_dlpack(torch tensor)"]
         good = ratio <= 1.0
         ok &= good
         print(f"torch tensor: dlbridge / numpy = {ratio:.3f}  (target <= 1)  {'ok' if good else 'MISSED'}")
-    speedup = best["numpy.from_dlpack(numpy array)"] / best["dlbridge.from_dlpack(dlbridge.Tensor)"]
+    speedup = med["numpy.from_dlpack(numpy array)"] / med["dlbridge.from_dlpack(dlbridge.Tensor)"]
     good = speedup >= 3.0
     ok &= good
     print(
