@@ -51,7 +51,13 @@ static int dlbpy_make(DLDevice device, DLDataType dtype, int32_t ndim,
   int rc = s == DLB_OK ? fill(host, numel, arg)
                        : dlbpy_fail(s, PyExc_ValueError, "shape");
   if (rc == 0 && host != mt) {
-    s = dlb_copy_sync(&host->dl_tensor, &mt->dl_tensor, NULL);
+    if (dlbpy_copy_is_large(&host->dl_tensor)) {
+      Py_BEGIN_ALLOW_THREADS
+      s = dlb_copy_sync(&host->dl_tensor, &mt->dl_tensor, NULL);
+      Py_END_ALLOW_THREADS
+    } else {
+      s = dlb_copy_sync(&host->dl_tensor, &mt->dl_tensor, NULL);
+    }
     if (s != DLB_OK) {
       char name[DLB_DEVICE_NAME_MAX], what[64];
       if (dlb_device_format(device, name, sizeof name) != DLB_OK)

@@ -362,9 +362,12 @@ PyObject *dlbpy_advise(PyObject *module, PyObject *const *args,
 /* synchronize(x, /). */
 PyObject *dlbpy_synchronize(PyObject *module, PyObject *x);
 
+/* 1 when copying t is worth running without the GIL (large copies). */
+int dlbpy_copy_is_large(const DLTensor *t);
+
 /* A compact, writable copy of mt on device, made by the core's copy engine
- * (dlb_tensor_copy: IS_COPIED set). Raises exc (MemoryError for lack of
- * memory) when it cannot be made. */
+ * (dlb_tensor_copy: IS_COPIED set), without the GIL when it is large.
+ * Raises exc (MemoryError for lack of memory) when it cannot be made. */
 int dlbpy_copy_to(const DLManagedTensorVersioned *mt, DLDevice device,
                   PyObject *exc, DLManagedTensorVersioned **out);
 

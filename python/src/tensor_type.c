@@ -97,10 +97,31 @@ static const int64_t *dlbpy_strides_of(const DLTensor *t, int64_t *buf) {
   return buf;
 }
 
+/* Copies at least this large run without the GIL: below it, releasing and
+ * taking the GIL back costs more than other threads gain. */
+#define DLBPY_NOGIL_COPY_BYTES ((int64_t)1 << 18)
+
+int dlbpy_copy_is_large(const DLTensor *t) {
+  int64_t numel = 0;
+  int64_t item = (int64_t)dlb_dtype_itemsize(t->dtype);
+  if (item < 1) item = 1;
+  return dlb_tensor_numel(t, &numel) == DLB_OK &&
+         numel >= DLBPY_NOGIL_COPY_BYTES / item;
+}
+
 int dlbpy_copy_to(const DLManagedTensorVersioned *mt, DLDevice device,
                   PyObject *exc, DLManagedTensorVersioned **out) {
-  DLManagedTensorVersioned *copy;
-  dlb_status s = dlb_tensor_copy(&mt->dl_tensor, device, &copy);
+  DLManagedTensorVersioned *copy = NULL;
+  dlb_status s;
+  /* The caller holds a reference to the tensor owning mt, so its data
+   * stays alive while other threads run. */
+  if (dlbpy_copy_is_large(&mt->dl_tensor)) {
+    Py_BEGIN_ALLOW_THREADS
+    s = dlb_tensor_copy(&mt->dl_tensor, device, &copy);
+    Py_END_ALLOW_THREADS
+  } else {
+    s = dlb_tensor_copy(&mt->dl_tensor, device, &copy);
+  }
   if (s != DLB_OK) {
     char from[DLB_DEVICE_NAME_MAX], to[DLB_DEVICE_NAME_MAX], what[96];
     if (dlb_device_format(mt->dl_tensor.device, from, sizeof from) != DLB_OK)
