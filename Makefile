@@ -12,7 +12,7 @@ ASAN    := build-asan
 WERROR  ?= $(if $(CI),true,false)
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: all deps deps-c build demo check test-c test-cli test-asan \
+.PHONY: all deps deps-c build demo check test-c test-cli test-install test-asan \
         test-python python bench clean
 
 all: build
@@ -38,6 +38,10 @@ test-c: build
 test-cli: build
 	tests/cli/test_cli.sh $(BUILD)
 
+# Installs into a scratch folder and builds against it through pkg-config.
+test-install: build
+	tests/install/test_install.sh $(BUILD)
+
 $(ASAN)/build.ninja: | deps-c
 	$(MESON) setup $(ASAN) -Dwerror=$(WERROR) -Db_sanitize=address,undefined \
 	  -Db_lundef=false -Dbuildtype=debug
@@ -59,7 +63,7 @@ python: deps
 test-python: python
 	$(VPY) -m pytest -q tests/python
 
-check: test-c test-cli test-asan test-python
+check: test-c test-cli test-install test-asan test-python
 
 # Every benchmark in one run (bench/run_bench.py): copy bandwidth against
 # memcpy, NumPy and PyTorch; exchange cost through the module; the C-level

@@ -1,0 +1,964 @@
+"""Hostile producers, consumers and arguments: capsules built by hand with
+ctypes, random struct contents, junk from __dlpack__ and junk arguments.
+Nothing may crash; every refusal raises the standard's exception; a
+producer's deleter runs exactly once when dlbridge took the tensor, never
+when it refused, and refused imports leak nothing."""
+
+import ctypes
+import gc
+import itertools
+import os
+import random
+import sys
+import tracemalloc
+
+import pytest
+
+from support import (
+    IS_COPIED,
+    KDLCPU,
+    READ_ONLY,
+    capsule_of,
+    deleted,
+    dlbridge,
+    helper,
+    needs_torch,
+    np,
+    torch,
+)
+
+# ---------------------------------------------------------------------------
+# DLPack structs in ctypes
+# ---------------------------------------------------------------------------
+
+
+class DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class DLDataType(ctypes.Structure):
+    _fields_ = [
+        ("code", ctypes.c_uint8),
+        ("bits", ctypes.c_uint8),
+        ("lanes", ctypes.c_uint16),
+    ]
+
+
+class DLTensor(ctypes.Structure):
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("device", DLDevice),
+        ("ndim", ctypes.c_int32),
+        ("dtype", DLDataType),
+        ("shape", ctypes.c_void_p),
+        ("strides", ctypes.c_void_p),
+        ("byte_offset", ctypes.c_uint64),
+    ]
+
+
+class DLManagedTensorVersioned(ctypes.Structure):
+    _fields_ = [
+        ("major", ctypes.c_uint32),
+        ("minor", ctypes.c_uint32),
+        ("manager_ctx", ctypes.c_void_p),
+        ("deleter", ctypes.c_void_p),
+        ("flags", ctypes.c_uint64),
+        ("dl_tensor", DLTensor),
+    ]
+
+
+class DLManagedTensor(ctypes.Structure):
+    _fields_ = [
+        ("dl_tensor", DLTensor),
+        ("manager_ctx", ctypes.c_void_p),
+        ("deleter", ctypes.c_void_p),
+    ]
+
+
+assert ctypes.sizeof(DLTensor) == 48
+assert ctypes.sizeof(DLManagedTensorVersioned) == 80
+assert ctypes.sizeof(DLManagedTensor) == 64
+
+_capsule_new = ctypes.pythonapi.PyCapsule_New
+_capsule_new.restype = ctypes.py_object
+_capsule_new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+_capsule_name = ctypes.pythonapi.PyCapsule_GetName
+_capsule_name.restype = ctypes.c_char_p
+_capsule_name.argtypes = [ctypes.py_object]
+_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_pointer.restype = ctypes.c_void_p
+_capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+# A capsule keeps the name's pointer: the names must live as long as it.
+NAMES = {
+    n: ctypes.create_string_buffer(n)
+    for n in (
+        b"dltensor",
+        b"dltensor_versioned",
+        b"used_dltensor",
+        b"used_dltensor_versioned",
+        b"dltensor_versioned_x",
+        b"DLTENSOR",
+        b"",
+    )
+}
+
+DELETER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+# The manager_ctx of every deleter call: each producer's is its own id.
+calls = []
+_ids = itertools.count(1)
+
+
+@DELETER
+def _deleter_versioned(ptr):
+    calls.append(DLManagedTensorVersioned.from_address(ptr).manager_ctx)
+
+
+@DELETER
+def _deleter_legacy(ptr):
+    calls.append(DLManagedTensor.from_address(ptr).manager_ctx)
+
+
+COUNTING = ctypes.cast(_deleter_versioned, ctypes.c_void_p).value
+COUNTING_LEGACY = ctypes.cast(_deleter_legacy, ctypes.c_void_p).value
+
+
+class Producer:
+    """A hand-made managed tensor over a numpy array, in a capsule with no
+    destructor: only a consumer can call the deleter."""
+
+    def __init__(self, array=None, legacy=False, name=None, **fields):
+        self.array = np.arange(6, dtype=np.float32) if array is None else array
+        a = self.array
+        self.shape = (ctypes.c_int64 * 8)(*a.shape)
+        self.strides = (ctypes.c_int64 * 8)(*(s // a.itemsize for s in a.strides))
+        self.m = DLManagedTensor() if legacy else DLManagedTensorVersioned()
+        self.id = next(_ids)
+        t = self.m.dl_tensor
+        t.data = a.ctypes.data
+        t.device = DLDevice(KDLCPU, 0)
+        t.ndim = a.ndim
+        kind = {"f": 2, "i": 0, "u": 1, "b": 6, "c": 5}[a.dtype.kind]
+        t.dtype = DLDataType(kind, a.itemsize * 8, 1)
+        t.shape = ctypes.addressof(self.shape)
+        t.strides = ctypes.addressof(self.strides)
+        t.byte_offset = 0
+        self.m.deleter = COUNTING_LEGACY if legacy else COUNTING
+        self.m.manager_ctx = self.id
+        if not legacy:
+            self.m.major, self.m.minor = 1, 3
+        for k, v in fields.items():
+            setattr(t if hasattr(t, k) else self.m, k, v)
+        if name is None:
+            name = b"dltensor" if legacy else b"dltensor_versioned"
+        self.capsule = _capsule_new(ctypes.addressof(self.m), NAMES[name], None)
+
+    def name(self):
+        return _capsule_name(self.capsule)
+
+    def deleter_calls(self):
+        gc.collect()
+        return calls.count(self.id)
+
+
+# ---------------------------------------------------------------------------
+# Hand-made capsules: accepted ones
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("legacy", [False, True])
+def test_taken_capsule_is_renamed_and_deleted_once_after_every_user(legacy):
+    p = Producer(legacy=legacy)
+    t = dlbridge.from_dlpack(p.capsule)
+    assert p.name() == (b"used_dltensor" if legacy else b"used_dltensor_versioned")
+    assert t.tolist() == list(range(6))
+    view = t.reshape((2, 3)).T
+    arr = np.from_dlpack(view)
+    caps = [t.__dlpack__(), t.__dlpack__(max_version=(1, 0))]
+    del t, view
+    assert p.deleter_calls() == 0
+    assert arr.tolist() == [[0, 3], [1, 4], [2, 5]]
+    del arr, caps
+    assert p.deleter_calls() == 1
+    gc.collect()
+    assert p.deleter_calls() == 1
+
+
+def test_taken_capsule_cannot_be_taken_again():
+    p = Producer()
+    t = dlbridge.from_dlpack(p.capsule)
+    for _ in range(3):
+        with pytest.raises(BufferError, match="consumed"):
+            dlbridge.from_dlpack(p.capsule)
+    del t
+    assert p.deleter_calls() == 1
+
+
+@needs_torch
+def test_a_capsule_taken_by_dlbridge_is_refused_by_torch():
+    p = Producer()
+    t = dlbridge.from_dlpack(p.capsule)
+    with pytest.raises(Exception):
+        torch.utils.dlpack.from_dlpack(p.capsule)
+    del t
+    assert p.deleter_calls() == 1
+
+
+def test_null_deleter_is_accepted():
+    p = Producer(deleter=None)
+    t = dlbridge.from_dlpack(p.capsule)
+    assert t.tolist() == list(range(6))
+    del t
+    assert p.deleter_calls() == 0
+
+
+def test_zero_size_tensor_with_null_data_and_strides():
+    p = Producer(array=np.zeros((0, 3), np.float32), data=None, strides=None)
+    t = dlbridge.from_dlpack(p.capsule)
+    assert t.shape == (0, 3) and t.tolist() == []
+    del t
+    assert p.deleter_calls() == 1
+
+
+def test_ndim_zero_with_null_shape_and_strides():
+    p = Producer(array=np.array(7.0, np.float32), shape=None, strides=None)
+    t = dlbridge.from_dlpack(p.capsule)
+    assert t.shape == () and t.tolist() == 7.0
+    del t
+    assert p.deleter_calls() == 1
+
+
+# ---------------------------------------------------------------------------
+# Hand-made capsules: refused ones stay the producer's
+# ---------------------------------------------------------------------------
+
+BAD = 0x1  # a pointer that crashes whoever reads through it
+
+REFUSED = [
+    ("major 0", dict(major=0)),
+    ("major 2", dict(major=2)),
+    ("major max", dict(major=0xFFFFFFFF, minor=0xFFFFFFFF)),
+    ("ndim -1", dict(ndim=-1)),
+    ("ndim huge", dict(ndim=0x7FFFFFFF)),
+    ("null shape", dict(shape=None)),
+    ("null data with elements", dict(data=None)),
+    ("byte_offset 2**63", dict(byte_offset=1 << 63)),
+    ("byte_offset max", dict(byte_offset=(1 << 64) - 1)),
+    ("unknown dtype code", dict(dtype=DLDataType(200, 32, 1))),
+    ("zero bits", dict(dtype=DLDataType(2, 0, 1))),
+    ("zero lanes", dict(dtype=DLDataType(2, 32, 0))),
+    ("float6 with 8 bits", dict(dtype=DLDataType(15, 8, 1))),
+    ("float4 with 8 bits", dict(dtype=DLDataType(17, 8, 1))),
+    ("device type 5", dict(device=DLDevice(5, 0))),
+    ("device type 0", dict(device=DLDevice(0, 0))),
+    ("device type huge", dict(device=DLDevice(0x7FFFFFFF, 0))),
+    ("negative device id", dict(device=DLDevice(KDLCPU, -1))),
+    ("unknown flag", dict(flags=1 << 63)),
+]
+
+
+@pytest.mark.parametrize("fields", [f for _, f in REFUSED], ids=[n for n, _ in REFUSED])
+def test_refused_capsule_is_untouched_and_still_usable(fields):
+    p = Producer(**fields)
+    with pytest.raises(BufferError):
+        dlbridge.from_dlpack(p.capsule)
+    assert p.name() == b"dltensor_versioned"
+    assert p.deleter_calls() == 0
+    # The producer's struct, mended, is still there for another consumer.
+    good = Producer()
+    ctypes.memmove(ctypes.addressof(p.m), ctypes.addressof(good.m), ctypes.sizeof(p.m))
+    p.m.deleter, p.m.manager_ctx = COUNTING, p.id
+    t = dlbridge.from_dlpack(p.capsule)
+    assert t.tolist() == list(range(6))
+    del t
+    assert p.deleter_calls() == 1
+
+
+@pytest.mark.parametrize("major", [0, 2, 3, 0xFFFFFFFF])
+def test_other_major_versions_read_nothing_past_flags(major):
+    # Past the frozen prefix another major may lay out anything: pointers
+    # that crash when read through, counts that would overrun.
+    p = Producer(major=major, ndim=40, shape=BAD, strides=BAD, data=BAD)
+    p.m.dl_tensor.dtype = DLDataType(0xFF, 0xFF, 0xFFFF)
+    with pytest.raises(BufferError, match="version"):
+        dlbridge.from_dlpack(p.capsule)
+    assert p.deleter_calls() == 0
+    assert p.name() == b"dltensor_versioned"
+
+
+@pytest.mark.parametrize("legacy", [False, True])
+def test_refused_legacy_and_versioned_fields(legacy):
+    for fields in (dict(ndim=-5), dict(shape=None), dict(data=None),
+                   dict(byte_offset=1 << 63), dict(device=DLDevice(6, 0))):
+        p = Producer(legacy=legacy, **fields)
+        with pytest.raises(BufferError):
+            dlbridge.from_dlpack(p.capsule)
+        assert p.deleter_calls() == 0
+        assert p.name() in (b"dltensor", b"dltensor_versioned")
+
+
+@pytest.mark.parametrize(
+    "name", [b"dltensor_versioned_x", b"DLTENSOR", b""], ids=repr
+)
+def test_capsule_of_another_name_is_a_type_error_and_untouched(name):
+    p = Producer(name=name)
+    with pytest.raises(TypeError):
+        dlbridge.from_dlpack(p.capsule)
+    assert p.name() == name
+    assert p.deleter_calls() == 0
+
+
+@pytest.mark.parametrize("name", [b"used_dltensor", b"used_dltensor_versioned"])
+def test_capsule_already_used_is_refused_without_a_deleter_call(name):
+    p = Producer(name=name, legacy=name == b"used_dltensor")
+    with pytest.raises(BufferError, match="consumed"):
+        dlbridge.from_dlpack(p.capsule)
+    assert p.deleter_calls() == 0
+
+
+def test_capsule_with_null_name_is_a_type_error():
+    m = DLManagedTensorVersioned()
+    cap = _capsule_new(ctypes.addressof(m), None, None)
+    with pytest.raises(TypeError):
+        dlbridge.from_dlpack(cap)
+
+
+# ---------------------------------------------------------------------------
+# Random struct contents
+# ---------------------------------------------------------------------------
+
+
+def _random_fields(rng, buf):
+    ndim = rng.choice([0, 1, 2, 3, 5, 64, 65, -1, rng.randrange(-(1 << 31), 1 << 31)])
+    n = max(0, min(ndim, 70))
+    shape = [rng.choice([0, 1, 2, 3, -1, 1 << 40, 1 << 62, -(1 << 63)]) for _ in range(n)]
+    strides = [rng.choice([0, 1, -1, 2, 3, 1 << 40, -(1 << 62), (1 << 63) - 1])
+               for _ in range(n)]
+    fields = dict(
+        data=rng.choice([buf, None, buf, buf]),
+        shape=shape,
+        strides=rng.choice([strides, strides, None]),
+        dtype=rng.choice([(2, 32, 1), (0, 8, 1), (6, 8, 1), (5, 128, 1), (4, 16, 1),
+                          (17, 4, 1), (15, 6, 1), (2, 32, 4), (3, 64, 1),
+                          (rng.randrange(0, 256), rng.randrange(0, 256),
+                           rng.randrange(0, 1 << 16))]),
+        device=(rng.choice([1, 1, 1, 2, 3, 5, 13, 19, -1, 1 << 30]),
+                rng.choice([0, 0, 1, -1, (1 << 31) - 1])),
+        byte_offset=rng.choice([0, 0, 4, 1 << 63, (1 << 64) - 1]),
+        flags=rng.choice([0, 0, READ_ONLY, IS_COPIED, 4, 7, 8, (1 << 64) - 1]),
+        version=rng.choice([(1, 3), (1, 3), (1, 0), (1, 0xFFFFFFFF), (0, 8), (2, 0),
+                            (0xFFFFFFFF, 0)]),
+        legacy=rng.random() < 0.25,
+        ndim=ndim,
+    )
+    if rng.random() < 0.1:
+        fields["shape_null"] = True
+    return fields
+
+
+def test_random_structs_never_crash_and_delete_exactly_once(helper):
+    rng = random.Random(20260101)
+    buf = np.zeros(64, np.uint8)
+    made = accepted = 0
+    for _ in range(3000):
+        fields = _random_fields(rng, buf)
+        cap = helper.make_capsule(**fields)
+        made += 1
+        try:
+            t = dlbridge.from_dlpack(cap)
+        except BufferError:
+            continue
+        accepted += 1
+        # Only the description is read: the data may be anywhere.
+        assert t.ndim == fields["ndim"]
+        assert len(t.shape) == t.ndim and len(t.strides) == t.ndim
+        assert t.__dlpack_device__()[0] == fields["device"][0]
+        del t
+    del cap
+    assert deleted() == made
+    assert 0 < accepted < made
+
+
+def test_random_strides_are_accepted_only_when_addressable(helper):
+    # Strides reaching beyond what a 64-bit address can hold are refused;
+    # the rest give back what they were given.
+    rng = random.Random(7)
+    for _ in range(500):
+        ndim = rng.randrange(1, 5)
+        shape = [rng.randrange(0, 4) for _ in range(ndim)]
+        strides = [rng.choice([0, 1, -3, 7, 1 << 30, 1 << 61, -(1 << 61), (1 << 63) - 1])
+                   for _ in range(ndim)]
+        cap = helper.make_capsule(data=1 << 40, shape=shape, strides=strides,
+                                  dtype=(0, 64, 1))
+        try:
+            t = dlbridge.from_dlpack(cap)
+        except BufferError:
+            continue
+        assert t.shape == tuple(shape)
+        if 0 not in shape:
+            assert t.strides == tuple(strides)
+
+
+# ---------------------------------------------------------------------------
+# Producers whose __dlpack__ or __dlpack_device__ misbehave
+# ---------------------------------------------------------------------------
+
+
+class Junk:
+    """__dlpack__ returns (or raises) whatever make() gives."""
+
+    def __init__(self, make, device=(KDLCPU, 0)):
+        self.make = make
+        self.device = device
+        self.calls = 0
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        self.calls += 1
+        return self.make()
+
+    def __dlpack_device__(self):
+        if isinstance(self.device, BaseException):
+            raise self.device
+        return self.device
+
+
+def _raise(exc):
+    raise exc
+
+
+def _used_capsule():
+    c = capsule_of(np.arange(3.0))
+    dlbridge.from_dlpack(c)
+    return c
+
+
+JUNK = [
+    ("None", lambda: None, BufferError),
+    ("int", lambda: 7, BufferError),
+    ("str", lambda: "dltensor", BufferError),
+    ("bytes", lambda: b"dltensor", BufferError),
+    ("ndarray", lambda: np.arange(3), BufferError),
+    ("tensor", lambda: dlbridge.arange(3), BufferError),
+    ("exchange capsule", lambda: helper.fake_exchange(0), BufferError),
+    ("capsule of another name", lambda: capsule_of(np.arange(3.0), name="mytensor"), BufferError),
+    ("used capsule", _used_capsule, BufferError),
+    ("major 2 capsule", lambda: capsule_of(np.arange(3.0), version=(2, 0)), BufferError),
+    ("invalid capsule", lambda: capsule_of(np.arange(3.0), ndim=-1), BufferError),
+    ("raises RuntimeError", lambda: _raise(RuntimeError("producer")), RuntimeError),
+    ("raises BufferError", lambda: _raise(BufferError("producer")), BufferError),
+    ("raises KeyError", lambda: _raise(KeyError("producer")), KeyError),
+]
+
+
+@pytest.mark.parametrize("make,exc", [(m, e) for _, m, e in JUNK], ids=[n for n, _, _ in JUNK])
+def test_junk_from_dlpack_is_refused_and_freed(helper, make, exc):
+    p = Junk(make)
+    before = sys.getrefcount(p)
+    for _ in range(3):
+        with pytest.raises(exc):
+            dlbridge.from_dlpack(p)
+    gc.collect()
+    assert sys.getrefcount(p) == before
+    # Every helper capsule the producer made was deleted exactly once: by
+    # its own destructor when refused, by dlbridge when taken.
+    makes_capsules = make in (_used_capsule,) or "capsule_of" in make.__code__.co_names
+    assert deleted() == (p.calls if makes_capsules else 0)
+
+
+def test_refused_capsules_from_dlpack_are_deleted_once(helper):
+    p = Junk(lambda: capsule_of(np.arange(3.0), version=(0xFFFFFFFF, 1)))
+    for _ in range(5):
+        with pytest.raises(BufferError):
+            dlbridge.from_dlpack(p)
+    assert deleted() == 5
+
+
+def test_taken_capsules_from_dlpack_are_deleted_once(helper):
+    a = np.arange(3.0)
+    p = Junk(lambda: capsule_of(a))
+    ts = [dlbridge.from_dlpack(p) for _ in range(5)]
+    assert deleted() == 0
+    assert all(t.tolist() == [0.0, 1.0, 2.0] for t in ts)
+    del ts
+    assert deleted() == 5
+
+
+@pytest.mark.parametrize(
+    "device",
+    [(), (1,), (1, 0, 0), "cpu", None, 5, ("1", "0"), (1 << 70, 0), (1, 1 << 70),
+     (2, 0), (-1, -1), 1.5, RuntimeError("device")],
+    ids=repr,
+)
+def test_junk_dlpack_device_never_crashes(helper, device):
+    a = np.arange(3.0)
+    p = Junk(lambda: capsule_of(a), device=device)
+    try:
+        t = dlbridge.from_dlpack(p)
+    except (TypeError, ValueError, BufferError, OverflowError, RuntimeError):
+        pass
+    else:
+        assert t.tolist() == [0.0, 1.0, 2.0]
+        del t
+    gc.collect()
+    assert deleted() == p.calls
+
+
+def test_dlpack_that_is_not_callable_is_a_type_error():
+    class P:
+        __dlpack__ = 5
+
+    with pytest.raises(TypeError):
+        dlbridge.from_dlpack(P())
+
+
+def test_dlpack_that_recurses_is_a_recursion_error():
+    class P:
+        def __dlpack__(self, **kw):
+            return dlbridge.from_dlpack(self)
+
+    with pytest.raises(RecursionError):
+        dlbridge.from_dlpack(P())
+
+
+def test_dlpack_that_deletes_itself_from_its_class():
+    class P:
+        def __dlpack__(self, **kw):
+            del P.__dlpack__
+            return np.arange(3.0).__dlpack__(**kw)
+
+    assert dlbridge.from_dlpack(P()).tolist() == [0.0, 1.0, 2.0]
+    with pytest.raises(AttributeError):
+        dlbridge.from_dlpack(P())
+
+
+def test_objects_without_dlpack_are_attribute_errors():
+    # The array API: from_dlpack raises AttributeError when x has no
+    # __dlpack__.
+    for x in (5, None, "x", [1, 2], object()):
+        with pytest.raises(AttributeError):
+            dlbridge.from_dlpack(x)
+
+
+# ---------------------------------------------------------------------------
+# Junk arguments
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "kwargs,exc",
+    [
+        (dict(max_version=(1,)), TypeError),
+        (dict(max_version=(1, 2, 3)), TypeError),
+        (dict(max_version=("1", 0)), TypeError),
+        (dict(max_version=(1, "0")), TypeError),
+        (dict(max_version=(1.0, 0)), TypeError),
+        (dict(max_version=-1), TypeError),
+        (dict(max_version=(None, None)), TypeError),
+        (dict(max_version=(-1, 0)), ValueError),
+        (dict(max_version=(1, -1)), ValueError),
+        (dict(stream=1.0), TypeError),
+        (dict(stream="1"), TypeError),
+        (dict(stream=b"1"), TypeError),
+        (dict(stream=object()), TypeError),
+        (dict(stream=0), ValueError),
+        (dict(stream=1), ValueError),
+        (dict(stream=2), ValueError),
+        (dict(stream=-1), ValueError),
+        (dict(dl_device="cpu"), TypeError),
+        (dict(dl_device=(1,)), TypeError),
+        (dict(dl_device=(1, 0, 0)), TypeError),
+        (dict(dl_device=(1.0, 0)), TypeError),
+        (dict(dl_device=(5, 0)), BufferError),
+        (dict(dl_device=(0, 0)), BufferError),
+        (dict(dl_device=(1 << 40, 0)), BufferError),
+        (dict(dl_device=(1, -1)), BufferError),
+        (dict(copy="yes"), TypeError),
+        (dict(copy=2), TypeError),
+        (dict(copy=0), TypeError),
+        (dict(copy=np.bool_(True)), TypeError),
+    ],
+    ids=repr,
+)
+def test_junk_arguments_to_dlpack(kwargs, exc):
+    t = dlbridge.arange(4)
+    before = sys.getrefcount(t)
+    with pytest.raises(exc):
+        t.__dlpack__(**kwargs)
+    assert sys.getrefcount(t) == before
+
+
+@pytest.mark.parametrize(
+    "kwargs,exc",
+    [
+        (dict(copy="yes"), TypeError),
+        (dict(copy=2), TypeError),
+        (dict(device=5), TypeError),
+        (dict(device=(1,)), TypeError),
+        (dict(device=(1.5, 0)), TypeError),
+        (dict(device="gpu"), ValueError),
+        (dict(device=""), ValueError),
+        (dict(device=(5, 0)), ValueError),
+        (dict(device=(1 << 40, 0)), ValueError),
+        (dict(stream=None), TypeError),
+        (dict(max_version=(1, 0)), TypeError),
+    ],
+    ids=repr,
+)
+def test_junk_arguments_to_from_dlpack(kwargs, exc):
+    a = np.arange(3.0)
+    before = sys.getrefcount(a)
+    with pytest.raises(exc):
+        dlbridge.from_dlpack(a, **kwargs)
+    assert sys.getrefcount(a) == before
+
+
+def test_junk_arguments_leave_a_capsule_untaken(helper):
+    cap = capsule_of(np.arange(3.0))
+    with pytest.raises(TypeError):
+        dlbridge.from_dlpack(cap, copy="yes")
+    with pytest.raises(ValueError):
+        dlbridge.from_dlpack(cap, device="gpu")
+    assert _capsule_name(cap) == b"dltensor_versioned"
+    assert dlbridge.from_dlpack(cap).tolist() == [0.0, 1.0, 2.0]
+    del cap
+    assert deleted() == 1
+
+
+# ---------------------------------------------------------------------------
+# Leaks
+# ---------------------------------------------------------------------------
+
+
+def _rss():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _refusals():
+    a = np.arange(3.0)
+    bad_major = Junk(lambda: capsule_of(a, version=(2, 0)))
+    bad_field = Junk(lambda: capsule_of(a, ndim=-1))
+    used = _used_capsule()
+    none = Junk(lambda: None)
+    t = dlbridge.arange(3)
+
+    def once():
+        for x in (bad_major, bad_field, used, none):
+            try:
+                dlbridge.from_dlpack(x)
+            except BufferError:
+                pass
+        for kw in (dict(stream=1), dict(max_version=(1,)), dict(copy=2)):
+            try:
+                t.__dlpack__(**kw)
+            except (TypeError, ValueError):
+                pass
+
+    return once
+
+
+def test_refused_imports_leak_nothing(helper):
+    once = _refusals()
+    for _ in range(500):
+        once()
+    gc.collect()
+    tracemalloc.start()
+    rss = _rss()
+    snap = tracemalloc.take_snapshot()
+    for _ in range(20000 // 4):
+        once()
+    gc.collect()
+    grown = sum(s.size_diff for s in tracemalloc.take_snapshot().compare_to(snap, "filename"))
+    tracemalloc.stop()
+    assert grown < 64 * 1024
+    assert _rss() - rss < 4 * 1024 * 1024
+    # Each refused capsule was freed once by its own destructor.
+    assert deleted() == 2 * (500 + 20000 // 4) + 1
+
+
+def test_taken_and_refused_hand_made_capsules_leak_nothing():
+    def once():
+        p = Producer()
+        dlbridge.from_dlpack(p.capsule)
+        q = Producer(major=2)
+        try:
+            dlbridge.from_dlpack(q.capsule)
+        except BufferError:
+            pass
+
+    for _ in range(300):
+        once()
+    calls.clear()
+    gc.collect()
+    rss = _rss()
+    for _ in range(5000):
+        once()
+    gc.collect()
+    assert len(calls) == 5000
+    assert _rss() - rss < 4 * 1024 * 1024
+
+
+# ---------------------------------------------------------------------------
+# What peers import from dlbridge
+# ---------------------------------------------------------------------------
+
+DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+          "uint64", "float16", "float32", "float64", "complex64", "complex128"]
+
+
+def _values(dtype):
+    a = np.arange(12).reshape(3, 4)
+    return (a % 2 == 0) if dtype == "bool" else a.astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_numpy_imports_every_dtype(dtype):
+    src = _values(dtype)
+    t = dlbridge.from_dlpack(src)
+    for x in (t, t.T, t.reshape((12,)), t.reshape((2, 6))):
+        y = np.from_dlpack(x)
+        assert y.dtype == np.dtype(dtype)
+        assert np.array_equal(y, np.asarray(x.tolist(), dtype=dtype))
+    y = np.from_dlpack(t)
+    assert y.ctypes.data == src.ctypes.data
+    y[0, 0] = 1
+    assert src[0, 0] == 1
+
+
+@needs_torch
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_torch_imports_every_dtype(dtype):
+    src = _values(dtype)
+    t = dlbridge.from_dlpack(src)
+    y = torch.from_dlpack(t)
+    assert str(y.dtype) == "torch." + dtype
+    assert y.data_ptr() == src.ctypes.data
+    assert y.tolist() == src.tolist()
+    assert torch.from_dlpack(t.T).tolist() == src.T.tolist()
+
+
+@needs_torch
+def test_torch_bfloat16_round_trip():
+    x = torch.arange(6, dtype=torch.bfloat16).reshape(2, 3)
+    t = dlbridge.from_dlpack(x)
+    assert t.dtype == "bfloat16"
+    y = torch.from_dlpack(t)
+    assert y.dtype == torch.bfloat16 and torch.equal(y, x)
+    assert y.data_ptr() == x.data_ptr()
+
+
+@pytest.mark.parametrize(
+    "index",
+    [np.s_[1:, 2:], np.s_[::2, ::3], np.s_[2, 1:], np.s_[1, 2:3][0], np.s_[:0], np.s_[:, 5:]],
+    ids=["offset", "step", "row", "scalar", "empty", "one column"],
+)
+def test_numpy_imports_views(index):
+    a = np.arange(24, dtype=np.float64).reshape(4, 6)
+    src = a[index]
+    t = dlbridge.from_dlpack(src)
+    for y in (np.from_dlpack(t), np.from_dlpack(np.from_dlpack(t))):
+        assert y.shape == src.shape
+        assert np.array_equal(y, src)
+        if src.size:
+            assert y.ctypes.data == src.ctypes.data
+            assert y.strides == src.strides
+
+
+@needs_torch
+@pytest.mark.parametrize(
+    "index",
+    [np.s_[1:, 2:], np.s_[::2, ::3], np.s_[2, 1:], np.s_[1, 2:3][0], np.s_[:0]],
+    ids=["offset", "step", "row", "scalar", "empty"],
+)
+def test_torch_imports_views(index):
+    a = np.arange(24, dtype=np.float64).reshape(4, 6)
+    src = a[index]
+    y = torch.from_dlpack(dlbridge.from_dlpack(src))
+    assert tuple(y.shape) == src.shape
+    assert y.numpy().tolist() == src.tolist()
+    if src.size:
+        assert y.data_ptr() == src.ctypes.data
+
+
+def test_read_only_reaches_numpy_read_only():
+    a = np.arange(5.0)
+    a.flags.writeable = False
+    t = dlbridge.from_dlpack(a)
+    assert t.readonly
+    y = np.from_dlpack(t)
+    assert not y.flags.writeable
+    with pytest.raises(BufferError):
+        t.__dlpack__()
+    cap = t.__dlpack__(max_version=(1, 0))
+    m = DLManagedTensorVersioned.from_address(_capsule_pointer(cap, b"dltensor_versioned"))
+    assert m.flags & READ_ONLY and not m.flags & IS_COPIED
+    # A copy is the consumer's own: writable, and marked as a copy.
+    cap = t.__dlpack__(max_version=(1, 0), copy=True)
+    m = DLManagedTensorVersioned.from_address(_capsule_pointer(cap, b"dltensor_versioned"))
+    assert m.flags == IS_COPIED
+    assert t.__dlpack__(copy=True) is not None
+    z = np.from_dlpack(t, copy=True)
+    assert z.flags.writeable and z.ctypes.data != a.ctypes.data
+
+
+def test_broadcast_numpy_stays_read_only_with_zero_strides():
+    b = np.broadcast_to(np.arange(3.0), (4, 3))
+    t = dlbridge.from_dlpack(b)
+    assert t.readonly and t.strides == (0, 1)
+    assert t.tolist() == b.tolist()
+    y = np.from_dlpack(t)
+    assert y.strides == (0, 8) and not y.flags.writeable
+    assert np.array_equal(y, b)
+
+
+def test_negative_strides_from_numpy():
+    a = np.arange(24, dtype=np.int32).reshape(4, 6)
+    src = a[::-1, ::-2]
+    t = dlbridge.from_dlpack(src)
+    assert t.strides == (-6, -2)
+    assert t.tolist() == src.tolist()
+    assert t.data_ptr == src.ctypes.data
+    y = np.from_dlpack(t)
+    assert y.strides == src.strides and np.array_equal(y, src)
+
+
+def test_versioned_and_legacy_capsule_names():
+    t = dlbridge.arange(3)
+    for mv in (None, (0, 8), (0, 0)):
+        assert _capsule_name(t.__dlpack__(max_version=mv)) == b"dltensor"
+    for mv in ((1, 0), (1, 3), (1, 1 << 31), (100, 3)):
+        cap = t.__dlpack__(max_version=mv)
+        assert _capsule_name(cap) == b"dltensor_versioned"
+        m = DLManagedTensorVersioned.from_address(_capsule_pointer(cap, b"dltensor_versioned"))
+        assert (m.major, m.minor) == (1, 3) and m.flags == 0
+
+
+def test_copy_flags_on_export():
+    t = dlbridge.arange(3)
+    for copy, flags in ((None, 0), (False, 0), (True, IS_COPIED)):
+        cap = t.__dlpack__(max_version=(1, 0), copy=copy)
+        m = DLManagedTensorVersioned.from_address(_capsule_pointer(cap, b"dltensor_versioned"))
+        assert m.flags == flags
+        same = m.dl_tensor.data == t.data_ptr
+        assert same == (copy is not True)
+
+
+def test_cpu_stream_rules():
+    t = dlbridge.arange(3)
+    assert _capsule_name(t.__dlpack__(stream=None)) == b"dltensor"
+    for s in (0, 1, 2, -1):
+        with pytest.raises(ValueError):
+            t.__dlpack__(stream=s)
+    assert t.__dlpack_device__() == (KDLCPU, 0)
+    assert all(type(v) is int for v in t.__dlpack_device__())
+
+
+def test_dlpack_refcount_like_numpy():
+    x = dlbridge.arange(5)
+    y = x.__dlpack__()
+    start = sys.getrefcount(x)
+    del y
+    assert start - sys.getrefcount(x) == 1
+    y = np.from_dlpack(x)
+    start = sys.getrefcount(x)
+    del y
+    assert start - sys.getrefcount(x) == 1
+
+
+# ---------------------------------------------------------------------------
+# Refusals after the tensor was taken: dlbridge calls the deleter, once
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "fields,opts,exc",
+    [
+        (dict(flags=IS_COPIED), dict(copy=False), ValueError),
+        (dict(device=(2, 0)), dict(device="cpu", copy=False), ValueError),
+        (dict(), dict(device="cuda", copy=False), ValueError),
+        (dict(legacy=True), dict(device=(2, 0), copy=False), ValueError),
+    ],
+    ids=["producer copied", "cuda to cpu", "cpu to cuda", "legacy cpu to cuda"],
+)
+def test_refusal_after_taking_deletes_once(helper, fields, opts, exc):
+    cap = capsule_of(np.arange(3.0), **fields)
+    with pytest.raises(exc):
+        dlbridge.from_dlpack(cap, **opts)
+    assert _capsule_name(cap).startswith(b"used_")
+    assert deleted() == 1
+    del cap
+    assert deleted() == 1
+
+
+class FromTable:
+    """A producer whose exchange table hands over the capsule's tensor."""
+
+    __dlpack_c_exchange_api__ = helper.fake_exchange(0)
+
+    def __init__(self, capsule):
+        self.capsule = capsule
+
+    def __dlpack__(self, **kwargs):
+        raise AssertionError("the exchange table is the route")
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [dict(version=(2, 0)), dict(version=(0, 0)), dict(version=(0xFFFFFFFF, 0)),
+     dict(ndim=-1), dict(shape_null=True), dict(data=None), dict(flags=1 << 40),
+     dict(byte_offset=1 << 63), dict(device=(6, 0))],
+    ids=repr,
+)
+def test_bad_tensor_from_an_exchange_table_is_deleted_once(helper, fields):
+    p = FromTable(capsule_of(np.arange(3.0), **fields))
+    with pytest.raises(BufferError):
+        dlbridge.from_dlpack(p)
+    assert deleted() == 1
+    del p
+    assert deleted() == 1
+
+
+def test_good_tensor_from_an_exchange_table_is_deleted_once(helper):
+    p = FromTable(capsule_of(np.arange(3.0)))
+    t = dlbridge.from_dlpack(p)
+    del p
+    assert t.tolist() == [0.0, 1.0, 2.0] and deleted() == 0
+    del t
+    assert deleted() == 1
+
+
+def test_exchange_table_to_py_object_steals_refused_tensors(helper):
+    a = np.arange(3.0)
+    for fields in (dict(version=(2, 0)), dict(ndim=-1), dict(flags=1 << 40)):
+        with pytest.raises(BufferError):
+            helper.exchange_to_py(dlbridge.Tensor, data=a, shape=(3,),
+                                  dtype=(2, 64, 1), **fields)
+    assert deleted() == 3
+
+
+@pytest.mark.parametrize(
+    "shape,dtype,device,ndim",
+    [((3,), (2, 32, 1), (1, 0), -1), ((3,), (2, 32, 1), (1, 0), 65),
+     ((3,), (99, 32, 1), (1, 0), -999), ((-3,), (2, 32, 1), (1, 0), -999),
+     ((1 << 62, 1 << 62), (2, 32, 1), (1, 0), -999), ((3,), (2, 32, 1), (5, 0), -999),
+     ((3,), (2, 32, 0), (1, 0), -999), ((3,), (15, 8, 1), (1, 0), -999)],
+    ids=repr,
+)
+def test_exchange_allocator_refuses_bad_prototypes(shape, dtype, device, ndim):
+    kind, message, n = helper.exchange_alloc(dlbridge.Tensor, shape, dtype, device, ndim)
+    assert kind == "BufferError" and message and n == 1
+
+
+@pytest.mark.parametrize("ndim", [0, 1, 2, 31, 32, 33, 63, 64])
+def test_higher_dims_round_trip_through_numpy(ndim):
+    x = np.zeros((1,) * ndim, dtype=np.float64)
+    t = dlbridge.from_dlpack(x)
+    assert t.shape == x.shape
+    assert np.from_dlpack(t).shape == x.shape
+    assert dlbridge.from_dlpack(np.from_dlpack(t)).shape == x.shape
+
+
+def test_65_dimensions_are_refused(helper):
+    with pytest.raises(BufferError, match="ndim"):
+        dlbridge.from_dlpack(capsule_of(np.zeros(1), shape=(1,) * 65, strides=(1,) * 65))
+    assert deleted() == 1
