@@ -150,11 +150,24 @@ dlb_status dlbpy_adopt_legacy(DLManagedTensor *foreign, uint64_t flags,
 /* The destructor calls the deleter only while the capsule is unused (a
  * consumer renames it when it takes the tensor over) and keeps an exception
  * that is being raised while the capsule dies. */
+static void dlbpy_light_release_now(void *ctx) {
+  dlbpy_light_release_holding_gil(ctx);
+}
+
+static void dlbpy_light_legacy_release_now(void *ctx) {
+  dlbpy_light_legacy_release_holding_gil(ctx);
+}
+
 static void dlbpy_capsule_versioned_destructor(PyObject *capsule) {
   if (!PyCapsule_IsValid(capsule, dlbpy_name_versioned)) return;
   DLManagedTensorVersioned *m =
       PyCapsule_GetPointer(capsule, dlbpy_name_versioned);
   if (m->deleter == NULL) return;
+  /* A destructor holds the GIL: our shares need not look for it. */
+  if (dlbpy_is_light(m)) {
+    dlbpy_call_saving_error(dlbpy_light_release_now, m);
+    return;
+  }
   dlbpy_saved_error saved;
   dlbpy_error_save(&saved);
   m->deleter(m);
@@ -165,6 +178,10 @@ static void dlbpy_capsule_legacy_destructor(PyObject *capsule) {
   if (!PyCapsule_IsValid(capsule, dlbpy_name_legacy)) return;
   DLManagedTensor *m = PyCapsule_GetPointer(capsule, dlbpy_name_legacy);
   if (m->deleter == NULL) return;
+  if (dlbpy_is_light_legacy(m)) {
+    dlbpy_call_saving_error(dlbpy_light_legacy_release_now, m);
+    return;
+  }
   dlbpy_saved_error saved;
   dlbpy_error_save(&saved);
   m->deleter(m);

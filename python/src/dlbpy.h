@@ -228,6 +228,10 @@ int dlbpy_is_light(const DLManagedTensorVersioned *m);
  * does, without finding out whether the GIL is held. */
 void dlbpy_light_release_holding_gil(DLManagedTensorVersioned *m);
 
+/* The same two for the legacy struct of such a share. */
+int dlbpy_is_light_legacy(const DLManagedTensor *m);
+void dlbpy_light_legacy_release_holding_gil(DLManagedTensor *m);
+
 /* dlbpy_own for such a share: replaces it by a core share of its source's
  * tensor. */
 int dlbpy_own_light(DLManagedTensorVersioned **m);

@@ -11,17 +11,23 @@ static const char *const dlbpy_dlpack_kw[] = {"stream", "max_version",
  * consumer may name any future version (NumPy and PyTorch accept them). */
 static int dlbpy_parse_version_part(PyObject *obj, const char *what,
                                     int64_t *out) {
-  if (PyBool_Check(obj) || !PyIndex_Check(obj)) {
-    PyErr_Format(PyExc_TypeError, "%s must be an int, not %.100s", what,
-                 Py_TYPE(obj)->tp_name);
-    return -1;
-  }
-  PyObject *index = PyNumber_Index(obj);
-  if (index == NULL) return -1;
   int overflow = 0;
-  long long v = PyLong_AsLongLongAndOverflow(index, &overflow);
-  Py_DECREF(index);
-  if (v == -1 && PyErr_Occurred()) return -1;
+  long long v;
+  if (PyLong_CheckExact(obj)) {
+    /* The usual case: an int needs no __index__, and cannot fail. */
+    v = PyLong_AsLongLongAndOverflow(obj, &overflow);
+  } else {
+    if (PyBool_Check(obj) || !PyIndex_Check(obj)) {
+      PyErr_Format(PyExc_TypeError, "%s must be an int, not %.100s", what,
+                   Py_TYPE(obj)->tp_name);
+      return -1;
+    }
+    PyObject *index = PyNumber_Index(obj);
+    if (index == NULL) return -1;
+    v = PyLong_AsLongLongAndOverflow(index, &overflow);
+    Py_DECREF(index);
+    if (v == -1 && PyErr_Occurred()) return -1;
+  }
   *out = overflow > 0 ? INT64_MAX : overflow < 0 ? INT64_MIN : (int64_t)v;
   return 0;
 }
@@ -212,6 +218,66 @@ static int dlbpy_light_new(PyObject *tensor, DLManagedTensorVersioned **out) {
 }
 
 /*
+ * The legacy struct for a share, made the same way: one allocation pointing
+ * into the source's struct, where the core conversion of a share would cost
+ * a second allocation, a copy of the shape and a validation of what the
+ * Tensor already accepted.
+ */
+typedef struct {
+  DLManagedTensor m;
+  PyObject *source;
+} dlbpy_light_legacy;
+
+static void dlbpy_light_legacy_free(void *ctx) {
+  dlbpy_light_legacy *l = ctx;
+  Py_DECREF(l->source);
+  PyMem_Free(l);
+}
+
+static void dlbpy_light_legacy_deleter(DLManagedTensor *m) {
+  dlbpy_call_with_gil(dlbpy_light_legacy_free, m->manager_ctx);
+}
+
+int dlbpy_is_light_legacy(const DLManagedTensor *m) {
+  return m->deleter == dlbpy_light_legacy_deleter;
+}
+
+void dlbpy_light_legacy_release_holding_gil(DLManagedTensor *m) {
+  dlbpy_light_legacy_free(m->manager_ctx);
+}
+
+/* Stores in *out a capsule of what dlb_tensor_to_legacy would make of a
+ * share of the tensor and returns 1; returns 0 when the core must convert
+ * it (flags the legacy struct cannot carry, NULL strides, a device id it
+ * would normalise: the core then raises or converts as before), -1 with an
+ * exception set on failure. */
+static int dlbpy_light_legacy_capsule(PyObject *tensor, PyObject **out) {
+  const DLManagedTensorVersioned *mt = ((dlbpy_tensor *)tensor)->mt;
+  const DLTensor *t = &mt->dl_tensor;
+  if ((mt->flags & (DLPACK_FLAG_BITMASK_READ_ONLY |
+                    DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED)) ||
+      (t->strides == NULL && t->ndim != 0))
+    return 0;
+  DLDevice device = t->device;
+  if (dlb_device_normalize(&device) != DLB_OK ||
+      device.device_id != t->device.device_id)
+    return 0;
+  if (dlbpy_is_light(mt)) tensor = ((dlbpy_light *)mt->manager_ctx)->source;
+  dlbpy_light_legacy *l = PyMem_Malloc(sizeof *l);
+  if (l == NULL) {
+    PyErr_NoMemory();
+    return -1;
+  }
+  l->m.dl_tensor = *t;
+  l->m.manager_ctx = l;
+  l->m.deleter = dlbpy_light_legacy_deleter;
+  l->source = tensor;
+  Py_INCREF(tensor);
+  *out = dlbpy_capsule_legacy(&l->m);
+  return *out != NULL ? 1 : -1;
+}
+
+/*
  * Makes the consumer's stream wait, on the device, for the work that
  * produced the data. Whatever dlbridge computes is finished when the call
  * returns; data imported from a producer was ordered before the default
@@ -277,11 +343,20 @@ int dlbpy_export(PyObject *tensor, const DLDevice *device, int copy,
 
 PyObject *dlbpy_tensor_dlpack(PyObject *self, PyObject *const *args,
                               Py_ssize_t nargsf, PyObject *kwnames) {
+  const DLManagedTensorVersioned *mt = ((dlbpy_tensor *)self)->mt;
+  /* The common call, no arguments, from a consumer of the legacy struct on
+   * cpu memory (no stream to hand off): a share, or the general path. */
+  if (PyVectorcall_NARGS(nargsf) == 0 && kwnames == NULL &&
+      mt->dl_tensor.device.device_type == kDLCPU) {
+    PyObject *capsule = NULL;
+    int made = dlbpy_light_legacy_capsule(self, &capsule);
+    if (made < 0) return NULL;
+    if (made) return capsule;
+  }
   PyObject *v[4] = {NULL, NULL, NULL, NULL};
   if (dlbpy_parse_args("__dlpack__", args, nargsf, kwnames, dlbpy_dlpack_kw,
                        0, 0, 0, v) < 0)
     return NULL;
-  const DLManagedTensorVersioned *mt = ((dlbpy_tensor *)self)->mt;
   int versioned, has_device, copy;
   int64_t stream;
   DLDevice device = mt->dl_tensor.device;
