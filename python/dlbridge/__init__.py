@@ -22,6 +22,7 @@ import os as _os
 from ._dlbridge import (
     DLPACK_MAJOR_VERSION,
     DLPACK_MINOR_VERSION,
+    StreamError,
     Tensor,
     advise,
     arange,
@@ -70,6 +71,7 @@ __all__ = [
     "DLDeviceType",
     "DLPACK_MAJOR_VERSION",
     "DLPACK_MINOR_VERSION",
+    "StreamError",
     "Tensor",
     "advise",
     "arange",

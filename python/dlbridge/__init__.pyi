@@ -36,6 +36,8 @@ class DLDeviceType(enum.IntEnum):
     kDLMAIA = 17
     kDLTrn = 18
 
+class StreamError(ValueError, RuntimeError): ...
+
 class Tensor:
     __dlpack_c_exchange_api__: Any
     __c_dlpack_exchange_api__: int

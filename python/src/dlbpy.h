@@ -80,6 +80,8 @@ typedef struct {
 
 typedef struct {
   PyTypeObject *tensor_type;
+  /* dlbridge.StreamError: a stream value the memory's rules refuse. */
+  PyObject *stream_error;
   /* Interned names. */
   PyObject *s_dlpack;
   PyObject *s_dlpack_device;

@@ -104,9 +104,9 @@ static int dlbpy_parse_dl_device(PyObject *obj, int *given, DLDevice *out) {
  * 0 is ambiguous and forbidden, -1 asks for no synchronisation, other values
  * are handles. ROCm's: None or 0 is the default, 1 and 2 are forbidden.
  * CPU memory has no streams. Stores the value in *stream (DLB_STREAM_NONE
- * for None).
+ * for None). A refused value raises st's StreamError.
  */
-static int dlbpy_check_stream(PyObject *obj, DLDevice device,
+static int dlbpy_check_stream(dlbpy_state *st, PyObject *obj, DLDevice device,
                               int64_t *out) {
   *out = DLB_STREAM_NONE;
   if (obj == NULL || obj == Py_None) return 0;
@@ -117,7 +117,7 @@ static int dlbpy_check_stream(PyObject *obj, DLDevice device,
   if (dlb_device_format(device, name, sizeof name) != DLB_OK) name[0] = '\0';
   switch (device.device_type) {
     case kDLCPU:
-      PyErr_Format(PyExc_ValueError,
+      PyErr_Format(st->stream_error,
                    "stream must be None for cpu memory, not %lld",
                    (long long)stream);
       return -1;
@@ -125,7 +125,7 @@ static int dlbpy_check_stream(PyObject *obj, DLDevice device,
     case kDLCUDAHost:
     case kDLCUDAManaged:
       if (stream == 0) {
-        PyErr_Format(PyExc_ValueError,
+        PyErr_Format(st->stream_error,
                      "stream 0 is ambiguous for %s memory; pass 1 for the "
                      "legacy default stream or 2 for the per-thread default "
                      "stream",
@@ -136,7 +136,7 @@ static int dlbpy_check_stream(PyObject *obj, DLDevice device,
     case kDLROCM:
     case kDLROCMHost:
       if (stream == 1 || stream == 2) {
-        PyErr_Format(PyExc_ValueError,
+        PyErr_Format(st->stream_error,
                      "stream %lld is not allowed for %s memory; pass None or "
                      "0 for the default stream",
                      (long long)stream, name);
@@ -147,7 +147,7 @@ static int dlbpy_check_stream(PyObject *obj, DLDevice device,
       break;
   }
   if (stream < -1) {
-    PyErr_Format(PyExc_ValueError,
+    PyErr_Format(st->stream_error,
                  "stream %lld is not a stream handle (handles are >= 1, -1 "
                  "means no synchronisation)",
                  (long long)stream);
@@ -363,7 +363,8 @@ PyObject *dlbpy_tensor_dlpack(PyObject *self, PyObject *const *args,
   if (dlbpy_parse_max_version(v[1], &versioned) < 0 ||
       dlbpy_parse_dl_device(v[2], &has_device, &device) < 0 ||
       dlbpy_parse_copy(v[3], "copy", &copy) < 0 ||
-      dlbpy_check_stream(v[0], device, &stream) < 0)
+      dlbpy_check_stream(dlbpy_state_of_type(Py_TYPE(self)), v[0], device,
+                         &stream) < 0)
     return NULL;
   DLManagedTensorVersioned *out;
   if (dlbpy_export(self, has_device ? &device : NULL, copy, &out) < 0)

@@ -241,7 +241,8 @@ PyObject *dlbpy_device_of(PyObject *module, PyObject *x) {
 
 /* A CUDA stream in the __dlpack__ convention: None or 1 the legacy default
  * stream, 2 the per-thread default stream, larger values handles. */
-static int dlbpy_prefetch_stream(PyObject *obj, void **out) {
+static int dlbpy_prefetch_stream(dlbpy_state *st, PyObject *obj,
+                                 void **out) {
   int64_t value = DLB_STREAM_NONE;
   if (obj != NULL && obj != Py_None &&
       dlbpy_parse_int64(obj, "stream", &value) < 0)
@@ -249,9 +250,9 @@ static int dlbpy_prefetch_stream(PyObject *obj, void **out) {
   void *handle = NULL;
   int sync = 0;
   dlb_status s = dlb_stream_from_dlpack(kDLCUDAManaged, value, &handle, &sync);
-  if (s != DLB_OK) return dlbpy_fail(s, PyExc_ValueError, "prefetch()");
+  if (s != DLB_OK) return dlbpy_fail(s, st->stream_error, "prefetch()");
   if (!sync) {
-    PyErr_SetString(PyExc_ValueError,
+    PyErr_SetString(st->stream_error,
                     "prefetch(): stream -1 names no stream; pass None or 1 "
                     "(the legacy default stream), 2 (the per-thread default "
                     "stream) or a stream handle");
@@ -270,10 +271,11 @@ PyObject *dlbpy_prefetch(PyObject *module, PyObject *const *args,
   if (dlbpy_parse_args("prefetch", args, nargsf, kwnames, dlbpy_prefetch_kw,
                        1, 3, 2, v) < 0)
     return NULL;
+  dlbpy_state *st = dlbpy_state_of_module(module);
   DLDevice target;
   void *stream = NULL;
   if (dlbpy_parse_device(v[1], &target) < 0 ||
-      dlbpy_prefetch_stream(v[2], &stream) < 0)
+      dlbpy_prefetch_stream(st, v[2], &stream) < 0)
     return NULL;
   const DLTensor *t;
   DLManagedTensorVersioned *owned;

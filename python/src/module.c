@@ -147,7 +147,8 @@ static PyMethodDef dlbpy_module_methods[] = {
      "('cuda:N', or 'cpu' for the host) on a CUDA stream given as "
      "__dlpack__ takes it (None or 1 the legacy default stream, 2 the "
      "per-thread one, else a handle); synchronize() waits for it. "
-     "ValueError when t is not managed memory, RuntimeError when CUDA or "
+     "ValueError when t is not managed memory, StreamError (a ValueError) "
+     "for stream 0, -1 or below, RuntimeError when CUDA or "
      "the GPU is missing or cannot prefetch."},
     {"advise", (PyCFunction)(void (*)(void))dlbpy_advise,
      METH_FASTCALL | METH_KEYWORDS,
@@ -195,6 +196,25 @@ static int dlbpy_module_exec(PyObject *module) {
   if (st->kw_mv == NULL || st->kw_mv_stream == NULL || st->kw_stream == NULL ||
       st->max_version == NULL)
     return -1;
+  /* Both bases, as numpy.exceptions.AxisError has two: consumers disagree
+   * on the class (NumPy raises RuntimeError for a stream on cpu memory,
+   * the array API standard names none), so either except clause works. */
+  PyObject *bases = PyTuple_Pack(2, PyExc_ValueError, PyExc_RuntimeError);
+  if (bases == NULL) return -1;
+  st->stream_error = PyErr_NewExceptionWithDoc(
+      "dlbridge.StreamError",
+      "A stream value that the memory's stream rules refuse, given to "
+      "Tensor.__dlpack__ or prefetch(): a stream for cpu memory, 0 for CUDA "
+      "memory, 1 or 2 for ROCm memory, -1 to prefetch(), or a value below "
+      "-1. Subclasses both ValueError and RuntimeError.",
+      bases, NULL);
+  Py_DECREF(bases);
+  if (st->stream_error == NULL) return -1;
+  Py_INCREF(st->stream_error);
+  if (PyModule_AddObject(module, "StreamError", st->stream_error) < 0) {
+    Py_DECREF(st->stream_error);
+    return -1;
+  }
   if (dlbpy_tensor_type_add(module, st) < 0) return -1;
   if (dlbpy_capi_add(module) < 0) return -1;
   if (PyModule_AddIntConstant(module, "DLPACK_MAJOR_VERSION",
@@ -211,6 +231,7 @@ static int dlbpy_module_traverse(PyObject *module, visitproc visit,
                                  void *arg) {
   dlbpy_state *st = dlbpy_state_of_module(module);
   Py_VISIT(st->tensor_type);
+  Py_VISIT(st->stream_error);
   for (int i = 0; i < DLBPY_CACHE_SIZE; i++) {
     Py_VISIT(st->cache[i].type);
     Py_VISIT(st->cache[i].api_owner);
@@ -223,6 +244,7 @@ static int dlbpy_module_clear(PyObject *module) {
   dlbpy_state *st = dlbpy_state_of_module(module);
   dlbpy_cache_clear(st);
   Py_CLEAR(st->tensor_type);
+  Py_CLEAR(st->stream_error);
   Py_CLEAR(st->s_dlpack);
   Py_CLEAR(st->s_dlpack_device);
   Py_CLEAR(st->s_exchange_api);

@@ -202,6 +202,72 @@ def test_stream_is_checked_against_the_requested_device():
         t.__dlpack__(stream=1, dl_device=(KDLCPU, 0))
 
 
+# Every stream value the rules refuse, as (memory kind, stream, dl_device).
+REFUSED_STREAMS = [
+    (KDLCPU, s, None) for s in (0, 1, 2, -1, -2, 12345)
+] + [
+    (KDLCUDA, 0, None),
+    (KDLCUDAHOST, 0, None),
+    (KDLCUDAMANAGED, 0, None),
+    (KDLCUDA, -2, None),
+    (KDLCUDAMANAGED, -(1 << 63), None),
+    (KDLROCM, 1, None),
+    (KDLROCM, 2, None),
+    (KDLROCMHOST, 1, None),
+    (KDLROCMHOST, 2, None),
+    (KDLROCM, -7, None),
+    (KDLCUDAMANAGED, 1, (KDLCPU, 0)),
+]
+
+
+@pytest.mark.parametrize("kind,stream,dl_device", REFUSED_STREAMS)
+def test_refused_streams_raise_stream_error(kind, stream, dl_device):
+    t = dlbridge.arange(3) if kind == KDLCPU else tensor_on(kind)
+    kwargs = dict(stream=stream, max_version=(1, 0))
+    if dl_device is not None:
+        kwargs["dl_device"] = dl_device
+    with pytest.raises(dlbridge.StreamError, match="stream") as info:
+        t.__dlpack__(**kwargs)
+    assert type(info.value) is dlbridge.StreamError
+    # Consumers written against either convention catch it.
+    with pytest.raises(ValueError):
+        t.__dlpack__(**kwargs)
+    with pytest.raises(RuntimeError):
+        t.__dlpack__(**kwargs)
+
+
+def test_prefetch_refuses_streams_with_stream_error():
+    # The stream is checked before the tensor, so no GPU is needed.
+    for s in (0, -1, -2):
+        with pytest.raises(dlbridge.StreamError, match="stream"):
+            dlbridge.prefetch(dlbridge.arange(3), "cpu", stream=s)
+
+
+def test_stream_error_class():
+    err = dlbridge.StreamError
+    assert err.__module__ == "dlbridge" and err.__name__ == "StreamError"
+    assert ValueError in err.__mro__ and RuntimeError in err.__mro__
+    assert issubclass(err, ValueError) and issubclass(err, RuntimeError)
+    assert err.__doc__ and "stream" in err.__doc__
+    assert "StreamError" in dlbridge.__all__
+    assert dlbridge._dlbridge.StreamError is err
+
+
+def test_stream_type_errors_stay_type_errors():
+    for s in ("1", 1.0, True):
+        with pytest.raises(TypeError) as info:
+            dlbridge.arange(3).__dlpack__(stream=s)
+        assert not isinstance(info.value, dlbridge.StreamError)
+        with pytest.raises(TypeError) as info:
+            dlbridge.prefetch(dlbridge.arange(3), "cpu", stream=s)
+        assert not isinstance(info.value, dlbridge.StreamError)
+
+
+def test_stream_overflow_is_overflow_error():
+    with pytest.raises(OverflowError):
+        dlbridge.arange(3).__dlpack__(stream=1 << 64)
+
+
 @pytest.mark.parametrize(
     "kwargs",
     [
