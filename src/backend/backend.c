@@ -51,12 +51,11 @@ dlb_status dlb__gpu_device(const dlb__gpu *gpu, DLDevice device,
 
 dlb_status dlb__device_alloc(DLDevice device, size_t size, void **out) {
   const dlb__gpu *gpu = dlb__gpu_for_type(device.device_type);
-  if (gpu == NULL) {
-    const char *name = dlb_device_type_name(device.device_type);
+  if (gpu == NULL)
     return dlb__fail(DLB_E_UNSUPPORTED,
                      "no backend allocates %s memory (device_type %d)",
-                     name != NULL ? name : "unknown", (int)device.device_type);
-  }
+                     dlb__type_label(device.device_type),
+                     (int)device.device_type);
   int ordinal = 0;
   dlb_status s = dlb__gpu_device(gpu, device, &ordinal);
   if (s != DLB_OK) return s;

@@ -105,6 +105,13 @@ dlb_status dlb__gpu_device(const dlb__gpu *gpu, DLDevice device, int *ordinal);
 /* The side a DLPack device type is on for its runtime. */
 dlb__side dlb__gpu_side(DLDeviceType type);
 
+/* For messages: dlb_device_type_name(), or "unknown" for a type it does
+ * not know. */
+static inline const char *dlb__type_label(DLDeviceType type) {
+  const char *name = dlb_device_type_name(type);
+  return name != NULL ? name : "unknown";
+}
+
 /* Prefetches or advises managed memory [p, p + size): CUDA only.
  * target_device is an ordinal, or -1 for the host. */
 dlb_status dlb__cuda_prefetch(void *p, size_t size, int target_device,

@@ -204,6 +204,17 @@ void dlb__cuda_leave(int pushed) {
   (void)dlb__cu.cuCtxPopCurrent_v2(&popped);
 }
 
+dlb_status dlb__cuda_attribute(int device, dlb__cu_enum attr, const char *name,
+                               int *out) {
+  dlb__cu_device dev = 0;
+  dlb__cu_result r = dlb__cu.cuDeviceGet(&dev, device);
+  if (r == DLB__CUDA_SUCCESS) r = dlb__cu.cuDeviceGetAttribute(out, attr, dev);
+  if (r != DLB__CUDA_SUCCESS)
+    return dlb__cuda_fail(r, "cuDeviceGetAttribute(%s, cuda:%d)", name,
+                          device);
+  return DLB_OK;
+}
+
 int dlb__cuda_active(int device) {
   dlb__cu_device dev = 0;
   unsigned flags = 0;

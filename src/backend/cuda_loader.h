@@ -43,6 +43,16 @@ dlb_status dlb__cuda_stream_sync(int device, void *stream);
 dlb_status dlb__cuda_stream_wait(int device, void *consumer, void *producer);
 dlb_status dlb__cuda_device_sync(int device);
 
+/* Stores device's attribute attr in *out; name spells attr for the
+ * failure message. */
+dlb_status dlb__cuda_attribute(int device, dlb__cu_enum attr, const char *name,
+                               int *out);
+
+/* Device addresses are unified with host ones. */
+static inline dlb__cu_deviceptr dlb__cuda_devptr(const void *p) {
+  return (dlb__cu_deviceptr)(uintptr_t)p;
+}
+
 /* Records "<what>: CUDA_ERROR_NAME (code): description" and returns the
  * matching status: DLB_E_NOMEM for out-of-memory, DLB_E_UNSUPPORTED for
  * not-supported, DLB_E_RUNTIME otherwise. */

@@ -4,10 +4,6 @@
  */
 #include "cuda_loader.h"
 
-static dlb__cu_deviceptr devptr(const void *p) {
-  return (dlb__cu_deviceptr)(uintptr_t)p;
-}
-
 static void *hostptr(dlb__cu_deviceptr d) { return (void *)(uintptr_t)d; }
 
 dlb_status dlb__cuda_alloc(dlb__side side, int device, size_t size,
@@ -57,7 +53,7 @@ void dlb__cuda_free(dlb__side side, int device, void *p) {
   if (side == DLB__SIDE_HOST)
     (void)dlb__cu.cuMemFreeHost(p);
   else
-    (void)dlb__cu.cuMemFree_v2(devptr(p));
+    (void)dlb__cu.cuMemFree_v2(dlb__cuda_devptr(p));
   dlb__cuda_leave(pushed);
 }
 
@@ -96,7 +92,7 @@ static dlb__cu_result query(const void *p, unsigned *type,
   *type = 0;
   *managed = 0;
   *ordinal = -2;
-  return dlb__cu.cuPointerGetAttributes(3, attrs, data, devptr(p));
+  return dlb__cu.cuPointerGetAttributes(3, attrs, data, dlb__cuda_devptr(p));
 }
 
 /* The first device whose primary context is active, or -1. */
@@ -158,15 +154,11 @@ dlb_status dlb__cuda_classify(const void *p, dlb__ptr_kind *out) {
 /* Devices that cannot use managed memory concurrently with the CPU refuse
  * device prefetches and device-located advice. */
 static dlb_status check_concurrent(int device, const char *what) {
-  dlb__cu_device dev = 0;
   int v = 0;
-  dlb__cu_result r = dlb__cu.cuDeviceGet(&dev, device);
-  if (r == DLB__CUDA_SUCCESS)
-    r = dlb__cu.cuDeviceGetAttribute(
-        &v, DLB__CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, dev);
-  if (r != DLB__CUDA_SUCCESS)
-    return dlb__cuda_fail(r, "cuDeviceGetAttribute(CONCURRENT_MANAGED_ACCESS"
-                          ", cuda:%d)", device);
+  dlb_status s = dlb__cuda_attribute(
+      device, DLB__CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS,
+      "CONCURRENT_MANAGED_ACCESS", &v);
+  if (s != DLB_OK) return s;
   if (v == 0)
     return dlb__fail(DLB_E_UNSUPPORTED, "%s to cuda:%d: the device cannot "
                      "access managed memory concurrently with the CPU "
@@ -196,12 +188,12 @@ dlb_status dlb__cuda_prefetch(void *p, size_t size, int target_device,
   if (s == DLB_OK) {
     dlb__cu_result r;
     if (dlb__cu.cuMemPrefetchAsync_v2 != NULL)
-      r = dlb__cu.cuMemPrefetchAsync_v2(devptr(p), size,
+      r = dlb__cu.cuMemPrefetchAsync_v2(dlb__cuda_devptr(p), size,
                                         location(target_device), 0,
                                         (dlb__cu_stream)stream);
     else
       r = dlb__cu.cuMemPrefetchAsync(
-          devptr(p), size,
+          dlb__cuda_devptr(p), size,
           target_device >= 0 ? target_device : DLB__CU_DEVICE_CPU,
           (dlb__cu_stream)stream);
     if (r != DLB__CUDA_SUCCESS)
@@ -228,11 +220,12 @@ dlb_status dlb__cuda_advise(void *p, size_t size, int advice,
   if (s == DLB_OK) {
     dlb__cu_result r;
     if (dlb__cu.cuMemAdvise_v2 != NULL)
-      r = dlb__cu.cuMemAdvise_v2(devptr(p), size, (dlb__cu_enum)advice,
+      r = dlb__cu.cuMemAdvise_v2(dlb__cuda_devptr(p), size,
+                                 (dlb__cu_enum)advice,
                                  location(target_device));
     else
       r = dlb__cu.cuMemAdvise(
-          devptr(p), size, (dlb__cu_enum)advice,
+          dlb__cuda_devptr(p), size, (dlb__cu_enum)advice,
           target_device >= 0 ? target_device : DLB__CU_DEVICE_CPU);
     if (r != DLB__CUDA_SUCCESS)
       s = dlb__cuda_fail(r, "cuMemAdvise(%p, %zu bytes, advice %d)", p, size,

@@ -5,10 +5,6 @@
 
 #include "cuda_loader.h"
 
-static dlb__cu_deviceptr devptr(const void *p) {
-  return (dlb__cu_deviceptr)(uintptr_t)p;
-}
-
 static dlb__cu_enum memory_type(dlb__side side) {
   switch (side) {
     case DLB__SIDE_HOST:
@@ -23,15 +19,10 @@ static dlb__cu_enum memory_type(dlb__side side) {
 }
 
 static dlb_status pitch_fits(int device, const dlb__pitched *c) {
-  dlb__cu_device dev = 0;
   int max_pitch = 0;
-  dlb__cu_result r = dlb__cu.cuDeviceGet(&dev, device);
-  if (r == DLB__CUDA_SUCCESS)
-    r = dlb__cu.cuDeviceGetAttribute(&max_pitch,
-                                     DLB__CU_DEVICE_ATTRIBUTE_MAX_PITCH, dev);
-  if (r != DLB__CUDA_SUCCESS)
-    return dlb__cuda_fail(r, "cuDeviceGetAttribute(MAX_PITCH, cuda:%d)",
-                          device);
+  dlb_status s = dlb__cuda_attribute(
+      device, DLB__CU_DEVICE_ATTRIBUTE_MAX_PITCH, "MAX_PITCH", &max_pitch);
+  if (s != DLB_OK) return s;
   size_t limit = max_pitch > 0 ? (size_t)max_pitch : 0;
   if (c->src_pitch > limit || c->dst_pitch > limit)
     return dlb__fail(DLB_E_UNSUPPORTED, "pitch %zu exceeds the %zu bytes "
@@ -46,13 +37,13 @@ static void fill_2d(dlb__cu_memcpy2d *m, const dlb__pitched *c) {
   if (c->src_side == DLB__SIDE_HOST)
     m->srcHost = c->src;
   else
-    m->srcDevice = devptr(c->src);
+    m->srcDevice = dlb__cuda_devptr(c->src);
   m->srcPitch = c->src_pitch;
   m->dstMemoryType = memory_type(c->dst_side);
   if (c->dst_side == DLB__SIDE_HOST)
     m->dstHost = c->dst;
   else
-    m->dstDevice = devptr(c->dst);
+    m->dstDevice = dlb__cuda_devptr(c->dst);
   m->dstPitch = c->dst_pitch;
   m->WidthInBytes = c->width;
   m->Height = c->height;
@@ -64,14 +55,14 @@ static void fill_3d(dlb__cu_memcpy3d *m, const dlb__pitched *c) {
   if (c->src_side == DLB__SIDE_HOST)
     m->srcHost = c->src;
   else
-    m->srcDevice = devptr(c->src);
+    m->srcDevice = dlb__cuda_devptr(c->src);
   m->srcPitch = c->src_pitch;
   m->srcHeight = c->src_rows;
   m->dstMemoryType = memory_type(c->dst_side);
   if (c->dst_side == DLB__SIDE_HOST)
     m->dstHost = c->dst;
   else
-    m->dstDevice = devptr(c->dst);
+    m->dstDevice = dlb__cuda_devptr(c->dst);
   m->dstPitch = c->dst_pitch;
   m->dstHeight = c->dst_rows;
   m->WidthInBytes = c->width;
@@ -83,8 +74,8 @@ static dlb_status copy_in_context(int device, const dlb__pitched *c,
                                   dlb__cu_stream stream) {
   dlb__cu_result r;
   if (c->height == 1 && c->depth == 1) {
-    r = dlb__cu.cuMemcpyAsync(devptr(c->dst), devptr(c->src), c->width,
-                              stream);
+    r = dlb__cu.cuMemcpyAsync(dlb__cuda_devptr(c->dst),
+                              dlb__cuda_devptr(c->src), c->width, stream);
     if (r != DLB__CUDA_SUCCESS)
       return dlb__cuda_fail(r, "cuMemcpyAsync(%zu bytes)", c->width);
     return DLB_OK;

@@ -33,13 +33,11 @@ static dlb_status side_init(const DLTensor *t, const char *which, side *out) {
   out->where = dlb__gpu_side(t->device.device_type);
   out->ordinal = 0;
   out->cpu_access = dlb_device_type_cpu_accessible(t->device.device_type);
-  if (out->gpu == NULL && t->device.device_type != kDLCPU) {
-    const char *name = dlb_device_type_name(t->device.device_type);
+  if (out->gpu == NULL && t->device.device_type != kDLCPU)
     return dlb__fail(DLB_E_UNSUPPORTED, "%s is %s memory (device_type %d); "
                      "no backend copies it", which,
-                     name != NULL ? name : "unknown",
+                     dlb__type_label(t->device.device_type),
                      (int)t->device.device_type);
-  }
   if (out->gpu == NULL) return DLB_OK;
   return dlb__gpu_device(out->gpu, t->device, &out->ordinal);
 }
@@ -169,14 +167,25 @@ static dlb_status move_span(const side *s, char *host, int64_t lo,
   return st;
 }
 
-/* A host view of the memory of a GPU-only side: buf holds the bytes
- * [lo, hi) of its data. */
-static void host_view(const side *s, char *buf, int64_t lo, DLTensor *view) {
+/* A host buffer *buf (the caller frees it, failure or not) for the bytes
+ * [*lo, *lo + *size) of a GPU-only side's data, filled from the GPU when
+ * read is set, and *view, a host tensor over it. */
+static dlb_status to_host(const side *s, int read, void *stream, char **buf,
+                          int64_t *lo, size_t *size, DLTensor *view) {
+  int64_t hi = 0;
+  dlb_status st = dlb_tensor_byte_span(s->t, lo, &hi);
+  if (st != DLB_OK) return st;
+  *size = (size_t)(hi - *lo);
+  *buf = dlb__data_alloc(*size, DLB_DATA_ALIGNMENT);
+  if (*buf == NULL) return DLB_E_NOMEM;
+  if (read) st = move_span(s, *buf, *lo, *size, 1, stream);
+  if (st != DLB_OK) return st;
   *view = *s->t;
-  view->data = buf;
-  view->byte_offset = s->t->byte_offset - (uint64_t)lo;
+  view->data = *buf;
+  view->byte_offset = s->t->byte_offset - (uint64_t)*lo;
   view->device.device_type = kDLCPU;
   view->device.device_id = 0;
+  return DLB_OK;
 }
 
 /* 0 when the last byte of a packed sub-byte tensor is used only in part:
@@ -197,35 +206,20 @@ static dlb_status staged(const side *a, const side *b, void *stream) {
   if (s != DLB_OK) return s;
   DLTensor sv = *a->t, dv = *b->t;
   char *sbuf = NULL, *dbuf = NULL;
-  int64_t slo = 0, shi = 0, dlo = 0, dhi = 0;
-  if (!a->cpu_access) {
-    s = dlb_tensor_byte_span(a->t, &slo, &shi);
-    if (s == DLB_OK) {
-      sbuf = dlb__data_alloc((size_t)(shi - slo), DLB_DATA_ALIGNMENT);
-      if (sbuf == NULL) s = DLB_E_NOMEM;
-    }
-    if (s == DLB_OK)
-      s = move_span(a, sbuf, slo, (size_t)(shi - slo), 1, stream);
-    if (s == DLB_OK) host_view(a, sbuf, slo, &sv);
-  }
+  int64_t slo = 0, dlo = 0;
+  size_t ssize = 0, dsize = 0;
+  if (!a->cpu_access) s = to_host(a, 1, stream, &sbuf, &slo, &ssize, &sv);
   if (s == DLB_OK && !b->cpu_access) {
-    s = dlb_tensor_byte_span(b->t, &dlo, &dhi);
-    if (s == DLB_OK) {
-      dbuf = dlb__data_alloc((size_t)(dhi - dlo), DLB_DATA_ALIGNMENT);
-      if (dbuf == NULL) s = DLB_E_NOMEM;
-    }
     /* Bytes between dst's elements are written back unchanged, so they
      * are read first unless dst is dense. */
     int dense = (dlb_tensor_is_c_contiguous(b->t) ||
                  dlb_tensor_is_f_contiguous(b->t)) &&
                 whole_bytes(b->t);
-    if (s == DLB_OK && !dense)
-      s = move_span(b, dbuf, dlo, (size_t)(dhi - dlo), 1, stream);
-    if (s == DLB_OK) host_view(b, dbuf, dlo, &dv);
+    s = to_host(b, !dense, stream, &dbuf, &dlo, &dsize, &dv);
   }
   if (s == DLB_OK) s = dlb_copy(&sv, &dv);
   if (s == DLB_OK && !b->cpu_access)
-    s = move_span(b, dbuf, dlo, (size_t)(dhi - dlo), 0, stream);
+    s = move_span(b, dbuf, dlo, dsize, 0, stream);
   dlb__data_free(sbuf);
   dlb__data_free(dbuf);
   return s;

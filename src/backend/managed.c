@@ -39,10 +39,10 @@ static dlb_status target_of(DLDevice target, int *out) {
     *out = -1;
     return DLB_OK;
   }
-  const char *name = dlb_device_type_name(target.device_type);
   return dlb__fail(DLB_E_DEVICE, "target is %s (device_type %d); managed "
                    "memory moves to cuda:N or to the host",
-                   name != NULL ? name : "unknown", (int)target.device_type);
+                   dlb__type_label(target.device_type),
+                   (int)target.device_type);
 }
 
 /* What prefetch and advice both need: the driver, the target's ordinal

@@ -123,12 +123,11 @@ dlb_status dlb_tensor_pin(const DLManagedTensorVersioned *t,
   if (gpu == NULL)
     return dlb__fail(DLB_E_INVAL, "host_type is %d; must be kDLCUDAHost (3) "
                      "or kDLROCMHost (11)", (int)host_type);
-  if (t->dl_tensor.device.device_type != kDLCPU) {
-    const char *name = dlb_device_type_name(t->dl_tensor.device.device_type);
+  if (t->dl_tensor.device.device_type != kDLCPU)
     return dlb__fail(DLB_E_DEVICE, "t is %s memory (device_type %d); only "
-                     "cpu tensors are pinned", name != NULL ? name : "unknown",
+                     "cpu tensors are pinned",
+                     dlb__type_label(t->dl_tensor.device.device_type),
                      (int)t->dl_tensor.device.device_type);
-  }
   if (!dlb_tensor_is_ours(t))
     return dlb__fail(DLB_E_INVAL, "t was not made by dlbridge; adopt it "
                      "with dlb_tensor_adopt() first");

@@ -18,12 +18,9 @@ dlb_status dlb_stream_from_dlpack(DLDeviceType type, int64_t stream,
     *sync = 0;
     return DLB_OK;
   }
-  if (gpu == NULL) {
-    const char *name = dlb_device_type_name(type);
+  if (gpu == NULL)
     return dlb__fail(DLB_E_DEVICE, "no stream convention for %s memory "
-                     "(device_type %d)", name != NULL ? name : "unknown",
-                     (int)type);
-  }
+                     "(device_type %d)", dlb__type_label(type), (int)type);
   if (stream == -1) {
     *out = NULL;
     *sync = 0;
