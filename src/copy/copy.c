@@ -90,13 +90,13 @@ static dlb_status copy_packed(const DLTensor *src, const DLTensor *dst,
  * copy changes nothing. */
 static int same_elements(const DLTensor *src, const DLTensor *dst) {
   if (first_byte(src) != first_byte(dst)) return 0;
-  int64_t sc = 1, dc = 1;
+  /* The shapes are equal, so one compact stride serves both sides. */
+  int64_t compact = 1;
   for (int32_t i = src->ndim - 1; i >= 0; i--) {
-    int64_t ss = src->strides != NULL ? src->strides[i] : sc;
-    int64_t ds = dst->strides != NULL ? dst->strides[i] : dc;
+    int64_t ss = src->strides != NULL ? src->strides[i] : compact;
+    int64_t ds = dst->strides != NULL ? dst->strides[i] : compact;
     if (src->shape[i] != 1 && ss != ds) return 0;
-    sc *= src->shape[i];
-    dc *= dst->shape[i];
+    compact *= src->shape[i];
   }
   return 1;
 }
@@ -111,26 +111,13 @@ static void copy_planned(char *dst, const int64_t *dst_strides,
   dlb__copy_plan_run(&plan, fresh_dst);
 }
 
-dlb_status dlb_copy(const DLTensor *src, const DLTensor *dst) {
-  return dlb__copy(src, dst, 0);
-}
-
-dlb_status dlb__copy(const DLTensor *src, const DLTensor *dst,
-                     int fresh_dst) {
-  if (src == NULL || dst == NULL)
-    return dlb__fail(DLB_E_INVAL, "dlb_copy: %s is NULL",
-                     src == NULL ? "src" : "dst");
-  dlb_status st;
-  if ((st = check_subbyte(src, "src")) != DLB_OK ||
-      (st = check_subbyte(dst, "dst")) != DLB_OK ||
-      (st = check_tensor(src, "src")) != DLB_OK ||
-      (st = check_tensor(dst, "dst")) != DLB_OK ||
-      (st = check_device(src, "src")) != DLB_OK ||
-      (st = check_device(dst, "dst")) != DLB_OK ||
-      (st = check_pair(src, dst)) != DLB_OK)
-    return st;
+/* The copy itself, for src and dst that pass every check of dlb_copy.
+ * fresh_dst as for dlb__copy_plan_run. */
+static dlb_status copy_checked(const DLTensor *src, const DLTensor *dst,
+                               int fresh_dst) {
   int64_t numel = 0;
-  if ((st = dlb_tensor_numel(src, &numel)) != DLB_OK) return st;
+  dlb_status st = dlb_tensor_numel(src, &numel);
+  if (st != DLB_OK) return st;
   dlb__copy_set_last_threads(1);
   if (numel == 0) return DLB_OK;
   if (dlb_dtype_is_subbyte(src->dtype)) return copy_packed(src, dst, numel);
@@ -163,6 +150,22 @@ dlb_status dlb__copy(const DLTensor *src, const DLTensor *dst,
   return DLB_OK;
 }
 
+dlb_status dlb_copy(const DLTensor *src, const DLTensor *dst) {
+  if (src == NULL || dst == NULL)
+    return dlb__fail(DLB_E_INVAL, "dlb_copy: %s is NULL",
+                     src == NULL ? "src" : "dst");
+  dlb_status st;
+  if ((st = check_subbyte(src, "src")) != DLB_OK ||
+      (st = check_subbyte(dst, "dst")) != DLB_OK ||
+      (st = check_tensor(src, "src")) != DLB_OK ||
+      (st = check_tensor(dst, "dst")) != DLB_OK ||
+      (st = check_device(src, "src")) != DLB_OK ||
+      (st = check_device(dst, "dst")) != DLB_OK ||
+      (st = check_pair(src, dst)) != DLB_OK)
+    return st;
+  return copy_checked(src, dst, 0);
+}
+
 dlb_status dlb_tensor_copy(const DLTensor *src, DLDevice device,
                            DLManagedTensorVersioned **out) {
   if (src == NULL || out == NULL)
@@ -173,9 +176,11 @@ dlb_status dlb_tensor_copy(const DLTensor *src, DLDevice device,
   DLManagedTensorVersioned *t = NULL;
   st = dlb_tensor_alloc(device, src->dtype, src->ndim, src->shape, &t);
   if (st != DLB_OK) return st;
+  /* src passed validation, so packed elements in it are compact, and t was
+   * made to match it: on CPU-accessible memory dlb_copy's checks all hold. */
   if (dlb_device_type_cpu_accessible(src->device.device_type) &&
       dlb_device_type_cpu_accessible(t->dl_tensor.device.device_type))
-    st = dlb__copy(src, &t->dl_tensor, 1);
+    st = copy_checked(src, &t->dl_tensor, 1);
   else
     st = dlb__device_copy(src, &t->dl_tensor);
   if (st != DLB_OK) {

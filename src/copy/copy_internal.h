@@ -84,9 +84,6 @@ void dlb__copy_plan_build(dlb__copy_plan *plan, char *dst,
  * 8 ms on one thread, 10 to 15 ms on two). */
 void dlb__copy_plan_run(const dlb__copy_plan *plan, int fresh_dst);
 
-/* dlb_copy; fresh_dst as for dlb__copy_plan_run. */
-dlb_status dlb__copy(const DLTensor *src, const DLTensor *dst, int fresh_dst);
-
 /* Below these many bytes a copy runs on the calling thread: waking the
  * other threads (tens of microseconds in a VM) costs more than they save.
  * bench/bench_copy.c's sweep on 2 cores: a transpose gains 1.5 x at

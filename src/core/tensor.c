@@ -91,6 +91,36 @@ dlb__tensor *dlb__tensor_of(const DLManagedTensorVersioned *t) {
   return t->manager_ctx;
 }
 
+/*
+ * Fills the strides of a validated description that has none: compact
+ * row-major ones. Validation accepts any shape with no elements, whose
+ * compact strides may not fit in int64_t ([0, 2^62, 2^62]); as no element is
+ * ever addressed, the strides that would overflow are 0 instead of refusing
+ * a tensor that dlb_managed_validate() accepts.
+ */
+static void dlb__implied_strides(int32_t ndim, const int64_t *shape,
+                                 int64_t *strides) {
+  int64_t acc = 1;
+  int over = 0;
+  for (int32_t d = ndim - 1; d >= 0; d--) {
+    strides[d] = over ? 0 : acc;
+    over = over || dlb__mul_overflow(acc, shape[d] == 0 ? 1 : shape[d], &acc);
+  }
+}
+
+/* Copies dl->ndim entries of shape and of strides (NULL: implied ones) into
+ * dl's own arrays. */
+static void dlb__set_dims(DLTensor *dl, const int64_t *shape,
+                          const int64_t *strides) {
+  int32_t ndim = dl->ndim;
+  if (ndim == 0) return;
+  memcpy(dl->shape, shape, (size_t)ndim * sizeof(int64_t));
+  if (strides != NULL)
+    memcpy(dl->strides, strides, (size_t)ndim * sizeof(int64_t));
+  else
+    dlb__implied_strides(ndim, dl->shape, dl->strides);
+}
+
 dlb_status dlb__tensor_derive(const dlb__tensor *base, int32_t ndim,
                               const int64_t *shape, const int64_t *strides,
                               int64_t delta, uint64_t flags,
@@ -102,10 +132,7 @@ dlb_status dlb__tensor_derive(const dlb__tensor *base, int32_t ndim,
   t->managed.flags = flags;
   dl->device = b->device;
   dl->dtype = b->dtype;
-  if (ndim > 0) {
-    memcpy(dl->shape, shape, (size_t)ndim * sizeof(int64_t));
-    memcpy(dl->strides, strides, (size_t)ndim * sizeof(int64_t));
-  }
+  dlb__set_dims(dl, shape, strides);
   /* base was validated, so its byte_offset and every element's offset fit
    * in int64_t; delta leads to one of its elements. */
   int64_t off = (int64_t)b->byte_offset + delta;
@@ -125,23 +152,6 @@ dlb_status dlb__tensor_derive(const dlb__tensor *base, int32_t ndim,
 }
 
 /*
- * Fills the strides of a validated description that has none: compact
- * row-major ones. Validation accepts any shape with no elements, whose
- * compact strides may not fit in int64_t ([0, 2^62, 2^62]); as no element is
- * ever addressed, the strides that would overflow are 0 instead of refusing
- * a tensor that dlb_managed_validate() accepts.
- */
-static void dlb__implied_strides(int32_t ndim, const int64_t *shape,
-                                 int64_t *strides) {
-  int64_t acc = 1;
-  int over = 0;
-  for (int32_t d = ndim - 1; d >= 0; d--) {
-    strides[d] = over ? 0 : acc;
-    over = over || dlb__mul_overflow(acc, shape[d] == 0 ? 1 : shape[d], &acc);
-  }
-}
-
-/*
  * Makes a tensor describing desc (already validated) with an owner of the
  * given kind whose union the caller fills in. NULL strides become compact
  * ones; host-type devices get device_id 0. Nothing is taken over here, so a
@@ -154,13 +164,7 @@ static dlb_status dlb__tensor_import(const DLTensor *desc, uint64_t flags,
   dlb__tensor *t = dlb__tensor_new(ndim);
   if (t == NULL) return DLB_E_NOMEM;
   DLTensor *dl = &t->managed.dl_tensor;
-  if (ndim > 0) {
-    memcpy(dl->shape, desc->shape, (size_t)ndim * sizeof(int64_t));
-    if (desc->strides != NULL)
-      memcpy(dl->strides, desc->strides, (size_t)ndim * sizeof(int64_t));
-    else
-      dlb__implied_strides(ndim, dl->shape, dl->strides);
-  }
+  dlb__set_dims(dl, desc->shape, desc->strides);
   dl->data = desc->data;
   dl->device = desc->device;
   /* Cannot fail: validation accepted the device. */
@@ -243,10 +247,7 @@ dlb_status dlb_tensor_alloc(DLDevice device, DLDataType dtype, int32_t ndim,
   dl->data = data;
   dl->device = device;
   dl->dtype = dtype;
-  if (ndim > 0) {
-    memcpy(dl->shape, shape, (size_t)ndim * sizeof(int64_t));
-    memcpy(dl->strides, strides, (size_t)ndim * sizeof(int64_t));
-  }
+  dlb__set_dims(dl, shape, strides);
   *out = &t->managed;
   return DLB_OK;
 }
@@ -366,14 +367,7 @@ dlb_status dlb_tensor_to_legacy(DLManagedTensorVersioned *t,
   *dl = t->dl_tensor;
   dl->shape = l->dims;
   dl->strides = l->dims + ndim;
-  if (ndim > 0) {
-    memcpy(dl->shape, t->dl_tensor.shape, (size_t)ndim * sizeof(int64_t));
-    if (t->dl_tensor.strides != NULL)
-      memcpy(dl->strides, t->dl_tensor.strides,
-             (size_t)ndim * sizeof(int64_t));
-    else
-      dlb__implied_strides(ndim, dl->shape, dl->strides);
-  }
+  dlb__set_dims(dl, t->dl_tensor.shape, t->dl_tensor.strides);
   /* Cannot fail: validation accepted the device. */
   (void)dlb_device_normalize(&dl->device);
   l->managed.manager_ctx = t;
