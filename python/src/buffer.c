@@ -24,13 +24,8 @@ static int dlbpy_byte_strides(const DLTensor *t, size_t itemsize,
     for (int32_t i = 0; i < t->ndim; i++) out[i] = (Py_ssize_t)itemsize;
     return 0;
   }
-  int64_t compact[DLB_MAX_NDIM];
+  /* An accepted tensor has strides whenever ndim != 0. */
   const int64_t *strides = t->strides;
-  if (strides == NULL) {
-    dlb_status s = dlb_compact_strides(t->ndim, t->shape, 0, compact);
-    if (s != DLB_OK) return dlbpy_fail(s, PyExc_BufferError, "strides");
-    strides = compact;
-  }
   for (int32_t i = 0; i < t->ndim; i++) {
     int64_t bytes;
     if (t->shape[i] <= 1) {

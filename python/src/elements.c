@@ -471,13 +471,7 @@ PyObject *dlbpy_tensor_tolist(PyObject *self, PyObject *unused) {
                     "tolist(): this dtype has no Python scalar type");
     return NULL;
   }
-  int64_t compact[DLB_MAX_NDIM];
-  const int64_t *strides = t->strides;
-  if (strides == NULL && t->ndim > 0) {
-    dlb_status s = dlb_compact_strides(t->ndim, t->shape, 0, compact);
-    if (s != DLB_OK) return dlbpy_raise(s, PyExc_ValueError, "strides");
-    strides = compact;
-  }
-  return dlbpy_tolist_at(t, strides, dlb_dtype_itemsize(t->dtype), 0,
+  /* An accepted tensor has strides whenever ndim != 0. */
+  return dlbpy_tolist_at(t, t->strides, dlb_dtype_itemsize(t->dtype), 0,
                          (const char *)t->data + t->byte_offset);
 }

@@ -113,8 +113,8 @@ static int dlbpy_check_stream(dlbpy_state *st, PyObject *obj, DLDevice device,
   int64_t stream;
   if (dlbpy_parse_int64(obj, "stream", &stream) < 0) return -1;
   *out = stream;
-  char name[DLB_DEVICE_NAME_MAX];
-  if (dlb_device_format(device, name, sizeof name) != DLB_OK) name[0] = '\0';
+  /* Named only in a refusal: most calls pass a valid stream. */
+  char name[DLB_DEVICE_NAME_MAX] = "";
   switch (device.device_type) {
     case kDLCPU:
       PyErr_Format(st->stream_error,
@@ -125,6 +125,7 @@ static int dlbpy_check_stream(dlbpy_state *st, PyObject *obj, DLDevice device,
     case kDLCUDAHost:
     case kDLCUDAManaged:
       if (stream == 0) {
+        (void)dlb_device_format(device, name, sizeof name);
         PyErr_Format(st->stream_error,
                      "stream 0 is ambiguous for %s memory; pass 1 for the "
                      "legacy default stream or 2 for the per-thread default "
@@ -136,6 +137,7 @@ static int dlbpy_check_stream(dlbpy_state *st, PyObject *obj, DLDevice device,
     case kDLROCM:
     case kDLROCMHost:
       if (stream == 1 || stream == 2) {
+        (void)dlb_device_format(device, name, sizeof name);
         PyErr_Format(st->stream_error,
                      "stream %lld is not allowed for %s memory; pass None or "
                      "0 for the default stream",

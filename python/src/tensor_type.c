@@ -6,8 +6,6 @@
  * sharing the same owner, so a view keeps the data (and whatever foreign
  * producer stands behind it) alive after its base is gone.
  */
-#include <string.h>
-
 #include "dlbpy.h"
 
 #if PY_VERSION_HEX >= 0x030C0000
@@ -89,14 +87,6 @@ static PyObject *dlbpy_int_tuple(int32_t n, const int64_t *v) {
   return tuple;
 }
 
-/* Strides of t in elements; compact ones written to buf when t has none. */
-static const int64_t *dlbpy_strides_of(const DLTensor *t, int64_t *buf) {
-  if (t->strides != NULL || t->ndim == 0) return t->strides;
-  if (dlb_compact_strides(t->ndim, t->shape, 0, buf) != DLB_OK)
-    memset(buf, 0, (size_t)t->ndim * sizeof *buf);
-  return buf;
-}
-
 /* Copies at least this large run without the GIL: below it, releasing and
  * taking the GIL back costs more than other threads gain. */
 #define DLBPY_NOGIL_COPY_BYTES ((int64_t)1 << 18)
@@ -153,9 +143,9 @@ static PyObject *dlbpy_get_shape(PyObject *self, void *closure) {
 
 static PyObject *dlbpy_get_strides(PyObject *self, void *closure) {
   (void)closure;
+  /* An accepted tensor has strides whenever ndim != 0. */
   const DLTensor *t = &DLBPY_TENSOR(self)->dl_tensor;
-  int64_t buf[DLB_MAX_NDIM];
-  return dlbpy_int_tuple(t->ndim, dlbpy_strides_of(t, buf));
+  return dlbpy_int_tuple(t->ndim, t->strides);
 }
 
 static PyObject *dlbpy_get_dtype(PyObject *self, void *closure) {
