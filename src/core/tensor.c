@@ -98,8 +98,8 @@ dlb__tensor *dlb__tensor_of(const DLManagedTensorVersioned *t) {
  * ever addressed, the strides that would overflow are 0 instead of refusing
  * a tensor that dlb_managed_validate() accepts.
  */
-static void dlb__implied_strides(int32_t ndim, const int64_t *shape,
-                                 int64_t *strides) {
+void dlb__implied_strides(int32_t ndim, const int64_t *shape,
+                          int64_t *strides) {
   int64_t acc = 1;
   int over = 0;
   for (int32_t d = ndim - 1; d >= 0; d--) {

@@ -69,4 +69,10 @@ dlb_status dlb__tensor_derive(const dlb__tensor *base, int32_t ndim,
                               int64_t delta, uint64_t flags,
                               DLManagedTensorVersioned **out);
 
+/* Writes compact row-major strides of a validated shape into strides (ndim
+ * entries), 0 where they would overflow: only possible when the tensor has
+ * no elements, so no element is ever addressed through them. */
+void dlb__implied_strides(int32_t ndim, const int64_t *shape,
+                          int64_t *strides);
+
 #endif /* DLBRIDGE_TENSOR_INTERNAL_H */

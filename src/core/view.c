@@ -13,9 +13,16 @@
 #include "tensor_internal.h"
 
 /* Checks what every view needs and returns the base's block in *tb. */
+/*
+ * Checks base and fills *b with its description, for the view's arithmetic
+ * to read. A caller may have set the public strides to NULL since (still a
+ * valid tensor: compact row-major), so *b always carries strides: base's
+ * own, or implied ones written to strides_buf (DLB_MAX_NDIM entries).
+ */
 static dlb_status dlb__view_base(const DLManagedTensorVersioned *base,
                                  DLManagedTensorVersioned **out,
-                                 const dlb__tensor **tb) {
+                                 const dlb__tensor **tb, DLTensor *b,
+                                 int64_t *strides_buf) {
   if (out == NULL) return dlb__fail(DLB_E_INVAL, "out is NULL");
   const dlb__tensor *t = dlb__tensor_of(base);
   if (t == NULL)
@@ -33,6 +40,11 @@ static dlb_status dlb__view_base(const DLManagedTensorVersioned *base,
                      "base has a packed %u-bit dtype; views need elements "
                      "that start on a byte",
                      (unsigned)dlb_dtype_bits(base->dl_tensor.dtype));
+  *b = base->dl_tensor;
+  if (b->strides == NULL && b->ndim > 0) {
+    dlb__implied_strides(b->ndim, b->shape, strides_buf);
+    b->strides = strides_buf;
+  }
   *tb = t;
   return DLB_OK;
 }
@@ -88,9 +100,11 @@ dlb_status dlb_tensor_slice(const DLManagedTensorVersioned *base,
                             int32_t nslices, const dlb_slice *slices,
                             DLManagedTensorVersioned **out) {
   const dlb__tensor *tb = NULL;
-  dlb_status st = dlb__view_base(base, out, &tb);
+  DLTensor bt;
+  int64_t bt_strides[DLB_MAX_NDIM];
+  dlb_status st = dlb__view_base(base, out, &tb, &bt, bt_strides);
   if (st != DLB_OK) return st;
-  const DLTensor *b = &base->dl_tensor;
+  const DLTensor *b = &bt;
   int32_t ndim = b->ndim;
   if (nslices < 0 || nslices > ndim)
     return dlb__fail(DLB_E_INVAL, "nslices is %d; base has %d dimensions",
@@ -131,9 +145,11 @@ dlb_status dlb_tensor_select(const DLManagedTensorVersioned *base,
                              int32_t dim, int64_t index,
                              DLManagedTensorVersioned **out) {
   const dlb__tensor *tb = NULL;
-  dlb_status st = dlb__view_base(base, out, &tb);
+  DLTensor bt;
+  int64_t bt_strides[DLB_MAX_NDIM];
+  dlb_status st = dlb__view_base(base, out, &tb, &bt, bt_strides);
   if (st != DLB_OK) return st;
-  const DLTensor *b = &base->dl_tensor;
+  const DLTensor *b = &bt;
   int32_t ndim = b->ndim;
   if (dim < -ndim || dim >= ndim)
     return dlb__fail(DLB_E_RANGE, "dim is %d; base has %d dimensions",
@@ -164,9 +180,11 @@ dlb_status dlb_tensor_permute(const DLManagedTensorVersioned *base,
                               const int32_t *axes,
                               DLManagedTensorVersioned **out) {
   const dlb__tensor *tb = NULL;
-  dlb_status st = dlb__view_base(base, out, &tb);
+  DLTensor bt;
+  int64_t bt_strides[DLB_MAX_NDIM];
+  dlb_status st = dlb__view_base(base, out, &tb, &bt, bt_strides);
   if (st != DLB_OK) return st;
-  const DLTensor *b = &base->dl_tensor;
+  const DLTensor *b = &bt;
   int32_t ndim = b->ndim;
   if (ndim > 0 && axes == NULL)
     return dlb__fail(DLB_E_INVAL, "axes is NULL with ndim %d", (int)ndim);
@@ -250,9 +268,11 @@ dlb_status dlb_tensor_reshape(const DLManagedTensorVersioned *base,
                               int32_t ndim, const int64_t *shape,
                               DLManagedTensorVersioned **out) {
   const dlb__tensor *tb = NULL;
-  dlb_status st = dlb__view_base(base, out, &tb);
+  DLTensor bt;
+  int64_t bt_strides[DLB_MAX_NDIM];
+  dlb_status st = dlb__view_base(base, out, &tb, &bt, bt_strides);
   if (st != DLB_OK) return st;
-  const DLTensor *b = &base->dl_tensor;
+  const DLTensor *b = &bt;
   if (ndim < 0 || ndim > DLB_MAX_NDIM)
     return dlb__fail(DLB_E_LAYOUT, "ndim is %d; must be 0..%d", (int)ndim,
                      DLB_MAX_NDIM);
@@ -333,9 +353,11 @@ dlb_status dlb_tensor_expand(const DLManagedTensorVersioned *base,
                              int32_t ndim, const int64_t *shape,
                              DLManagedTensorVersioned **out) {
   const dlb__tensor *tb = NULL;
-  dlb_status st = dlb__view_base(base, out, &tb);
+  DLTensor bt;
+  int64_t bt_strides[DLB_MAX_NDIM];
+  dlb_status st = dlb__view_base(base, out, &tb, &bt, bt_strides);
   if (st != DLB_OK) return st;
-  const DLTensor *b = &base->dl_tensor;
+  const DLTensor *b = &bt;
   if (ndim < b->ndim || ndim > DLB_MAX_NDIM)
     return dlb__fail(DLB_E_LAYOUT, "ndim is %d; must be %d (base's) to %d",
                      (int)ndim, (int)b->ndim, DLB_MAX_NDIM);

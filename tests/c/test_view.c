@@ -768,3 +768,32 @@ DLB_TEST(view_outlives_its_base) {
   CHECK_EQ_INT(at(w, &i), 11);
   dlb_tensor_release(w);
 }
+
+/* The public strides of one of our tensors may be set to NULL later (still
+ * a valid, compact tensor): views and shares read them as compact. */
+DLB_TEST(view_of_tensor_whose_strides_were_cleared) {
+  DLDevice cpu = {kDLCPU, 0};
+  DLDataType f32 = {kDLFloat, 32, 1};
+  int64_t shape[2] = {2, 3};
+  DLManagedTensorVersioned *a = NULL, *v = NULL, *p = NULL, *s = NULL;
+  CHECK_OK(dlb_tensor_alloc(cpu, f32, 2, shape, &a));
+  float *d = a->dl_tensor.data;
+  for (int i = 0; i < 6; i++) d[i] = (float)i;
+  a->dl_tensor.strides = NULL;
+  dlb_slice rev = {DLB_SLICE_DEFAULT, DLB_SLICE_DEFAULT, -1};
+  CHECK_OK(dlb_tensor_slice(a, 1, &rev, &v));
+  CHECK_EQ_INT(v->dl_tensor.strides[0], -3);
+  CHECK_EQ_INT(v->dl_tensor.strides[1], 1);
+  CHECK_EQ_INT(v->dl_tensor.byte_offset, 12);
+  int32_t axes[2] = {1, 0};
+  CHECK_OK(dlb_tensor_permute(a, axes, &p));
+  CHECK_EQ_INT(p->dl_tensor.strides[0], 1);
+  CHECK_EQ_INT(p->dl_tensor.strides[1], 3);
+  CHECK_OK(dlb_tensor_share(a, &s));
+  CHECK_EQ_INT(s->dl_tensor.strides[0], 3);
+  CHECK_EQ_INT(s->dl_tensor.strides[1], 1);
+  dlb_tensor_release(a);
+  dlb_tensor_release(v);
+  dlb_tensor_release(p);
+  dlb_tensor_release(s);
+}
