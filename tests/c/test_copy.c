@@ -1,4 +1,5 @@
 /* test_copy.c -- dlb_copy, dlb_tensor_copy and the copy thread pool. */
+#include <limits.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -525,6 +526,16 @@ DLB_TEST(copy_thread_setting) {
   dlb_copy_set_threads(1000);
   CHECK_EQ_INT(dlb_copy_get_threads(), 64);
   dlb_copy_set_threads(-2);
+  CHECK_EQ_INT(dlb_copy_get_threads(), cpus > 64 ? 64 : cpus);
+  dlb_copy_set_threads(1);
+  CHECK_EQ_INT(dlb_copy_get_threads(), 1);
+  dlb_copy_set_threads(0);
+  CHECK_EQ_INT(dlb_copy_get_threads(), cpus > 64 ? 64 : cpus);
+  dlb_copy_set_threads(64);
+  CHECK_EQ_INT(dlb_copy_get_threads(), 64);
+  dlb_copy_set_threads(65);
+  CHECK_EQ_INT(dlb_copy_get_threads(), 64);
+  dlb_copy_set_threads(INT_MIN);
   CHECK_EQ_INT(dlb_copy_get_threads(), cpus > 64 ? 64 : cpus);
 }
 

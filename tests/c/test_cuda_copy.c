@@ -402,11 +402,14 @@ DLB_TEST(cuda_copy_empty_tensor) {
   int64_t shape[2] = {0, 5};
   DLManagedTensorVersioned *a = alloc_on((DLDevice){kDLCUDA, 0}, 2, shape, 0);
   DLManagedTensorVersioned *b = alloc_on((DLDevice){kDLCPU, 0}, 2, shape, 0);
-  long before = E.calls("cuMemcpyAsync");
+  long before = E.calls("cuMemcpyAsync"), all = E.calls(NULL);
   CHECK_OK(dlb_copy_sync(&a->dl_tensor, &b->dl_tensor, NULL));
   CHECK_EQ_INT(E.calls("cuMemcpyAsync"), before);
+  /* Nothing to move: no copy of any kind and no synchronization either. */
+  CHECK_EQ_INT(E.calls(NULL), all);
   dlb_tensor_release(a);
   dlb_tensor_release(b);
+  CHECK_EQ_INT(E.live(), 0);
 }
 
 DLB_TEST(cuda_tensor_copy_to_and_from_the_gpu) {

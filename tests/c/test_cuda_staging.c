@@ -138,6 +138,21 @@ DLB_TEST(staging_download_in_chunks_with_a_partial_last_one) {
   CHECK_EQ_INT(E.live(), 0);
 }
 
+/* Copies the host view hv to d (up) or d to hv in four chunks, m1 of them
+ * 1-D and m2 2-D copies. The download runs first and allocates the pinned
+ * buffer that the upload then reuses. */
+static void staged_copy(int up, DLManagedTensorVersioned *hv,
+                        DLManagedTensorVersioned *d, dlb__cu_stream st,
+                        long m1, long m2) {
+  counts c0 = count_now();
+  if (up)
+    CHECK_OK(dlb_copy_sync(&hv->dl_tensor, &d->dl_tensor, st));
+  else
+    CHECK_OK(dlb_copy_sync(&d->dl_tensor, &hv->dl_tensor, st));
+  check_counts(c0, m1, m2, 4, up ? 0 : 1);
+  check_nothing_left();
+}
+
 /* Columns [0, 1000) of a 2048 x 1024 host matrix: rows of 4000 bytes,
  * 4096 apart, against a compact device matrix. 2 MiB chunks hold 524
  * rows: four 2-D copies, the last of 476 rows. Downloads leave the host
@@ -155,13 +170,7 @@ DLB_TEST(staging_pitched_rows) {
     CHECK_OK(dlb_tensor_slice(hb, 2, cols, &hv));
     uint32_t *hw = words(&E, hb), *dw = words(&E, d);
     uint32_t before = hw[1000];
-    counts c0 = count_now();
-    if (up)
-      CHECK_OK(dlb_copy_sync(&hv->dl_tensor, &d->dl_tensor, st));
-    else
-      CHECK_OK(dlb_copy_sync(&d->dl_tensor, &hv->dl_tensor, st));
-    check_counts(c0, 0, 4, 4, up ? 0 : 1);
-    check_nothing_left();
+    staged_copy(up, hv, d, st, 0, 4);
     for (int64_t r = 0; r < 2048; r++)
       if (memcmp(hw + r * 1024, dw + r * 1000, 4000) != 0)
         dlb_test_failed(__FILE__, __LINE__, "row %lld differs", (long long)r);
@@ -191,13 +200,7 @@ DLB_TEST(staging_pitched_planes) {
     DLManagedTensorVersioned *hv = NULL;
     CHECK_OK(dlb_tensor_slice(hb, 3, box, &hv));
     uint32_t *hw = words(&E, hb), *dw = words(&E, d);
-    counts c0 = count_now();
-    if (up)
-      CHECK_OK(dlb_copy_sync(&hv->dl_tensor, &d->dl_tensor, st));
-    else
-      CHECK_OK(dlb_copy_sync(&d->dl_tensor, &hv->dl_tensor, st));
-    check_counts(c0, 0, 4, 4, up ? 0 : 1);
-    check_nothing_left();
+    staged_copy(up, hv, d, st, 0, 4);
     for (int64_t z = 0; z < 4; z++)
       for (int64_t r = 0; r < 500; r++)
         if (memcmp(hw + (z * 600 + r) * 1024, dw + (z * 500 + r) * 1000,
@@ -230,13 +233,7 @@ DLB_TEST(staging_rows_wider_than_a_chunk) {
     CHECK_OK(dlb_tensor_slice(hb, 2, cols, &hv));
     uint32_t *hw = words(&E, hb), *dw = words(&E, d);
     uint32_t gap = hw[1500000];
-    counts c0 = count_now();
-    if (up)
-      CHECK_OK(dlb_copy_sync(&hv->dl_tensor, &d->dl_tensor, st));
-    else
-      CHECK_OK(dlb_copy_sync(&d->dl_tensor, &hv->dl_tensor, st));
-    check_counts(c0, 4, 0, 4, up ? 0 : 1);
-    check_nothing_left();
+    staged_copy(up, hv, d, st, 4, 0);
     CHECK(memcmp(hw, dw, 6000000) == 0);
     CHECK(memcmp(hw + 1600000, dw + 1500000, 6000000) == 0);
     CHECK_EQ_INT(hw[1500000], gap);

@@ -22,6 +22,14 @@ DLB_TEST(status_values_are_fixed) {
   CHECK_EQ_INT(DLB_E_DEVICE, -5);
   CHECK_EQ_INT(DLB_E_LAYOUT, -6);
   CHECK_EQ_INT(DLB_E_VERSION, -7);
+  CHECK_EQ_INT(DLB_E_READONLY, -8);
+  CHECK_EQ_INT(DLB_E_UNSUPPORTED, -9);
+  CHECK_EQ_INT(DLB_E_NO_RUNTIME, -10);
+  CHECK_EQ_INT(DLB_E_NO_DEVICE, -11);
+  CHECK_EQ_INT(DLB_E_RUNTIME, -12);
+  CHECK_EQ_INT(DLB_E_OVERLAP, -13);
+  CHECK_EQ_INT(DLB_E_NEEDS_COPY, -14);
+  CHECK_EQ_INT(DLB_E_RANGE, -15);
   CHECK_EQ_INT(DLB_E_STATE, -16);
 }
 
@@ -34,6 +42,15 @@ DLB_TEST(status_every_code_has_distinct_name) {
     CHECK(strcmp(names[i], "DLB_E_UNKNOWN") != 0);
     for (size_t j = i + 1; j < n; j++) CHECK(strcmp(names[i], names[j]) != 0);
   }
+  /* Each code answers its own name and message, not a neighbour's. */
+#define OWN(name, value, msg)                                   \
+  CHECK_STR(dlb_status_name((dlb_status)(value)), "DLB_" #name); \
+  CHECK_STR(dlb_status_message((dlb_status)(value)), msg);
+  DLB_STATUS_MAP(OWN)
+#undef OWN
+  CHECK_STR(dlb_status_name((dlb_status)1), "DLB_E_UNKNOWN");
+  CHECK_STR(dlb_status_name((dlb_status)-17), "DLB_E_UNKNOWN");
+  CHECK_STR(dlb_status_message((dlb_status)-17), "unknown status");
 }
 
 static void *other_thread(void *arg) {
@@ -63,6 +80,11 @@ DLB_TEST(status_last_error_is_thread_local) {
 DLB_TEST(status_version) {
   CHECK_EQ_INT(dlb_version_number(), DLB_VERSION_NUMBER);
   CHECK_STR(dlb_version_string(), "0.1.0");
+  /* The number and the string name the same release. */
+  int n = dlb_version_number();
+  char buf[32];
+  snprintf(buf, sizeof buf, "%d.%d.%d", n / 10000, n / 100 % 100, n % 100);
+  CHECK_STR(buf, dlb_version_string());
 }
 
 DLB_TEST(alloc_rejects_incomplete_allocator) {

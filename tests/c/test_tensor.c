@@ -14,6 +14,22 @@ static const DLDevice CPU = {kDLCPU, 0};
 
 static void count_release(void *ctx) { (*(int *)ctx)++; }
 
+/* The 2 x 3 int32 tensor both foreign kinds describe, values 0..5. */
+static void fill_2x3(DLTensor *t, int64_t shape[2], int64_t strides[2],
+                     int32_t data[6]) {
+  shape[0] = 2;
+  shape[1] = 3;
+  strides[0] = 3;
+  strides[1] = 1;
+  for (int i = 0; i < 6; i++) data[i] = i;
+  t->data = data;
+  t->device = CPU;
+  t->ndim = 2;
+  t->dtype = I32;
+  t->shape = shape;
+  t->strides = strides;
+}
+
 /* A versioned tensor as another library would make it: 2 x 3 int32 with
  * values 0..5, one malloc block, a deleter that counts its calls. */
 typedef struct foreign {
@@ -36,18 +52,7 @@ static foreign *foreign_new(int *count) {
   f->m.version.minor = 0;
   f->m.manager_ctx = f;
   f->m.deleter = foreign_deleter;
-  f->shape[0] = 2;
-  f->shape[1] = 3;
-  f->strides[0] = 3;
-  f->strides[1] = 1;
-  for (int i = 0; i < 6; i++) f->data[i] = i;
-  DLTensor *t = &f->m.dl_tensor;
-  t->data = f->data;
-  t->device = CPU;
-  t->ndim = 2;
-  t->dtype = I32;
-  t->shape = f->shape;
-  t->strides = f->strides;
+  fill_2x3(&f->m.dl_tensor, f->shape, f->strides, f->data);
   f->count = count;
   return f;
 }
@@ -71,18 +76,7 @@ static foreign_legacy *foreign_legacy_new(int *count) {
   CHECK(f != NULL);
   f->m.manager_ctx = f;
   f->m.deleter = foreign_legacy_deleter;
-  f->shape[0] = 2;
-  f->shape[1] = 3;
-  f->strides[0] = 3;
-  f->strides[1] = 1;
-  for (int i = 0; i < 6; i++) f->data[i] = i;
-  DLTensor *t = &f->m.dl_tensor;
-  t->data = f->data;
-  t->device = CPU;
-  t->ndim = 2;
-  t->dtype = I32;
-  t->shape = f->shape;
-  t->strides = f->strides;
+  fill_2x3(&f->m.dl_tensor, f->shape, f->strides, f->data);
   f->count = count;
   return f;
 }
@@ -455,6 +449,10 @@ DLB_TEST(tensor_to_legacy_keeps_padding_flag_of_byte_types) {
                DLPACK_FLAG_BITMASK_IS_COPIED;
   DLManagedTensor *l = NULL;
   CHECK_OK(dlb_tensor_to_legacy(&f->m, &l));
+  CHECK(l != NULL);
+  CHECK(l->dl_tensor.data == f->data);
+  CHECK_EQ_INT(l->dl_tensor.dtype.bits, 32);
+  CHECK_EQ_INT(count, 0);
   dlb_legacy_release(l);
   CHECK_EQ_INT(count, 1);
 }
