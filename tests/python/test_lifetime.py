@@ -273,6 +273,10 @@ def test_refused_imports_do_not_leak():
             return helper.make_capsule(data=None, shape=(3,))
 
     bad = Bad()
+    # NULL data with elements: every import must be refused.
+    with pytest.raises(BufferError):
+        dlbridge.from_dlpack(bad)
+    before = sys.getrefcount(bad)
 
     def loop(n):
         for _ in range(n):
@@ -282,3 +286,4 @@ def test_refused_imports_do_not_leak():
                 pass
 
     assert grows(loop, 50_000) < LIMIT
+    assert sys.getrefcount(bad) == before
