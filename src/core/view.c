@@ -23,6 +23,10 @@ static dlb_status dlb__view_base(const DLManagedTensorVersioned *base,
                                  DLManagedTensorVersioned **out,
                                  const dlb__tensor **tb, DLTensor *b,
                                  int64_t *strides_buf) {
+  /* Set on every path, so no caller reads an unset field even where the
+   * compiler cannot see that a failure status is never DLB_OK. */
+  *b = (DLTensor){0};
+  *tb = NULL;
   if (out == NULL) return dlb__fail(DLB_E_INVAL, "out is NULL");
   const dlb__tensor *t = dlb__tensor_of(base);
   if (t == NULL)
