@@ -166,14 +166,30 @@ def rss_bytes():
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def grows(loop, n=100_000):
-    """Memory growth over n exchanges after a warm-up of the same loop."""
+def refcounts(watched):
+    """Reference counts of the watched objects and of the types whose
+    instances an exchange makes: a leaked reference shows here even where
+    memory would not."""
+    types = [dlbridge.Tensor, np.ndarray] + ([torch.Tensor] if torch else [])
+    return [sys.getrefcount(o) for o in list(watched) + types]
+
+
+def grows(loop, n=100_000, watched=()):
+    """Memory growth over n exchanges after a warm-up of the same loop. The
+    loop must also leave every reference count where it found it, and leave
+    no objects behind for the collector (a handful may come and go: one
+    per exchange would be n)."""
     loop(n // 10)
     gc.collect()
+    objects = len(gc.get_objects())
+    refs = refcounts(watched)
     before = rss_bytes()
     loop(n)
     gc.collect()
-    return rss_bytes() - before
+    growth = rss_bytes() - before
+    assert refcounts(watched) == refs
+    assert len(gc.get_objects()) - objects < 16
+    return growth
 
 
 # 100,000 exchanges leaking even 16 bytes each would grow by 1.6 MB.
@@ -190,7 +206,7 @@ def test_numpy_exchanges_do_not_leak():
             np.from_dlpack(t)
             dlbridge.from_dlpack(t.__dlpack__())
 
-    assert grows(loop) < LIMIT
+    assert grows(loop, watched=[a]) < LIMIT
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="needs /proc")
@@ -203,7 +219,7 @@ def test_dlbridge_exchanges_do_not_leak():
             u[1:, ::2]
             dlbridge.from_dlpack(u.__dlpack__(max_version=(1, 0)))
 
-    assert grows(loop) < LIMIT
+    assert grows(loop, watched=[t]) < LIMIT
 
 
 @needs_torch
@@ -216,7 +232,7 @@ def test_torch_exchanges_do_not_leak():
             t = dlbridge.from_dlpack(x)
             torch.from_dlpack(t)
 
-    assert grows(loop) < LIMIT
+    assert grows(loop, watched=[x]) < LIMIT
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="needs /proc")
@@ -230,7 +246,7 @@ def test_buffer_exchanges_do_not_leak():
             np.asarray(t)
             dlbridge.asarray(ba)
 
-    assert grows(loop) < LIMIT
+    assert grows(loop, watched=[t, ba]) < LIMIT
 
 
 def test_reimporting_in_a_loop_builds_no_chain():
@@ -285,5 +301,5 @@ def test_refused_imports_do_not_leak():
             except BufferError:
                 pass
 
-    assert grows(loop, 50_000) < LIMIT
+    assert grows(loop, 50_000, watched=[bad]) < LIMIT
     assert sys.getrefcount(bad) == before
