@@ -122,8 +122,11 @@ static PyMethodDef dlbpy_module_methods[] = {
      "Returns evenly spaced values in [start, stop)."},
     {"asarray", (PyCFunction)(void (*)(void))dlbpy_asarray,
      METH_FASTCALL | METH_KEYWORDS,
-     "asarray(obj, /, *, device=None, copy=None)\n--\n\n"
-     "Returns obj as a tensor, from DLPack or the buffer protocol."},
+     "asarray(obj, /, *, dtype=None, device=None, copy=None)\n--\n\n"
+     "Returns obj as a tensor, from DLPack, the buffer protocol, or a "
+     "Python scalar or nested sequence of numbers. dtype names the element "
+     "type of values built from Python numbers; for array data it must "
+     "match (TypeError otherwise: dlbridge does not convert dtypes)."},
     {"pin", (PyCFunction)(void (*)(void))dlbpy_pin,
      METH_FASTCALL | METH_KEYWORDS,
      "pin(obj, /, kind='cuda_host')\n--\n\n"
