@@ -278,6 +278,10 @@ static int dlbpy_range_count(PyObject *start_obj, PyObject *stop_obj,
       ustep = (uint64_t)0 - (uint64_t)step;
     }
     uint64_t n = span == 0 ? 0 : (span - 1) / ustep + 1;
+    if (n > (uint64_t)INT64_MAX) {
+      PyErr_SetString(PyExc_ValueError, "arange(): too many elements");
+      return -1;
+    }
     r->integral = 1;
     r->istart = start;
     r->istep = step;

@@ -436,6 +436,13 @@ def test_arange_errors():
         dlbridge.arange()
     with pytest.raises(TypeError):
         dlbridge.arange(3, dtype="float8_e4m3fn")
+    # 2**64 - 1 integers: more than any shape can hold.
+    with pytest.raises(ValueError, match="too many elements"):
+        dlbridge.arange(-(2**63), 2**63 - 1)
+    with pytest.raises(ValueError, match="too many elements"):
+        dlbridge.arange(2**63 - 1, -(2**63), -1)
+    with pytest.raises(ValueError, match="too many elements"):
+        dlbridge.arange(-1e300, 1e300)
 
 
 def test_asarray_from_values():
