@@ -43,6 +43,33 @@ void dlb__data_free(void *p);
 dlb_status dlb__device_alloc(DLDevice device, size_t size, void **out);
 void dlb__device_free(DLDevice device, void *ptr);
 
+/* What validating a tensor measures: its element count and the bytes
+ * [lo, hi) its elements occupy, relative to data (dlb_tensor_numel and
+ * dlb_tensor_byte_span give the same). */
+typedef struct dlb__span {
+  int64_t numel;
+  int64_t lo, hi;
+} dlb__span;
+
+/* dlb_tensor_validate for a copy's side: the message starts with which
+ * ("src: ..."), and *out (untouched on failure) spares the copy measuring
+ * the tensor again. */
+dlb_status dlb__tensor_validate_span(const DLTensor *t, const char *which,
+                                     dlb__span *out);
+
+/* Whether two tensors with elements (numel > 0) and these spans from
+ * dlb__tensor_validate_span share a byte. Validation ruled out wrapping. */
+static inline int dlb__span_overlap(const DLTensor *x, const dlb__span *xs,
+                                    const DLTensor *y, const dlb__span *ys) {
+  uintptr_t a = (uintptr_t)x->data, b = (uintptr_t)y->data;
+  return a + (uintptr_t)xs->lo < b + (uintptr_t)ys->hi &&
+         b + (uintptr_t)ys->lo < a + (uintptr_t)xs->hi;
+}
+
+/* The check every copy makes between two valid sides: the same dtype, ndim
+ * and shape, in that order; the message names the field and both values. */
+dlb_status dlb__copy_check_pair(const DLTensor *src, const DLTensor *dst);
+
 /* Copies between layouts where either side is not CPU-accessible memory.
  * DLB_E_UNSUPPORTED when no backend handles the pair. */
 dlb_status dlb__device_copy(const DLTensor *src, const DLTensor *dst);

@@ -21,6 +21,7 @@
 /* One tensor of a copy, and what its memory needs. */
 typedef struct side {
   const DLTensor *t;
+  dlb__span span; /* measured by validation */
   const dlb__gpu *gpu; /* NULL for cpu memory */
   dlb__side where;
   int ordinal;
@@ -40,28 +41,6 @@ static dlb_status side_init(const DLTensor *t, const char *which, side *out) {
                      (int)t->device.device_type);
   if (out->gpu == NULL) return DLB_OK;
   return dlb__gpu_device(out->gpu, t->device, &out->ordinal);
-}
-
-static dlb_status check_pair(const DLTensor *src, const DLTensor *dst) {
-  dlb_status s = dlb_tensor_validate(src);
-  if (s == DLB_OK) s = dlb_tensor_validate(dst);
-  if (s != DLB_OK) return s;
-  if (src->ndim != dst->ndim)
-    return dlb__fail(DLB_E_LAYOUT, "src has %d dimensions, dst %d",
-                     (int)src->ndim, (int)dst->ndim);
-  for (int32_t i = 0; i < src->ndim; i++)
-    if (src->shape[i] != dst->shape[i])
-      return dlb__fail(DLB_E_LAYOUT, "shape[%d] is %lld in src, %lld in dst",
-                       (int)i, (long long)src->shape[i],
-                       (long long)dst->shape[i]);
-  if (!dlb_dtype_equal(src->dtype, dst->dtype)) {
-    char a[DLB_DTYPE_NAME_MAX], b[DLB_DTYPE_NAME_MAX];
-    if (dlb_dtype_format(src->dtype, a, sizeof a) != DLB_OK) a[0] = '\0';
-    if (dlb_dtype_format(dst->dtype, b, sizeof b) != DLB_OK) b[0] = '\0';
-    return dlb__fail(DLB_E_DTYPE, "src is %s, dst is %s; copies keep the "
-                     "type", a, b);
-  }
-  return DLB_OK;
 }
 
 static char *first_byte(const DLTensor *t) {
@@ -142,14 +121,14 @@ static int plan(const DLTensor *src, const DLTensor *dst, size_t itemsize,
   }
 }
 
-/* One contiguous run of bytes between a tensor's memory and a host
- * buffer, finished before returning. */
-static dlb_status move_span(const side *s, char *host, int64_t lo,
-                            size_t size, int to_host, void *stream) {
+/* The bytes of a side's span between its memory and a host buffer of
+ * that size, finished before returning. */
+static dlb_status move_span(const side *s, char *host, int to_host,
+                            void *stream) {
   dlb__pitched c;
   memset(&c, 0, sizeof c);
-  char *mem = (char *)s->t->data + lo;
-  c.width = size;
+  char *mem = (char *)s->t->data + s->span.lo;
+  c.width = (size_t)(s->span.hi - s->span.lo);
   c.height = c.depth = 1;
   if (to_host) {
     c.src = mem;
@@ -168,21 +147,19 @@ static dlb_status move_span(const side *s, char *host, int64_t lo,
 }
 
 /* A host buffer *buf (the caller frees it, failure or not) for the bytes
- * [*lo, *lo + *size) of a GPU-only side's data, filled from the GPU when
- * read is set, and *view, a host tensor over it. */
+ * of a GPU-only side's span, filled from the GPU when read is set, and
+ * *view, a host tensor over it. */
 static dlb_status to_host(const side *s, int read, void *stream, char **buf,
-                          int64_t *lo, size_t *size, DLTensor *view) {
-  int64_t hi = 0;
-  dlb_status st = dlb_tensor_byte_span(s->t, lo, &hi);
-  if (st != DLB_OK) return st;
-  *size = (size_t)(hi - *lo);
-  *buf = dlb__data_alloc(*size, DLB_DATA_ALIGNMENT);
+                          DLTensor *view) {
+  *buf = dlb__data_alloc((size_t)(s->span.hi - s->span.lo),
+                         DLB_DATA_ALIGNMENT);
   if (*buf == NULL) return DLB_E_NOMEM;
-  if (read) st = move_span(s, *buf, *lo, *size, 1, stream);
+  dlb_status st = DLB_OK;
+  if (read) st = move_span(s, *buf, 1, stream);
   if (st != DLB_OK) return st;
   *view = *s->t;
   view->data = *buf;
-  view->byte_offset = s->t->byte_offset - (uint64_t)*lo;
+  view->byte_offset = s->t->byte_offset - (uint64_t)s->span.lo;
   view->device.device_type = kDLCPU;
   view->device.device_id = 0;
   return DLB_OK;
@@ -206,33 +183,21 @@ static dlb_status staged(const side *a, const side *b, void *stream) {
   if (s != DLB_OK) return s;
   DLTensor sv = *a->t, dv = *b->t;
   char *sbuf = NULL, *dbuf = NULL;
-  int64_t slo = 0, dlo = 0;
-  size_t ssize = 0, dsize = 0;
-  if (!a->cpu_access) s = to_host(a, 1, stream, &sbuf, &slo, &ssize, &sv);
+  if (!a->cpu_access) s = to_host(a, 1, stream, &sbuf, &sv);
   if (s == DLB_OK && !b->cpu_access) {
     /* Bytes between dst's elements are written back unchanged, so they
      * are read first unless dst is dense. */
     int dense = (dlb_tensor_is_c_contiguous(b->t) ||
                  dlb_tensor_is_f_contiguous(b->t)) &&
                 whole_bytes(b->t);
-    s = to_host(b, !dense, stream, &dbuf, &dlo, &dsize, &dv);
+    s = to_host(b, !dense, stream, &dbuf, &dv);
   }
   if (s == DLB_OK) s = dlb_copy(&sv, &dv);
   if (s == DLB_OK && !b->cpu_access)
-    s = move_span(b, dbuf, dlo, dsize, 0, stream);
+    s = move_span(b, dbuf, 0, stream);
   dlb__data_free(sbuf);
   dlb__data_free(dbuf);
   return s;
-}
-
-static int spans_overlap(const DLTensor *x, const DLTensor *y) {
-  int64_t xlo = 0, xhi = 0, ylo = 0, yhi = 0;
-  if (dlb_tensor_byte_span(x, &xlo, &xhi) != DLB_OK ||
-      dlb_tensor_byte_span(y, &ylo, &yhi) != DLB_OK)
-    return 1;
-  uintptr_t a = (uintptr_t)x->data, b = (uintptr_t)y->data;
-  return a + (uintptr_t)xlo < b + (uintptr_t)yhi &&
-         b + (uintptr_t)ylo < a + (uintptr_t)xhi;
 }
 
 /* Copies src to dst, waiting for the result when wait is set. */
@@ -241,10 +206,11 @@ static dlb_status gpu_copy(const DLTensor *src, const DLTensor *dst,
   if (src == NULL || dst == NULL)
     return dlb__fail(DLB_E_INVAL, "copy: %s is NULL",
                      src == NULL ? "src" : "dst");
-  dlb_status s = check_pair(src, dst);
-  if (s != DLB_OK) return s;
   side a, b;
-  s = side_init(src, "src", &a);
+  dlb_status s = dlb__tensor_validate_span(src, "src", &a.span);
+  if (s == DLB_OK) s = dlb__tensor_validate_span(dst, "dst", &b.span);
+  if (s == DLB_OK) s = dlb__copy_check_pair(src, dst);
+  if (s == DLB_OK) s = side_init(src, "src", &a);
   if (s == DLB_OK) s = side_init(dst, "dst", &b);
   if (s != DLB_OK) return s;
   if (a.gpu == NULL && b.gpu == NULL) return dlb_copy(src, dst);
@@ -252,9 +218,8 @@ static dlb_status gpu_copy(const DLTensor *src, const DLTensor *dst,
     return dlb__fail(DLB_E_INVAL, "copies between %s and %s memory use the "
                      "default streams; stream must be NULL, not %p",
                      a.gpu->name, b.gpu->name, stream);
-  int64_t n = 0;
-  s = dlb_tensor_numel(src, &n);
-  if (s != DLB_OK || n == 0) return s;
+  const int64_t n = a.span.numel;
+  if (n == 0) return DLB_OK;
   if (a.gpu != NULL && b.gpu != NULL && a.gpu != b.gpu)
     return staged(&a, &b, NULL);
   const dlb__gpu *gpu = a.gpu != NULL ? a.gpu : b.gpu;
@@ -281,7 +246,7 @@ static dlb_status gpu_copy(const DLTensor *src, const DLTensor *dst,
   }
   /* Runtime copies of overlapping ranges are undefined; staging reads all
    * of src before writing dst. */
-  if (direct && !spans_overlap(src, dst)) {
+  if (direct && !dlb__span_overlap(src, &a.span, dst, &b.span)) {
     c.src_side = a.where;
     c.dst_side = b.where;
     int pageable = (a.gpu == NULL && b.where == DLB__SIDE_DEVICE) ||

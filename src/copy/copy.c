@@ -2,19 +2,9 @@
  * copy.c -- dlb_copy and dlb_tensor_copy: checks, overlap, sub-byte
  * types; the loops are planned in plan.c.
  */
-#include <stdio.h>
 #include <string.h>
 
 #include "copy/copy_internal.h"
-
-/* dlb_tensor_validate, with the message saying which tensor failed. */
-static dlb_status check_tensor(const DLTensor *t, const char *which) {
-  dlb_status st = dlb_tensor_validate(t);
-  if (st == DLB_OK) return DLB_OK;
-  char why[256];
-  snprintf(why, sizeof why, "%s", dlb_last_error());
-  return dlb__fail(st, "%s: %s", which, why);
-}
 
 /* Packed sub-byte elements share bytes, so only whole compact tensors can
  * be copied; tell that apart from a broken layout, which the validator
@@ -41,12 +31,15 @@ static dlb_status check_device(const DLTensor *t, const char *which) {
                    name != NULL ? name : "unknown");
 }
 
-static dlb_status check_pair(const DLTensor *src, const DLTensor *dst) {
+dlb_status dlb__copy_check_pair(const DLTensor *src, const DLTensor *dst) {
   if (!dlb_dtype_equal(src->dtype, dst->dtype)) {
     char a[DLB_DTYPE_NAME_MAX], b[DLB_DTYPE_NAME_MAX];
     if (dlb_dtype_format(src->dtype, a, sizeof a) != DLB_OK) a[0] = '\0';
     if (dlb_dtype_format(dst->dtype, b, sizeof b) != DLB_OK) b[0] = '\0';
-    return dlb__fail(DLB_E_DTYPE, "src->dtype is %s, dst->dtype is %s", a, b);
+    return dlb__fail(DLB_E_DTYPE,
+                     "src->dtype is %s, dst->dtype is %s; copies keep the "
+                     "type",
+                     a, b);
   }
   if (src->ndim != dst->ndim)
     return dlb__fail(DLB_E_LAYOUT, "src->ndim is %d, dst->ndim is %d",
@@ -111,41 +104,32 @@ static void copy_planned(char *dst, const int64_t *dst_strides,
   dlb__copy_plan_run(&plan, fresh_dst);
 }
 
-/* The copy itself, for src and dst that pass every check of dlb_copy.
- * fresh_dst as for dlb__copy_plan_run. */
-static dlb_status copy_checked(const DLTensor *src, const DLTensor *dst,
-                               int fresh_dst) {
-  int64_t numel = 0;
-  dlb_status st = dlb_tensor_numel(src, &numel);
-  if (st != DLB_OK) return st;
+/* The copy itself, for src and dst that pass every check of dlb_copy,
+ * with their spans. ds is NULL for a dst just allocated: its pages were
+ * never touched (fresh_dst for dlb__copy_plan_run) and it shares no byte
+ * with src. */
+static dlb_status copy_checked(const DLTensor *src, const dlb__span *ss,
+                               const DLTensor *dst, const dlb__span *ds) {
   dlb__copy_set_last_threads(1);
-  if (numel == 0) return DLB_OK;
-  if (dlb_dtype_is_subbyte(src->dtype)) return copy_packed(src, dst, numel);
-  if (same_elements(src, dst)) return DLB_OK;
-
-  int64_t slo = 0, shi = 0, dlo = 0, dhi = 0;
-  if ((st = dlb_tensor_byte_span(src, &slo, &shi)) != DLB_OK ||
-      (st = dlb_tensor_byte_span(dst, &dlo, &dhi)) != DLB_OK)
-    return st;
-  uintptr_t s0 = (uintptr_t)src->data + (uintptr_t)slo;
-  uintptr_t s1 = (uintptr_t)src->data + (uintptr_t)shi;
-  uintptr_t d0 = (uintptr_t)dst->data + (uintptr_t)dlo;
-  uintptr_t d1 = (uintptr_t)dst->data + (uintptr_t)dhi;
-  if (s0 >= d1 || d0 >= s1) {
+  if (ss->numel == 0) return DLB_OK;
+  if (dlb_dtype_is_subbyte(src->dtype))
+    return copy_packed(src, dst, ss->numel);
+  if (ds == NULL || !dlb__span_overlap(src, ss, dst, ds)) {
     copy_planned(first_byte(dst), dst->strides, first_byte(src),
-                 src->strides, src, fresh_dst);
+                 src->strides, src, ds == NULL);
     return DLB_OK;
   }
+  if (same_elements(src, dst)) return DLB_OK;
   /* The byte ranges meet: any element written could be one still to be
    * read. Copying src out first gives the result of a copy from a snapshot
    * whatever the strides. */
   int64_t bytes = 0;
-  if ((st = dlb_dtype_storage_bytes(src->dtype, numel, 1, &bytes)) != DLB_OK)
-    return st;
+  dlb_status st = dlb_dtype_storage_bytes(src->dtype, ss->numel, 1, &bytes);
+  if (st != DLB_OK) return st;
   char *tmp = dlb__data_alloc((size_t)bytes, 64);
   if (tmp == NULL) return DLB_E_NOMEM;
   copy_planned(tmp, NULL, first_byte(src), src->strides, src, 1);
-  copy_planned(first_byte(dst), dst->strides, tmp, NULL, src, fresh_dst);
+  copy_planned(first_byte(dst), dst->strides, tmp, NULL, src, 0);
   dlb__data_free(tmp);
   return DLB_OK;
 }
@@ -155,15 +139,16 @@ dlb_status dlb_copy(const DLTensor *src, const DLTensor *dst) {
     return dlb__fail(DLB_E_INVAL, "dlb_copy: %s is NULL",
                      src == NULL ? "src" : "dst");
   dlb_status st;
+  dlb__span ss, ds;
   if ((st = check_subbyte(src, "src")) != DLB_OK ||
       (st = check_subbyte(dst, "dst")) != DLB_OK ||
-      (st = check_tensor(src, "src")) != DLB_OK ||
-      (st = check_tensor(dst, "dst")) != DLB_OK ||
+      (st = dlb__tensor_validate_span(src, "src", &ss)) != DLB_OK ||
+      (st = dlb__tensor_validate_span(dst, "dst", &ds)) != DLB_OK ||
       (st = check_device(src, "src")) != DLB_OK ||
       (st = check_device(dst, "dst")) != DLB_OK ||
-      (st = check_pair(src, dst)) != DLB_OK)
+      (st = dlb__copy_check_pair(src, dst)) != DLB_OK)
     return st;
-  return copy_checked(src, dst, 0);
+  return copy_checked(src, &ss, dst, &ds);
 }
 
 dlb_status dlb_tensor_copy(const DLTensor *src, DLDevice device,
@@ -171,7 +156,8 @@ dlb_status dlb_tensor_copy(const DLTensor *src, DLDevice device,
   if (src == NULL || out == NULL)
     return dlb__fail(DLB_E_INVAL, "dlb_tensor_copy: %s is NULL",
                      src == NULL ? "src" : "out");
-  dlb_status st = check_tensor(src, "src");
+  dlb__span ss;
+  dlb_status st = dlb__tensor_validate_span(src, "src", &ss);
   if (st != DLB_OK) return st;
   DLManagedTensorVersioned *t = NULL;
   st = dlb_tensor_alloc(device, src->dtype, src->ndim, src->shape, &t);
@@ -180,7 +166,7 @@ dlb_status dlb_tensor_copy(const DLTensor *src, DLDevice device,
    * made to match it: on CPU-accessible memory dlb_copy's checks all hold. */
   if (dlb_device_type_cpu_accessible(src->device.device_type) &&
       dlb_device_type_cpu_accessible(t->dl_tensor.device.device_type))
-    st = copy_checked(src, &t->dl_tensor, 1);
+    st = copy_checked(src, &ss, &t->dl_tensor, NULL);
   else
     st = dlb__device_copy(src, &t->dl_tensor);
   if (st != DLB_OK) {

@@ -1,5 +1,6 @@
 /* layout.c -- validation and geometry of a DLTensor: element counts, byte
  * spans, contiguity, compact strides, dimension coalescing, alignment. */
+#include <stdio.h>
 #include <string.h>
 
 #include "internal.h"
@@ -305,8 +306,9 @@ size_t dlb_tensor_alignment(const DLTensor *t) {
 }
 
 /* The validator; padded says sub-byte elements take a byte each
- * (IS_SUBBYTE_TYPE_PADDED), otherwise they are packed. */
-static dlb_status validate(const DLTensor *t, int padded) {
+ * (IS_SUBBYTE_TYPE_PADDED), otherwise they are packed. Fills *out with
+ * what it measured on success. */
+static dlb_status validate(const DLTensor *t, int padded, dlb__span *out) {
   if (t == NULL) return dlb__fail(DLB_E_INVAL, "tensor is NULL");
   int64_t numel = 0;
   dlb_status st = dlb_tensor_numel(t, &numel);
@@ -350,10 +352,30 @@ static dlb_status validate(const DLTensor *t, int padded) {
                      "%lld) wraps the address space",
                      t->data, (unsigned long long)t->byte_offset,
                      (long long)lo, (long long)hi);
+  out->numel = numel;
+  out->lo = lo;
+  out->hi = hi;
   return DLB_OK;
 }
 
-dlb_status dlb_tensor_validate(const DLTensor *t) { return validate(t, 0); }
+dlb_status dlb_tensor_validate(const DLTensor *t) {
+  dlb__span span;
+  return validate(t, 0, &span);
+}
+
+dlb_status dlb__tensor_validate_span(const DLTensor *t, const char *which,
+                                     dlb__span *out) {
+  dlb__span span;
+  dlb_status st = validate(t, 0, &span);
+  if (st != DLB_OK) {
+    /* dlb_last_error() is the buffer dlb__fail writes: copy it out. */
+    char why[256];
+    snprintf(why, sizeof why, "%s", dlb_last_error());
+    return dlb__fail(st, "%s: %s", which, why);
+  }
+  *out = span;
+  return DLB_OK;
+}
 
 dlb_status dlb_managed_validate(const DLManagedTensorVersioned *m) {
   if (m == NULL) return dlb__fail(DLB_E_INVAL, "managed tensor is NULL");
@@ -366,6 +388,8 @@ dlb_status dlb_managed_validate(const DLManagedTensorVersioned *m) {
                      (unsigned long long)m->flags,
                      (unsigned long long)(m->flags &
                                           ~(uint64_t)DLB__KNOWN_FLAGS));
+  dlb__span span;
   return validate(&m->dl_tensor,
-                  (m->flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED) != 0);
+                  (m->flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED) != 0,
+                  &span);
 }

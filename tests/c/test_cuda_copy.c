@@ -223,16 +223,27 @@ DLB_TEST(cuda_copy_keeps_bytes_between_destination_elements) {
 DLB_TEST(cuda_copy_pitch_over_the_limit_stages) {
   setenv("EMU_CUDA_MAX_PITCH", "32", 1);
   E = emu_cuda();
-  DLManagedTensorVersioned *sb = base_on((DLDevice){kDLCUDA, 0}, 3.0f);
-  DLManagedTensorVersioned *db = base_on((DLDevice){kDLCPU, 0}, 0.0f);
-  DLManagedTensorVersioned *s = view(sb, ROWS_2D), *d = view(db, ROWS_2D);
-  CHECK_OK(dlb_copy_sync(&s->dl_tensor, &d->dl_tensor, NULL));
-  CHECK_EQ_INT(E.calls("cuMemcpy2DAsync_v2"), 0);
-  check_same(&s->dl_tensor, &d->dl_tensor);
-  dlb_tensor_release(s);
-  dlb_tensor_release(d);
-  dlb_tensor_release(sb);
-  dlb_tensor_release(db);
+  /* Staging moves the device side's span in one 1-D copy each way it
+   * goes: read from src; read from a strided dst, then written back. */
+  static const struct {
+    DLDevice from, to;
+    long moves;
+  } cases[] = {{{kDLCUDA, 0}, {kDLCPU, 0}, 1}, {{kDLCPU, 0}, {kDLCUDA, 0}, 2}};
+  for (size_t i = 0; i < 2; i++) {
+    DLManagedTensorVersioned *sb = base_on(cases[i].from, 3.0f);
+    DLManagedTensorVersioned *db = base_on(cases[i].to, 0.0f);
+    DLManagedTensorVersioned *s = view(sb, ROWS_2D), *d = view(db, ROWS_2D);
+    long moves = E.calls("cuMemcpyAsync");
+    CHECK_OK(dlb_copy_sync(&s->dl_tensor, &d->dl_tensor, NULL));
+    CHECK_EQ_INT(E.calls("cuMemcpy2DAsync_v2"), 0);
+    CHECK_EQ_INT(E.calls("cuMemcpy3DAsync_v2"), 0);
+    CHECK_EQ_INT(E.calls("cuMemcpyAsync"), moves + cases[i].moves);
+    check_same(&s->dl_tensor, &d->dl_tensor);
+    dlb_tensor_release(s);
+    dlb_tensor_release(d);
+    dlb_tensor_release(sb);
+    dlb_tensor_release(db);
+  }
   CHECK_EQ_INT(E.live(), 0);
 }
 
@@ -291,7 +302,7 @@ DLB_TEST(cuda_copy_refuses_mismatches) {
   DLManagedTensorVersioned *y = alloc_on((DLDevice){kDLCPU, 0}, 2, b, 0);
   CHECK_STATUS(dlb_copy_sync(&x->dl_tensor, &y->dl_tensor, NULL),
                DLB_E_LAYOUT);
-  CHECK_ERROR_MENTIONS("shape[0] is 4 in src, 5 in dst");
+  CHECK_ERROR_MENTIONS("src->shape[0] is 4, dst->shape[0] is 5");
   DLManagedTensorVersioned *z = NULL;
   CHECK_OK(dlb_tensor_alloc((DLDevice){kDLCPU, 0}, (DLDataType){kDLInt, 32, 1},
                             2, a, &z));
@@ -311,6 +322,53 @@ DLB_TEST(cuda_copy_refuses_mismatches) {
   dlb_tensor_release(x);
   dlb_tensor_release(y);
   dlb_tensor_release(z);
+  CHECK_EQ_INT(E.live(), 0);
+}
+
+/* The GPU copies and dlb_copy check a pair alike: the same status and
+ * message for each mismatch, the dtype first, and a bad side named. */
+DLB_TEST(cuda_copy_refuses_as_the_cpu_copy_does) {
+  E = emu_cuda();
+  static const DLDataType i32 = {kDLInt, 32, 1};
+  static const char dtypes[] =
+      "src->dtype is float32, dst->dtype is int32; copies keep the type";
+  int64_t a[2] = {4, 5}, b[2] = {5, 4}, flat[1] = {20}, bad[2] = {4, -1};
+  const struct {
+    DLDataType dtype;
+    int32_t ndim;
+    const int64_t *shape;
+    dlb_status st;
+    const char *message;
+  } cases[] = {
+      {i32, 2, a, DLB_E_DTYPE, dtypes},
+      {f32, 1, flat, DLB_E_LAYOUT, "src->ndim is 2, dst->ndim is 1"},
+      {f32, 2, b, DLB_E_LAYOUT, "src->shape[0] is 4, dst->shape[0] is 5"},
+      {i32, 2, b, DLB_E_DTYPE, dtypes},
+      {f32, 2, bad, DLB_E_LAYOUT, "dst: shape[1] is -1; extents must be >= 0"},
+  };
+  DLManagedTensorVersioned *x = alloc_on((DLDevice){kDLCUDA, 0}, 2, a, 0);
+  float host[20] = {0};
+  DLTensor on_cpu = x->dl_tensor;
+  on_cpu.data = host;
+  on_cpu.device = (DLDevice){kDLCPU, 0};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    DLTensor dst = on_cpu;
+    dst.dtype = cases[i].dtype;
+    dst.ndim = cases[i].ndim;
+    dst.shape = (int64_t *)cases[i].shape;
+    dst.strides = NULL;
+    CHECK_STATUS(dlb_copy(&on_cpu, &dst), cases[i].st);
+    CHECK_STR(dlb_last_error(), cases[i].message);
+    CHECK_STATUS(dlb_copy_sync(&x->dl_tensor, &dst, NULL), cases[i].st);
+    CHECK_STR(dlb_last_error(), cases[i].message);
+  }
+  DLTensor broken = x->dl_tensor;
+  broken.shape = bad;
+  CHECK_STATUS(dlb_copy_async(&broken, &on_cpu, NULL), DLB_E_LAYOUT);
+  CHECK_STR(dlb_last_error(), "src: shape[1] is -1; extents must be >= 0");
+  CHECK_EQ_INT(E.calls("cuMemcpyAsync"), 0);
+  for (int i = 0; i < 20; i++) CHECK(host[i] == 0.0f);
+  dlb_tensor_release(x);
   CHECK_EQ_INT(E.live(), 0);
 }
 
