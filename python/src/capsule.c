@@ -223,18 +223,27 @@ int dlbpy_capsule_consume(PyObject *capsule, PyObject *bad_name_exc,
                    DLPACK_MAJOR_VERSION);
       return -1;
     }
+    /* Renamed before the tensor is taken: once *out owns it, a failing
+     * rename would leave the capsule's destructor calling its deleter too.
+     * A refused tensor gets the name back, so that destructor frees it. */
+    if (PyCapsule_SetName(capsule, dlbpy_name_used_versioned) < 0) return -1;
     dlb_status s = dlbpy_accept_versioned(m, out);
-    if (s != DLB_OK)
+    if (s != DLB_OK) {
+      (void)PyCapsule_SetName(capsule, dlbpy_name_versioned);
       return dlbpy_fail(s, PyExc_BufferError, "DLPack capsule");
-    return PyCapsule_SetName(capsule, dlbpy_name_used_versioned);
+    }
+    return 0;
   }
   if (name != NULL && strcmp(name, dlbpy_name_legacy) == 0) {
     DLManagedTensor *m = PyCapsule_GetPointer(capsule, name);
     if (m == NULL) return -1;
+    if (PyCapsule_SetName(capsule, dlbpy_name_used_legacy) < 0) return -1;
     dlb_status s = dlbpy_adopt_legacy(m, 0, out);
-    if (s != DLB_OK)
+    if (s != DLB_OK) {
+      (void)PyCapsule_SetName(capsule, dlbpy_name_legacy);
       return dlbpy_fail(s, PyExc_BufferError, "DLPack capsule (legacy)");
-    return PyCapsule_SetName(capsule, dlbpy_name_used_legacy);
+    }
+    return 0;
   }
   if (name != NULL && (strcmp(name, dlbpy_name_used_versioned) == 0 ||
                        strcmp(name, dlbpy_name_used_legacy) == 0)) {

@@ -86,6 +86,7 @@ typedef struct {
   PyObject *s_dlpack;
   PyObject *s_dlpack_device;
   PyObject *s_exchange_api;
+  PyObject *s_requires_grad;
   /* Keyword-name tuples and argument values for calling producers. */
   PyObject *kw_mv;        /* ("max_version",) */
   PyObject *kw_mv_stream; /* ("max_version", "stream") */

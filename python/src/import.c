@@ -186,19 +186,58 @@ static int dlbpy_import_capsule_of(dlbpy_state *st, PyObject *obj,
   return rc;
 }
 
-/* The exchange table's route. Returns 1 with *out set, 0 when the table
- * declined (the caller then uses __dlpack__), -1 on error. */
-static int dlbpy_import_via_api(const DLPackExchangeAPI *api, PyObject *obj,
-                                DLManagedTensorVersioned **out) {
-  DLManagedTensorVersioned *m = NULL;
-  if (api->managed_tensor_from_py_object_no_sync(obj, &m) != 0) {
-    if (!PyErr_Occurred())
-      PyErr_Format(PyExc_BufferError,
-                   "the DLPack exchange table of %.100s failed without an "
-                   "exception",
-                   Py_TYPE(obj)->tp_name);
+/* 1 when the producer's __dlpack__ should see obj instead of its table.
+ * A table skips the Python-level checks of __dlpack__: PyTorch's exports a
+ * tensor that requires grad, and the memory of a lazily conjugated complex
+ * view without its conjugate bit, so its values would be the conjugates;
+ * its __dlpack__ refuses both with a BufferError. Only floating types can
+ * require grad and only complex ones be conjugated lazily, so integer and
+ * bool tensors never pay for the look-up. -1 with an exception on error. */
+static int dlbpy_table_may_skip_checks(dlbpy_state *st, PyObject *obj,
+                                       DLDataType dtype) {
+  if (dtype.code == kDLComplex) return 1;
+  if (dtype.code != kDLFloat && dtype.code != kDLBfloat) return 0;
+  PyObject *grad = PyObject_GetAttr(obj, st->s_requires_grad);
+  if (grad == NULL) {
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+    PyErr_Clear();
+    return 0;
+  }
+  int requires = PyObject_IsTrue(grad);
+  Py_DECREF(grad);
+  return requires;
+}
+
+/* A table's failure is final when it is a refusal (BufferError) or says
+ * obj is not the table's (TypeError). Other failures go to __dlpack__,
+ * whose answer the standard says from_dlpack propagates: PyTorch's table
+ * raises RuntimeError for sparse, quantized and meta tensors that its
+ * __dlpack__ refuses with a BufferError. Returns 0 when __dlpack__ should
+ * be asked, -1 to propagate the error. */
+static int dlbpy_table_failed(PyObject *obj) {
+  if (!PyErr_Occurred()) {
+    PyErr_Format(PyExc_BufferError,
+                 "the DLPack exchange table of %.100s failed without an "
+                 "exception",
+                 Py_TYPE(obj)->tp_name);
     return -1;
   }
+  if (PyErr_ExceptionMatches(PyExc_BufferError) ||
+      PyErr_ExceptionMatches(PyExc_TypeError) ||
+      !PyErr_ExceptionMatches(PyExc_Exception))
+    return -1;
+  PyErr_Clear();
+  return 0;
+}
+
+/* The exchange table's route. Returns 1 with *out set, 0 when __dlpack__
+ * must answer instead (the table declined, or may have skipped a check),
+ * -1 on error. */
+static int dlbpy_import_via_api(dlbpy_state *st, const DLPackExchangeAPI *api,
+                                PyObject *obj, DLManagedTensorVersioned **out) {
+  DLManagedTensorVersioned *m = NULL;
+  if (api->managed_tensor_from_py_object_no_sync(obj, &m) != 0)
+    return dlbpy_table_failed(obj);
   if (m == NULL) {
     PyErr_Format(PyExc_BufferError,
                  "the DLPack exchange table of %.100s returned no tensor",
@@ -213,6 +252,13 @@ static int dlbpy_import_via_api(const DLPackExchangeAPI *api, PyObject *obj,
                  "tensor; dlbridge reads major version %d only",
                  Py_TYPE(obj)->tp_name, major, minor, DLPACK_MAJOR_VERSION);
     return -1;
+  }
+  if (api != &dlbpy_exchange_api) {
+    int skip = dlbpy_table_may_skip_checks(st, obj, m->dl_tensor.dtype);
+    if (skip != 0) {
+      dlbpy_release_keeping_error(m);
+      return skip < 0 ? -1 : 0;
+    }
   }
   /* "No sync" leaves the producer's pending work on its current stream. A
    * dlbridge tensor carries no stream, so for device memory on a
@@ -314,7 +360,7 @@ static int dlbpy_import_raw(dlbpy_state *st, PyObject *obj,
   dlbpy_route route;
   if (dlbpy_route_for(st, Py_TYPE(obj), &route) < 0) return -1;
   int rc = 0;
-  if (route.api != NULL) rc = dlbpy_import_via_api(route.api, obj, out);
+  if (route.api != NULL) rc = dlbpy_import_via_api(st, route.api, obj, out);
   /* The table declines (0) device memory with work pending on a stream:
    * then __dlpack__ orders it before the default stream. */
   if (rc == 0)

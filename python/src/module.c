@@ -181,7 +181,8 @@ static int dlbpy_module_exec(PyObject *module) {
   dlbpy_state *st = dlbpy_state_of_module(module);
   if (dlbpy_intern(&st->s_dlpack, "__dlpack__") < 0 ||
       dlbpy_intern(&st->s_dlpack_device, "__dlpack_device__") < 0 ||
-      dlbpy_intern(&st->s_exchange_api, "__dlpack_c_exchange_api__") < 0)
+      dlbpy_intern(&st->s_exchange_api, "__dlpack_c_exchange_api__") < 0 ||
+      dlbpy_intern(&st->s_requires_grad, "requires_grad") < 0)
     return -1;
   /* Interned, so producers' argument parsers (NumPy's) match the keyword
    * by identity instead of comparing strings. */
@@ -251,6 +252,7 @@ static int dlbpy_module_clear(PyObject *module) {
   Py_CLEAR(st->s_dlpack);
   Py_CLEAR(st->s_dlpack_device);
   Py_CLEAR(st->s_exchange_api);
+  Py_CLEAR(st->s_requires_grad);
   Py_CLEAR(st->kw_mv);
   Py_CLEAR(st->kw_mv_stream);
   Py_CLEAR(st->kw_stream);
