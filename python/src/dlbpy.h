@@ -140,6 +140,8 @@ void dlbpy_error_save(dlbpy_saved_error *saved);
 /* Restores the saved exception; one raised meanwhile is reported with
  * PyErr_WriteUnraisable, since a destructor cannot raise. */
 void dlbpy_error_restore(dlbpy_saved_error *saved);
+/* Drops the saved exception. */
+void dlbpy_error_discard(dlbpy_saved_error *saved);
 
 /* ------------------------------------------------------------------------
  * Argument parsing (argparse.c)

@@ -132,38 +132,71 @@ static PyObject *dlbpy_vectorcall_dlpack(dlbpy_state *st, PyObject *method,
   return PyObject_VectorcallMethod(st->s_dlpack, args, nargsf, kwnames);
 }
 
-/* Calls __dlpack__ as the type's form says, learning the form on the first
- * call. Returns the capsule. with_stream passes stream=None explicitly:
- * PyTorch reads a missing stream as -1 (no synchronisation), not as the
- * standard's None (the default stream), which device memory needs. */
-static PyObject *dlbpy_call_dlpack(dlbpy_state *st, PyObject *obj,
-                                   const dlbpy_route *route, int with_stream) {
+static PyObject *dlbpy_call_form_of(dlbpy_state *st, PyObject *obj,
+                                    const dlbpy_route *route, int with_stream,
+                                    dlbpy_call_form form) {
   PyObject *args[4] = {NULL, obj, st->max_version, Py_None};
   size_t nargsf = 1 | PY_VECTORCALL_ARGUMENTS_OFFSET;
-  dlbpy_call_form form = route->form;
-  if (form != DLBPY_FORM_LEGACY) {
-    PyObject *capsule =
-        dlbpy_vectorcall_dlpack(st, route->method, &args[1], nargsf,
-                                with_stream ? st->kw_mv_stream : st->kw_mv);
-    if (capsule != NULL) {
-      if (form == DLBPY_FORM_UNKNOWN)
-        dlbpy_remember_form(st, Py_TYPE(obj), DLBPY_FORM_VERSIONED);
-      return capsule;
-    }
-    /* A producer known to take max_version raised for its own reasons. */
-    if (form == DLBPY_FORM_VERSIONED ||
-        !PyErr_ExceptionMatches(PyExc_TypeError))
-      return NULL;
-    PyErr_Clear();
-  }
+  if (form == DLBPY_FORM_VERSIONED)
+    return dlbpy_vectorcall_dlpack(st, route->method, &args[1], nargsf,
+                                   with_stream ? st->kw_mv_stream : st->kw_mv);
   /* The old form: no max_version, and stream positional-or-keyword. */
   args[2] = Py_None;
-  PyObject *capsule =
-      dlbpy_vectorcall_dlpack(st, route->method, &args[1], nargsf,
-                              with_stream ? st->kw_stream : NULL);
-  if (capsule != NULL && form == DLBPY_FORM_UNKNOWN)
-    dlbpy_remember_form(st, Py_TYPE(obj), DLBPY_FORM_LEGACY);
-  return capsule;
+  return dlbpy_vectorcall_dlpack(st, route->method, &args[1], nargsf,
+                                 with_stream ? st->kw_stream : NULL);
+}
+
+/* Calls __dlpack__ and returns the capsule. with_stream passes stream=None
+ * explicitly: PyTorch reads a missing stream as -1 (no synchronisation),
+ * not as the standard's None (the default stream), which device memory
+ * needs.
+ *
+ * The form a type answered to only says which call to try first: one type
+ * (a proxy forwarding its keywords) can front old and new producers alike,
+ * and a TypeError may be a producer's own. So a failed max_version call is
+ * retried without it on TypeError, as the standard asks, and a failed
+ * keyword-less call, on any error, with max_version (a versioned-only
+ * producer, or read-only data the old struct cannot carry). A type learns
+ * the form that answered when the first try failed and the other worked,
+ * except that a type known to take max_version keeps it. */
+static PyObject *dlbpy_call_dlpack(dlbpy_state *st, PyObject *obj,
+                                   const dlbpy_route *route, int with_stream) {
+  dlbpy_call_form known = route->form;
+  dlbpy_call_form first =
+      known == DLBPY_FORM_LEGACY ? DLBPY_FORM_LEGACY : DLBPY_FORM_VERSIONED;
+  PyObject *capsule = dlbpy_call_form_of(st, obj, route, with_stream, first);
+  if (capsule != NULL) {
+    if (known == DLBPY_FORM_UNKNOWN) dlbpy_remember_form(st, Py_TYPE(obj), first);
+    return capsule;
+  }
+  if (first == DLBPY_FORM_VERSIONED) {
+    if (!PyErr_ExceptionMatches(PyExc_TypeError)) return NULL;
+    PyErr_Clear();
+    capsule = dlbpy_call_form_of(st, obj, route, with_stream,
+                                 DLBPY_FORM_LEGACY);
+    if (capsule != NULL && known == DLBPY_FORM_UNKNOWN)
+      dlbpy_remember_form(st, Py_TYPE(obj), DLBPY_FORM_LEGACY);
+    return capsule;
+  }
+  if (!PyErr_ExceptionMatches(PyExc_Exception)) return NULL;
+  dlbpy_saved_error old_answer;
+  dlbpy_error_save(&old_answer);
+  capsule = dlbpy_call_form_of(st, obj, route, with_stream,
+                               DLBPY_FORM_VERSIONED);
+  if (capsule != NULL) {
+    dlbpy_error_discard(&old_answer);
+    dlbpy_remember_form(st, Py_TYPE(obj), DLBPY_FORM_VERSIONED);
+    return capsule;
+  }
+  /* A TypeError says the producer is old after all: its first answer is
+   * the one to report. */
+  if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+    PyErr_Clear();
+    dlbpy_error_restore(&old_answer);
+  } else {
+    dlbpy_error_discard(&old_answer);
+  }
+  return NULL;
 }
 
 static int dlbpy_import_capsule_of(dlbpy_state *st, PyObject *obj,
@@ -181,8 +214,16 @@ static int dlbpy_import_capsule_of(dlbpy_state *st, PyObject *obj,
     rc = dlbpy_capsule_consume(capsule, PyExc_BufferError, out);
   }
   /* A consumed capsule's destructor does nothing; an unconsumed one frees
-   * the producer's tensor. */
-  Py_DECREF(capsule);
+   * the producer's tensor, and may run Python code that would clear the
+   * refusal's exception. */
+  if (rc < 0) {
+    dlbpy_saved_error refusal;
+    dlbpy_error_save(&refusal);
+    Py_DECREF(capsule);
+    dlbpy_error_restore(&refusal);
+  } else {
+    Py_DECREF(capsule);
+  }
   return rc;
 }
 

@@ -90,6 +90,16 @@ void dlbpy_error_restore(dlbpy_saved_error *saved) {
 #endif
 }
 
+void dlbpy_error_discard(dlbpy_saved_error *saved) {
+#if PY_VERSION_HEX >= 0x030C0000
+  Py_XDECREF(saved->exc);
+#else
+  Py_XDECREF(saved->type);
+  Py_XDECREF(saved->value);
+  Py_XDECREF(saved->tb);
+#endif
+}
+
 /* ------------------------------------------------------------------------
  * The module
  * ---------------------------------------------------------------------- */

@@ -648,10 +648,6 @@ class Proxy:
         return self.inner.__dlpack__(**kwargs)
 
 
-@pytest.mark.xfail(strict=True, raises=TypeError, reason=(
-    "from_dlpack remembers per type that __dlpack__ took max_version and no longer "
-    "falls back on TypeError (python/src/import.c, dlbpy_call_dlpack), so a proxy "
-    "class wrapping an old producer after a new one fails"))
 def test_a_proxy_type_wrapping_new_then_old_producers_falls_back_each_time():
     rng = random.Random(SEED + 7)
     v, legacy = _pair(rng, 50000)
@@ -663,10 +659,6 @@ def test_a_proxy_type_wrapping_new_then_old_producers_falls_back_each_time():
     check_accepted(legacy, t)
 
 
-@pytest.mark.xfail(strict=True, raises=BufferError, reason=(
-    "from_dlpack remembers per type that __dlpack__ needed the keywordless call "
-    "(python/src/import.c, dlbpy_call_dlpack) and never asks that type for "
-    "max_version again, so a proxy of a versioned-only producer after an old one fails"))
 def test_a_proxy_type_wrapping_old_then_new_producers_asks_for_versioned():
     rng = random.Random(SEED + 8)
     v, legacy = _pair(rng, 60000)
@@ -691,10 +683,6 @@ class Dropper:
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
-@pytest.mark.xfail(strict=True, raises=SystemError, reason=(
-    "from_dlpack drops the last reference to a refused capsule with its BufferError "
-    "set (python/src/import.c, dlbpy_import_capsule_of); a destructor running Python "
-    "code loses that exception and the call fails with SystemError"))
 def test_refusal_survives_a_destructor_running_python():
     rng = random.Random(SEED + 9)
     s = Struct(rng, 70000, legacy=False)
