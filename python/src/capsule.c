@@ -127,7 +127,13 @@ dlb_status dlbpy_accept_versioned(DLManagedTensorVersioned *foreign,
 
 int dlbpy_own(DLManagedTensorVersioned **m) {
   if (dlb_tensor_is_ours(*m)) return 0;
-  if (dlbpy_is_light(*m)) return dlbpy_own_light(m);
+  if (dlbpy_is_light(*m)) {
+    DLManagedTensorVersioned *core;
+    if (dlbpy_light_to_core(*m, &core) < 0) return -1;
+    dlbpy_release(*m);
+    *m = core;
+    return 0;
+  }
   DLManagedTensorVersioned *ours;
   dlb_status s = dlbpy_adopt_versioned(*m, &ours);
   if (s != DLB_OK) return dlbpy_fail(s, PyExc_BufferError, "DLPack tensor");

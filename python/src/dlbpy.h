@@ -39,6 +39,11 @@ typedef struct {
   /* An accepted tensor, owned; never NULL once the object is visible to
    * Python. */
   DLManagedTensorVersioned *mt;
+  /* A share of another Tensor that mt replaced when a view needed a
+   * dlbridge tensor (dlbpy_tensor_owned), or NULL. It lives as long as
+   * this object: C callers were given pointers into it and into its
+   * source's struct (DLBridge_Borrow, dltensor_from_py_object_no_sync). */
+  DLManagedTensorVersioned *retired;
   PyObject *weakreflist;
 } dlbpy_tensor;
 
@@ -237,9 +242,10 @@ void dlbpy_light_release_holding_gil(DLManagedTensorVersioned *m);
 int dlbpy_is_light_legacy(const DLManagedTensor *m);
 void dlbpy_light_legacy_release_holding_gil(DLManagedTensor *m);
 
-/* dlbpy_own for such a share: replaces it by a core share of its source's
- * tensor. */
-int dlbpy_own_light(DLManagedTensorVersioned **m);
+/* A core share of such a share's source tensor, in *out; the share itself
+ * is left to the caller. */
+int dlbpy_light_to_core(const DLManagedTensorVersioned *light,
+                        DLManagedTensorVersioned **out);
 
 /* The options of an import (from_dlpack's keywords). */
 typedef struct {

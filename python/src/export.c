@@ -303,8 +303,9 @@ static int dlbpy_hand_off_stream(DLDevice device, int64_t stream) {
   return dlbpy_fail(s, PyExc_BufferError, "__dlpack__: stream hand-off");
 }
 
-int dlbpy_own_light(DLManagedTensorVersioned **m) {
-  dlbpy_light *l = (*m)->manager_ctx;
+int dlbpy_light_to_core(const DLManagedTensorVersioned *light,
+                        DLManagedTensorVersioned **out) {
+  const dlbpy_light *l = light->manager_ctx;
   /* A core share of the source's tensor: it holds the data through the
    * owner, not through the source object, so views of views build no
    * chain of Python objects either. */
@@ -313,9 +314,8 @@ int dlbpy_own_light(DLManagedTensorVersioned **m) {
   DLManagedTensorVersioned *share;
   dlb_status s = dlb_tensor_share(root, &share);
   if (s != DLB_OK) return dlbpy_fail(s, PyExc_BufferError, "DLPack tensor");
-  share->flags = (*m)->flags;
-  (*m)->deleter(*m);
-  *m = share;
+  share->flags = light->flags;
+  *out = share;
   return 0;
 }
 

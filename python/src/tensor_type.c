@@ -35,12 +35,21 @@ PyObject *dlbpy_tensor_new(dlbpy_state *st, DLManagedTensorVersioned *mt) {
     return NULL;
   }
   t->mt = mt;
+  t->retired = NULL;
   t->weakreflist = NULL;
   return (PyObject *)t;
 }
 
 const DLManagedTensorVersioned *dlbpy_tensor_owned(PyObject *self) {
   dlbpy_tensor *t = (dlbpy_tensor *)self;
+  if (dlbpy_is_light(t->mt)) {
+    /* Once only: the core share replacing it is ours. */
+    DLManagedTensorVersioned *core;
+    if (dlbpy_light_to_core(t->mt, &core) < 0) return NULL;
+    t->retired = t->mt;
+    t->mt = core;
+    return core;
+  }
   if (dlbpy_own(&t->mt) < 0) return NULL;
   return t->mt;
 }
@@ -49,10 +58,11 @@ static void dlbpy_tensor_dealloc(PyObject *self) {
   dlbpy_tensor *t = (dlbpy_tensor *)self;
   PyTypeObject *type = Py_TYPE(self);
   if (t->weakreflist != NULL) PyObject_ClearWeakRefs(self);
-  DLManagedTensorVersioned *mt = t->mt;
-  t->mt = NULL;
+  DLManagedTensorVersioned *mt = t->mt, *retired = t->retired;
+  t->mt = t->retired = NULL;
   /* Keeps a pending exception: deallocation happens during unwinding. */
   dlbpy_release(mt);
+  dlbpy_release(retired);
   PyObject_Free(self);
   Py_DECREF(type);
 }

@@ -2,6 +2,7 @@
 helper's direct calls."""
 
 import ast
+import gc
 import os
 import shutil
 import subprocess
@@ -85,11 +86,33 @@ def test_example_owned_tensors():
 
 def test_borrow_of_a_tensor_is_the_tensor_itself():
     t = dlbridge.arange(3)
-    same, data = helper.capi_borrow(t)
-    assert same and data == t.data_ptr
+    same, data, shape = helper.capi_borrow(t)
+    assert same and data == t.data_ptr and shape == (3,)
     a = np.arange(3.0)
-    same, data = helper.capi_borrow(a)
-    assert not same and data == a.ctypes.data
+    same, data, shape = helper.capi_borrow(a)
+    assert not same and data == a.ctypes.data and shape == (3,)
+
+
+def churn():
+    """Frees and reallocates tensor structs of another shape, so that a
+    pointer into a freed one would read their fields."""
+    gc.collect()
+    # Same rank, so the same sizes: tensors and shares of them.
+    made = [dlbridge.zeros((7, 7)) for _ in range(100)]
+    return made + [dlbridge.from_dlpack(m) for m in made]
+
+
+def test_borrowed_struct_outlives_a_view_of_its_tensor():
+    source = [dlbridge.zeros((3, 4))]
+    t = dlbridge.from_dlpack(source[0])  # a share of the first tensor
+
+    def meanwhile():
+        t[0]  # a view: t's tensor becomes a dlbridge one
+        source.clear()  # the first tensor's last reference goes
+        churn()
+
+    same, data, shape = helper.capi_borrow(t, 0, meanwhile)
+    assert same and shape == (3, 4) and data == t.data_ptr
 
 
 def test_borrow_flags(helper):

@@ -80,6 +80,23 @@ def test_dltensor_from_py_object_is_a_view_of_the_tensor():
         helper.exchange_view(Tensor, a)
 
 
+def test_dltensor_view_outlives_a_view_of_its_tensor():
+    source = [dlbridge.arange(12).reshape(3, 4)]
+    t = dlbridge.from_dlpack(source[0])  # a share of the first tensor
+
+    def meanwhile():
+        t[1:]  # a view: t's tensor becomes a dlbridge one
+        source.clear()  # the first tensor's last reference goes
+        gc.collect()
+        # Same rank, so the same sizes: tensors and shares of them.
+        made = [dlbridge.zeros((7, 7)) for _ in range(100)]
+        return made + [dlbridge.from_dlpack(m) for m in made]
+
+    v = helper.exchange_view(Tensor, t, meanwhile)
+    assert v["shape"] == (3, 4) and v["strides"] == (4, 1)
+    assert t.tolist()[2] == [8, 9, 10, 11]
+
+
 def test_allocator_makes_a_tensor_like_the_prototype():
     t = helper.exchange_alloc(Tensor, (2, 3), (2, 64, 1), (KDLCPU, 0))
     assert type(t) is Tensor

@@ -325,14 +325,22 @@ static PyObject *exchange_flags(PyObject *self, PyObject *obj) {
 static PyObject *exchange_view(PyObject *self, PyObject *const *args,
                                Py_ssize_t nargs) {
   (void)self;
-  if (nargs != 2) {
-    PyErr_SetString(PyExc_TypeError, "exchange_view(producer_type, obj)");
+  if (nargs != 2 && nargs != 3) {
+    PyErr_SetString(PyExc_TypeError,
+                    "exchange_view(producer_type, obj[, then])");
     return NULL;
   }
   const DLPackExchangeAPI *api = api_of(args[0]);
   if (api == NULL) return NULL;
   DLTensor t;
   if (api->dltensor_from_py_object_no_sync(args[1], &t) != 0) return NULL;
+  /* then() runs between taking the view and reading it: the view must
+   * stay valid for as long as obj lives, whatever happens meanwhile. */
+  if (nargs == 3) {
+    PyObject *r = PyObject_CallNoArgs(args[2]);
+    if (r == NULL) return NULL;
+    Py_DECREF(r);
+  }
   PyObject *shape = PyTuple_New(t.ndim), *strides = PyTuple_New(t.ndim);
   if (shape == NULL || strides == NULL) {
     Py_XDECREF(shape);
@@ -652,14 +660,31 @@ static PyObject *capi_to_managed(PyObject *self, PyObject *args) {
 
 static PyObject *capi_borrow(PyObject *self, PyObject *args) {
   (void)self;
-  PyObject *obj;
+  PyObject *obj, *then = NULL;
   int flags = 0;
-  if (!PyArg_ParseTuple(args, "O|i", &obj, &flags)) return NULL;
+  if (!PyArg_ParseTuple(args, "O|iO", &obj, &flags, &then)) return NULL;
   PyObject *owner;
   const DLManagedTensorVersioned *m;
   if (DLBridge_Borrow(obj, flags, &owner, &m) < 0) return NULL;
-  PyObject *r = Py_BuildValue("(ON)", owner == obj ? Py_True : Py_False,
-                              PyLong_FromVoidPtr(m->dl_tensor.data));
+  /* then() runs while owner is held: the borrowed struct must survive. */
+  if (then != NULL) {
+    PyObject *r = PyObject_CallNoArgs(then);
+    if (r == NULL) {
+      Py_DECREF(owner);
+      return NULL;
+    }
+    Py_DECREF(r);
+  }
+  const DLTensor *t = &m->dl_tensor;
+  PyObject *shape = PyTuple_New(t->ndim);
+  if (shape == NULL) {
+    Py_DECREF(owner);
+    return NULL;
+  }
+  for (int32_t i = 0; i < t->ndim; i++)
+    PyTuple_SET_ITEM(shape, i, PyLong_FromLongLong(t->shape[i]));
+  PyObject *r = Py_BuildValue("(ONN)", owner == obj ? Py_True : Py_False,
+                              PyLong_FromVoidPtr(t->data), shape);
   Py_DECREF(owner);
   return r;
 }
