@@ -1,5 +1,6 @@
 """Tensor.__dlpack__ and __dlpack_device__: the producer side."""
 
+import ctypes
 import gc
 
 import pytest
@@ -13,6 +14,7 @@ from support import (
     KDLROCM,
     KDLROCMHOST,
     READ_ONLY,
+    SUBBYTE_PADDED,
     capsule_of,
     deleted,
     dlbridge,
@@ -338,3 +340,21 @@ def test_numpy_reads_host_type_memory_zero_copy():
         t = tensor_on(kind, data=a)
         n = np.from_dlpack(t)
         assert n.ctypes.data == a.ctypes.data
+
+
+def test_copies_of_padded_sub_byte_tensors_keep_a_byte_per_element():
+    # int4 values, one per byte: the producer says so with the flag.
+    buf = bytearray([1, 2, 3, 4, 5])
+    t = dlbridge.from_dlpack(helper.make_capsule(data=buf, shape=[5], dtype=(0, 4, 1), flags=SUBBYTE_PADDED))
+    assert t.nbytes == 5
+    copies = [
+        dlbridge.from_dlpack(t, copy=True),
+        dlbridge.from_dlpack(t.__dlpack__(max_version=(1, 0), copy=True)),
+        t.copy(),
+        t.to("cpu", copy=True),
+    ]
+    for c in copies:
+        assert c.data_ptr != t.data_ptr + t.byte_offset
+        assert c.nbytes == 5 and c.dtype == t.dtype
+        assert bytes(ctypes.string_at(c.data_ptr + c.byte_offset, 5)) == bytes(buf)
+        assert helper.capi_to_managed(c)["flags"] & SUBBYTE_PADDED
