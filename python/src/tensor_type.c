@@ -298,9 +298,19 @@ static PyObject *dlbpy_tensor_repr(PyObject *self) {
                   (int)t->device.device_id);
   const char *ro =
       (mt->flags & DLPACK_FLAG_BITMASK_READ_ONLY) ? ", readonly=True" : "";
-  int64_t n = 0;
-  int show_values = dlb_tensor_numel(t, &n) == DLB_OK &&
-                    n <= DLBPY_REPR_MAX_ELEMENTS &&
+  /* What tolist() would build: the elements, and the lists holding
+   * them, down to the first empty dimension (an empty tensor of shape
+   * (2**40, 0) is 2**40 lists). */
+  int64_t n = 1;
+  for (int32_t i = 0; i < t->ndim && t->shape[i] != 0; i++) {
+    if (t->shape[i] > DLBPY_REPR_MAX_ELEMENTS) {
+      n = DLBPY_REPR_MAX_ELEMENTS + 1;
+      break;
+    }
+    n *= t->shape[i]; /* both at most the limit: no overflow */
+    if (n > DLBPY_REPR_MAX_ELEMENTS) break;
+  }
+  int show_values = n <= DLBPY_REPR_MAX_ELEMENTS &&
                     dlb_device_type_cpu_accessible(t->device.device_type) &&
                     dlbpy_dtype_has_scalars(t->dtype);
   if (show_values) {

@@ -73,6 +73,10 @@ def test_repr_shows_values_dtype_device_and_read_only(helper):
     gpu = dlbridge.from_dlpack(helper.make_capsule(data=0x1000, shape=(2,), device=(KDLCUDA, 0)))
     assert repr(gpu) == "dlbridge.Tensor(shape=(2,), dtype=float32, device=cuda:0)"
     assert "bfloat16" in repr(dlbridge.empty(2, dtype="bfloat16"))
+    # Empty, but tolist() would build 2**40 lists.
+    huge = dlbridge.zeros((2**40, 0))
+    assert repr(huge) == "dlbridge.Tensor(shape=(1099511627776, 0), dtype=float32, device=cpu)"
+    assert repr(dlbridge.zeros((2, 0))) == "dlbridge.Tensor([[], []], dtype=float32, device=cpu)"
 
 
 def test_len_of_scalar_is_a_type_error():
