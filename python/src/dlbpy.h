@@ -216,6 +216,15 @@ PyObject *dlbpy_tensor_cuda_array_interface(PyObject *self, void *closure);
  * tensor as nested lists of Python numbers. */
 PyObject *dlbpy_tensor_tolist(PyObject *self, PyObject *unused);
 
+/* Defined in scalars.c: a one-element Tensor as a Python number (the
+ * number slots and the item() and __complex__ methods). */
+PyObject *dlbpy_tensor_item(PyObject *self, PyObject *unused);
+int dlbpy_tensor_bool(PyObject *self);
+PyObject *dlbpy_tensor_int(PyObject *self);
+PyObject *dlbpy_tensor_float(PyObject *self);
+PyObject *dlbpy_tensor_complex(PyObject *self, PyObject *unused);
+PyObject *dlbpy_tensor_index(PyObject *self);
+
 /* ------------------------------------------------------------------------
  * Export and import
  * ---------------------------------------------------------------------- */

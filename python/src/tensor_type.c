@@ -602,6 +602,24 @@ static PyObject *dlbpy_tensor_to(PyObject *self, PyObject *const *args,
   return dlbpy_tensor_like(self, out);
 }
 
+/* Iteration walks the first dimension, as NumPy's does: t[0], t[1], ...
+ * A 0-d tensor is not iterable, as len() of it is an error. */
+static PyObject *dlbpy_tensor_sq_item(PyObject *self, Py_ssize_t i) {
+  PyObject *key = PyLong_FromSsize_t(i);
+  if (key == NULL) return NULL;
+  PyObject *r = dlbpy_tensor_subscript(self, key);
+  Py_DECREF(key);
+  return r;
+}
+
+static PyObject *dlbpy_tensor_iter(PyObject *self) {
+  if (DLBPY_TENSOR(self)->dl_tensor.ndim == 0) {
+    PyErr_SetString(PyExc_TypeError, "iteration over a 0-d tensor");
+    return NULL;
+  }
+  return PySeqIter_New(self);
+}
+
 static PyMethodDef dlbpy_tensor_methods[] = {
     {"__dlpack__", (PyCFunction)(void (*)(void))dlbpy_tensor_dlpack,
      METH_FASTCALL | METH_KEYWORDS,
@@ -628,6 +646,12 @@ static PyMethodDef dlbpy_tensor_methods[] = {
      "the strides do not allow a view."},
     {"tolist", dlbpy_tensor_tolist, METH_NOARGS,
      "tolist()\n--\n\nReturns the values as nested lists of Python numbers."},
+    {"item", dlbpy_tensor_item, METH_NOARGS,
+     "item()\n--\n\n"
+     "Returns the one element of a one-element tensor as a Python number."},
+    {"__complex__", dlbpy_tensor_complex, METH_NOARGS,
+     "__complex__()\n--\n\n"
+     "Returns the one element of a one-element tensor as a complex."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -646,6 +670,12 @@ static PyType_Slot dlbpy_tensor_slots[] = {
     {Py_tp_members, dlbpy_tensor_members},
     {Py_mp_subscript, (void *)dlbpy_tensor_subscript},
     {Py_mp_length, (void *)dlbpy_tensor_length},
+    {Py_sq_item, (void *)dlbpy_tensor_sq_item},
+    {Py_tp_iter, (void *)dlbpy_tensor_iter},
+    {Py_nb_bool, (void *)dlbpy_tensor_bool},
+    {Py_nb_int, (void *)dlbpy_tensor_int},
+    {Py_nb_float, (void *)dlbpy_tensor_float},
+    {Py_nb_index, (void *)dlbpy_tensor_index},
     {Py_bf_getbuffer, (void *)dlbpy_tensor_getbuffer},
     {Py_bf_releasebuffer, (void *)dlbpy_tensor_releasebuffer},
     {Py_tp_doc,

@@ -79,6 +79,57 @@ def test_repr_shows_values_dtype_device_and_read_only(helper):
     assert repr(dlbridge.zeros((2, 0))) == "dlbridge.Tensor([[], []], dtype=float32, device=cpu)"
 
 
+def test_iteration_walks_the_first_dimension():
+    t = dlbridge.arange(6).reshape(2, 3)
+    rows = list(t)
+    assert [type(r) for r in rows] == [dlbridge.Tensor] * 2
+    assert [r.tolist() for r in rows] == [[0, 1, 2], [3, 4, 5]]
+    assert [[int(x) for x in r] for r in t] == [[0, 1, 2], [3, 4, 5]]
+    assert list(dlbridge.zeros((0, 3))) == []
+    # Rows are views: they share the tensor's memory.
+    assert rows[1].data_ptr + rows[1].byte_offset == t.data_ptr + t.byte_offset + 3 * 8
+    with pytest.raises(TypeError, match="0-d"):
+        iter(dlbridge.full((), 1))
+
+
+def test_one_element_tensors_are_python_numbers():
+    import operator
+
+    assert bool(dlbridge.full((), True)) is True and bool(dlbridge.zeros((1, 1))) is False
+    assert int(dlbridge.full((1,), 2.75)) == 2 and int(dlbridge.full((), -3, dtype="int8")) == -3
+    assert float(dlbridge.full((), 3, dtype="uint16")) == 3.0
+    assert complex(dlbridge.full((), 1.5)) == 1.5 + 0j
+    assert complex(dlbridge.asarray([2 - 1j])) == 2 - 1j
+    assert operator.index(dlbridge.full((), 7, dtype="uint8")) == 7
+    assert [10, 20, 30][dlbridge.full((), 1)] == 20
+    assert dlbridge.full((), 2.5).item() == 2.5 and type(dlbridge.full((), 2).item()) is int
+    assert dlbridge.arange(4)[2].item() == 2
+
+
+@pytest.mark.parametrize(
+    "convert, t, exc, match",
+    [
+        (bool, dlbridge.arange(2), ValueError, "has 2"),
+        (int, dlbridge.zeros(0), ValueError, "has 0"),
+        (float, dlbridge.zeros((2, 2)), ValueError, "has 4"),
+        (lambda t: t.item(), dlbridge.arange(3), ValueError, "has 3"),
+        (__import__("operator").index, dlbridge.full((), 1.0), TypeError, "float32"),
+        (__import__("operator").index, dlbridge.full((), True), TypeError, "bool"),
+        (int, dlbridge.asarray([1j]), TypeError, "complex"),
+        (float, dlbridge.empty((), dtype="float8_e4m3fn"), TypeError, "scalar type"),
+    ],
+)
+def test_number_conversions_refuse(convert, t, exc, match):
+    with pytest.raises(exc, match=match):
+        convert(t)
+
+
+def test_number_conversions_of_gpu_memory_are_refused(helper):
+    gpu = dlbridge.from_dlpack(helper.make_capsule(data=0x1000, shape=(), device=(KDLCUDA, 0)))
+    with pytest.raises(BufferError, match="copy it to 'cpu'"):
+        float(gpu)
+
+
 def test_len_of_scalar_is_a_type_error():
     with pytest.raises(TypeError):
         len(dlbridge.full((), 3))
