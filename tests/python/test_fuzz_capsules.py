@@ -24,6 +24,11 @@ import numpy as np
 import pytest
 
 import dlbridge
+from dlpack_ctypes import DLDataType as DType
+from dlpack_ctypes import DLDevice as Device
+from dlpack_ctypes import DLManagedTensor as Legacy
+from dlpack_ctypes import DLManagedTensorVersioned as Versioned
+from dlpack_ctypes import DLTensor as Tensor
 
 SEED = int(os.environ.get("DLB_FUZZ_SEED", "20260301"), 0)
 INT64_MAX = (1 << 63) - 1
@@ -32,45 +37,6 @@ MAX_NDIM = 64
 # ---------------------------------------------------------------------------
 # The structs and the capsule API
 # ---------------------------------------------------------------------------
-
-
-class Device(ctypes.Structure):
-    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
-
-
-class DType(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
-
-
-class Tensor(ctypes.Structure):
-    _fields_ = [
-        ("data", ctypes.c_void_p),
-        ("device", Device),
-        ("ndim", ctypes.c_int32),
-        ("dtype", DType),
-        ("shape", ctypes.c_void_p),
-        ("strides", ctypes.c_void_p),
-        ("byte_offset", ctypes.c_uint64),
-    ]
-
-
-class Versioned(ctypes.Structure):
-    _fields_ = [
-        ("major", ctypes.c_uint32),
-        ("minor", ctypes.c_uint32),
-        ("manager_ctx", ctypes.c_void_p),
-        ("deleter", ctypes.c_void_p),
-        ("flags", ctypes.c_uint64),
-        ("dl_tensor", Tensor),
-    ]
-
-
-class Legacy(ctypes.Structure):
-    _fields_ = [
-        ("dl_tensor", Tensor),
-        ("manager_ctx", ctypes.c_void_p),
-        ("deleter", ctypes.c_void_p),
-    ]
 
 
 assert ctypes.sizeof(Versioned) == 80 and ctypes.sizeof(Legacy) == 64
