@@ -45,20 +45,22 @@ int dlbpy_tensor_bool(PyObject *self) {
   return r;
 }
 
-PyObject *dlbpy_tensor_int(PyObject *self) {
-  PyObject *v = dlbpy_only_element(self, "int()");
+/* The one element, converted by convert (a new reference or NULL). */
+static PyObject *dlbpy_element_as(PyObject *self, const char *what,
+                                  PyObject *(*convert)(PyObject *)) {
+  PyObject *v = dlbpy_only_element(self, what);
   if (v == NULL) return NULL;
-  PyObject *r = PyNumber_Long(v);
+  PyObject *r = convert(v);
   Py_DECREF(v);
   return r;
 }
 
+PyObject *dlbpy_tensor_int(PyObject *self) {
+  return dlbpy_element_as(self, "int()", PyNumber_Long);
+}
+
 PyObject *dlbpy_tensor_float(PyObject *self) {
-  PyObject *v = dlbpy_only_element(self, "float()");
-  if (v == NULL) return NULL;
-  PyObject *r = PyNumber_Float(v);
-  Py_DECREF(v);
-  return r;
+  return dlbpy_element_as(self, "float()", PyNumber_Float);
 }
 
 PyObject *dlbpy_tensor_complex(PyObject *self, PyObject *unused) {
