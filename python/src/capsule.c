@@ -231,11 +231,12 @@ int dlbpy_capsule_consume(PyObject *capsule, PyObject *bad_name_exc,
     }
     /* Renamed before the tensor is taken: once *out owns it, a failing
      * rename would leave the capsule's destructor calling its deleter too.
-     * A refused tensor gets the name back, so that destructor frees it. */
+     * A refused tensor gets the producer's own name pointer back, so that
+     * destructor frees it. */
     if (PyCapsule_SetName(capsule, dlbpy_name_used_versioned) < 0) return -1;
     dlb_status s = dlbpy_accept_versioned(m, out);
     if (s != DLB_OK) {
-      (void)PyCapsule_SetName(capsule, dlbpy_name_versioned);
+      (void)PyCapsule_SetName(capsule, name);
       return dlbpy_fail(s, PyExc_BufferError, "DLPack capsule");
     }
     return 0;
@@ -246,7 +247,7 @@ int dlbpy_capsule_consume(PyObject *capsule, PyObject *bad_name_exc,
     if (PyCapsule_SetName(capsule, dlbpy_name_used_legacy) < 0) return -1;
     dlb_status s = dlbpy_adopt_legacy(m, 0, out);
     if (s != DLB_OK) {
-      (void)PyCapsule_SetName(capsule, dlbpy_name_legacy);
+      (void)PyCapsule_SetName(capsule, name);
       return dlbpy_fail(s, PyExc_BufferError, "DLPack capsule (legacy)");
     }
     return 0;

@@ -174,6 +174,17 @@ static int dlbpy_fill_value(DLManagedTensorVersioned *mt, int64_t numel,
   return 0;
 }
 
+/* A Tensor converts to float and complex (one element), but is not a
+ * Python number here: its dtype would be lost (an int64 tensor read as a
+ * float). Returns -1 with TypeError for one. */
+static int dlbpy_refuse_tensor_number(PyObject *obj, const char *what) {
+  if (obj == NULL || !dlbpy_tensor_check(obj)) return 0;
+  PyErr_Format(PyExc_TypeError,
+               "%s is a dlbridge.Tensor, not a Python number; pass t.item()",
+               what);
+  return -1;
+}
+
 /* The dtype a Python value gets when none is named. */
 static DLDataType dlbpy_infer_scalar(PyObject *value) {
   if (PyBool_Check(value)) return dlbpy_bool;
@@ -205,7 +216,8 @@ PyObject *dlbpy_full(PyObject *module, PyObject *const *args,
   int64_t shape[DLB_MAX_NDIM];
   DLDataType dtype;
   DLDevice device;
-  if (dlbpy_parse_shape(v[0], &ndim, shape) < 0 ||
+  if (dlbpy_refuse_tensor_number(v[1], "full(): fill_value") < 0 ||
+      dlbpy_parse_shape(v[0], &ndim, shape) < 0 ||
       dlbpy_dtype_arg(v[2], dlbpy_infer_scalar(v[1]), &dtype) < 0 ||
       dlbpy_device_arg(v[3], &device) < 0 ||
       dlbpy_check_scalar_dtype(dtype, "full") < 0)
@@ -341,7 +353,11 @@ PyObject *dlbpy_arange(PyObject *module, PyObject *const *args,
   }
   dlbpy_range r = {0, 0, 0, 0.0, 0.0};
   int64_t count;
-  int rc = dlbpy_range_count(start, stop, v[2], &r, &count);
+  int rc = dlbpy_refuse_tensor_number(start, "arange(): start") < 0 ||
+                   dlbpy_refuse_tensor_number(stop, "arange(): stop") < 0 ||
+                   dlbpy_refuse_tensor_number(v[2], "arange(): step") < 0
+               ? -1
+               : dlbpy_range_count(start, stop, v[2], &r, &count);
   Py_XDECREF(zero);
   if (rc < 0) return NULL;
   DLDataType dtype;
@@ -393,6 +409,8 @@ static int dlbpy_nest_shape(PyObject *obj, dlbpy_nest *nest) {
 static int dlbpy_nest_check(PyObject *obj, dlbpy_nest *nest, int32_t dim) {
   if (dim == nest->ndim) {
     if (dlbpy_is_nested(obj)) goto ragged;
+    if (dlbpy_refuse_tensor_number(obj, "asarray(): an element") < 0)
+      return -1;
     int rank;
     if (PyBool_Check(obj)) rank = 0;
     else if (PyIndex_Check(obj)) rank = 1;

@@ -223,7 +223,6 @@ int dlbpy_tensor_bool(PyObject *self);
 PyObject *dlbpy_tensor_int(PyObject *self);
 PyObject *dlbpy_tensor_float(PyObject *self);
 PyObject *dlbpy_tensor_complex(PyObject *self, PyObject *unused);
-PyObject *dlbpy_tensor_index(PyObject *self);
 
 /* ------------------------------------------------------------------------
  * Export and import
@@ -430,6 +429,14 @@ const char *dlbpy_dtype_typestr(DLDataType dtype);
 #define DLBPY_IS_FINALIZING() Py_IsFinalizing()
 #else
 #define DLBPY_IS_FINALIZING() _Py_IsFinalizing()
+#endif
+
+/* An attribute look-up that returns 0 for a missing attribute instead of
+ * raising AttributeError (1 found, -1 error). */
+#if PY_VERSION_HEX >= 0x030D0000
+#define DLBPY_GET_OPTIONAL_ATTR(o, name, out) PyObject_GetOptionalAttr(o, name, out)
+#else
+#define DLBPY_GET_OPTIONAL_ATTR(o, name, out) _PyObject_LookupAttr(o, name, out)
 #endif
 
 #endif /* DLBPY_H */

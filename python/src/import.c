@@ -237,13 +237,14 @@ static int dlbpy_import_capsule_of(dlbpy_state *st, PyObject *obj,
 static int dlbpy_table_may_skip_checks(dlbpy_state *st, PyObject *obj,
                                        DLDataType dtype) {
   if (dtype.code == kDLComplex) return 1;
-  if (dtype.code != kDLFloat && dtype.code != kDLBfloat) return 0;
-  PyObject *grad = PyObject_GetAttr(obj, st->s_requires_grad);
-  if (grad == NULL) {
-    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
-    PyErr_Clear();
-    return 0;
-  }
+  int floating = dtype.code == kDLFloat || dtype.code == kDLBfloat ||
+                 (dtype.code >= kDLFloat8_e3m4 && dtype.code <= kDLFloat4_e2m1fn);
+  if (!floating) return 0;
+  /* Without raising and clearing an AttributeError for objects that have
+   * no such attribute. */
+  PyObject *grad = NULL;
+  if (DLBPY_GET_OPTIONAL_ATTR(obj, st->s_requires_grad, &grad) <= 0)
+    return grad == NULL && PyErr_Occurred() ? -1 : 0;
   int requires = PyObject_IsTrue(grad);
   Py_DECREF(grad);
   return requires;

@@ -1,7 +1,9 @@
 /*
  * scalars.c -- a one-element Tensor as a Python number: item(), bool(),
- * int(), float(), complex() and operator.index(), as NumPy and PyTorch
- * read their one-element arrays.
+ * int(), float() and complex(), as NumPy and PyTorch read their
+ * one-element arrays. There is no __index__: with it every Tensor would
+ * pass for an integer wherever PyIndex_Check decides (shapes, indices,
+ * fill values), whatever its dtype and size.
  */
 #include "dlbpy.h"
 
@@ -71,19 +73,4 @@ PyObject *dlbpy_tensor_complex(PyObject *self, PyObject *unused) {
   Py_DECREF(v);
   if (c.real == -1.0 && PyErr_Occurred()) return NULL;
   return PyComplex_FromCComplex(c);
-}
-
-PyObject *dlbpy_tensor_index(PyObject *self) {
-  DLDataType dtype = ((dlbpy_tensor *)self)->mt->dl_tensor.dtype;
-  /* Only integers index: a float or bool tensor would index by accident. */
-  if ((dtype.code != kDLInt && dtype.code != kDLUInt) || dtype.lanes != 1) {
-    char name[DLB_DTYPE_NAME_MAX];
-    if (dlb_dtype_format(dtype, name, sizeof name) != DLB_OK) name[0] = '\0';
-    PyErr_Format(PyExc_TypeError,
-                 "only integer tensors can be used as an index; this one is "
-                 "%s",
-                 name);
-    return NULL;
-  }
-  return dlbpy_only_element(self, "operator.index()");
 }

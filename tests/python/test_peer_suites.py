@@ -547,12 +547,14 @@ def test_torch_shares_storage_both_ways():
     [
         (lambda: torch.zeros(3, requires_grad=True), "require gradient"),
         (lambda: torch.nn.Parameter(torch.zeros(2)), "require gradient"),
+        (lambda: torch.zeros(3, dtype=torch.float8_e4m3fn, requires_grad=True), "require gradient"),
+        (lambda: torch.zeros(3, dtype=torch.bfloat16, requires_grad=True), "require gradient"),
         (lambda: torch.tensor([1 + 1j, 2 - 3j]).conj(), "conjugate bit"),
         (lambda: torch.sparse_coo_tensor([[0]], [1.0], size=(1,), check_invariants=True), "strided"),
         (lambda: torch.quantize_per_tensor(torch.randn(()), 0.1, 10, torch.qint8), "not supported"),
         (lambda: torch.empty(2, device="meta"), "meta"),
     ],
-    ids=["requires_grad", "parameter", "conjugated", "sparse", "quantized", "meta"],
+    ids=["requires_grad", "parameter", "float8_requires_grad", "bfloat16_requires_grad", "conjugated", "sparse", "quantized", "meta"],
 )
 def test_what_torch_refuses_to_export_is_refused(make, message):
     # PyTorch's __dlpack__ refuses these with a BufferError, which the
