@@ -286,6 +286,19 @@ static int dlbpy_import_via_api(dlbpy_state *st, const DLPackExchangeAPI *api,
                  Py_TYPE(obj)->tp_name);
     return -1;
   }
+  /* Success with an exception set is a broken producer: the exception
+   * would surface later, far from its cause. */
+  if (PyErr_Occurred()) {
+    dlbpy_saved_error left;
+    dlbpy_error_save(&left);
+    dlbpy_release(m);
+    dlbpy_error_discard(&left);
+    PyErr_Format(PyExc_BufferError,
+                 "the DLPack exchange table of %.100s returned a tensor with "
+                 "an exception set",
+                 Py_TYPE(obj)->tp_name);
+    return -1;
+  }
   if (m->version.major != DLPACK_MAJOR_VERSION) {
     unsigned major = m->version.major, minor = m->version.minor;
     dlb_tensor_release(m);

@@ -871,6 +871,16 @@ def test_bad_tensor_from_an_exchange_table_is_deleted_once(helper, fields):
     assert deleted() == 1
 
 
+def test_exchange_table_success_with_an_exception_set_is_refused(helper):
+    p = FromTable(capsule_of(np.arange(3.0)))
+    p.leave_error = True
+    with pytest.raises(BufferError, match="with an exception set"):
+        dlbridge.from_dlpack(p)
+    assert deleted() == 1
+    # The interpreter is left clean: the next import works.
+    assert dlbridge.from_dlpack(FromTable(capsule_of(np.arange(2.0)))).tolist() == [0.0, 1.0]
+
+
 def test_good_tensor_from_an_exchange_table_is_deleted_once(helper):
     p = FromTable(capsule_of(np.arange(3.0)))
     t = dlbridge.from_dlpack(p)

@@ -448,8 +448,9 @@ static PyObject *exchange_to_py(PyObject *self, PyObject *args,
 }
 
 /* A producer's exchange table for tests: from_py_object takes the helper
- * capsule in obj.capsule (consuming it) and current_work_stream reports the
- * stream set by fake_exchange(stream). */
+ * capsule in obj.capsule (consuming it), and succeeds with an exception
+ * left set when obj.leave_error is true (a broken producer);
+ * current_work_stream reports the stream set by fake_exchange(stream). */
 static void *fake_stream;
 
 static int fake_from_py(void *py_object, DLManagedTensorVersioned **out) {
@@ -463,6 +464,14 @@ static int fake_from_py(void *py_object, DLManagedTensorVersioned **out) {
   }
   Py_DECREF(capsule);
   *out = m;
+  PyObject *leave = PyObject_GetAttrString(py_object, "leave_error");
+  if (leave == NULL) {
+    PyErr_Clear();
+    return 0;
+  }
+  int broken = PyObject_IsTrue(leave);
+  Py_DECREF(leave);
+  if (broken > 0) PyErr_SetString(PyExc_KeyError, "left behind");
   return 0;
 }
 
