@@ -8,12 +8,13 @@ MESON   := $(VENV)/bin/meson
 NINJA   := $(VENV)/bin/ninja
 BUILD   := build
 ASAN    := build-asan
+ASANPY  := build-asan-py
 # Warnings are errors in CI (CI=true) and when asked: make WERROR=true.
 WERROR  ?= $(if $(CI),true,false)
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
 .PHONY: all deps deps-c build demo check test-c test-cli test-install test-asan \
-        test-python python bench clean
+        test-python test-python-asan python bench clean
 
 all: build
 
@@ -54,6 +55,18 @@ test-asan: deps-c $(ASAN)/build.ninja
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  $(ASAN)/tests/c/dlb_tests
 
+$(ASANPY)/build.ninja: | deps
+	$(MESON) setup $(ASANPY) -Dwerror=$(WERROR) -Dpython=true \
+	  -Dtest_extensions=true -Db_sanitize=address,undefined \
+	  -Db_lundef=false -Dbuildtype=debug
+
+# The Python suite against the module built with AddressSanitizer and
+# UndefinedBehaviorSanitizer (tests that measure process memory or time
+# skip themselves there).
+test-python-asan: deps $(ASANPY)/build.ninja
+	$(NINJA) -C $(ASANPY)
+	tests/python/run_sanitized.sh $(ASANPY) $(VPY)
+
 # Builds and installs the package into .venv exactly as `pip install .` does.
 python: deps
 	$(VPY) -m pip install -q --no-build-isolation --no-deps \
@@ -63,7 +76,7 @@ python: deps
 test-python: python
 	$(VPY) -m pytest -q tests/python
 
-check: test-c test-cli test-install test-asan test-python
+check: test-c test-cli test-install test-asan test-python test-python-asan
 
 # Every benchmark in one run (bench/run_bench.py): copy bandwidth against
 # memcpy, NumPy and PyTorch; exchange cost through the module; the C-level
@@ -76,4 +89,4 @@ bench: python build
 	DLBRIDGE_PYTHON=$(VPY) $(BUILD)/tools/dlbridge bench
 
 clean:
-	rm -rf $(BUILD) $(ASAN)
+	rm -rf $(BUILD) $(ASAN) $(ASANPY)

@@ -30,6 +30,15 @@ except ImportError:  # pragma: no cover - torch is a test dependency
 
 needs_torch = pytest.mark.skipif(torch is None, reason="PyTorch is not installed")
 
+# Set by tests/python/run_sanitized.sh, which runs the suite against a
+# module built with AddressSanitizer: its quarantine keeps freed memory, so
+# process memory grows without a leak, and everything runs several times
+# slower.
+SANITIZED = bool(os.environ.get("DLBRIDGE_SANITIZED"))
+measures_process_memory = pytest.mark.skipif(
+    SANITIZED, reason="AddressSanitizer keeps freed memory in quarantine")
+measures_time = pytest.mark.skipif(SANITIZED, reason="timings under AddressSanitizer mean nothing")
+
 
 def deleted():
     """Deleter calls counted by the helper since the last reset."""

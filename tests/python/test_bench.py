@@ -5,7 +5,10 @@ import re
 import subprocess
 import sys
 
+from support import measures_time
 
+
+@measures_time
 def test_exchange_benchmark_reports_every_case():
     out = subprocess.run(
         [sys.executable, "-m", "dlbridge.bench", "--calls", "200", "--repeats", "2"],

@@ -7,8 +7,10 @@ import time
 import numpy as np
 
 import dlbridge
+from support import measures_time
 
 
+@measures_time
 def test_large_copy_releases_the_gil():
     a = np.arange(8192 * 4096, dtype=np.float32).reshape(8192, 4096)
     t = dlbridge.from_dlpack(a).permute((1, 0))

@@ -23,6 +23,7 @@ from support import (
     deleted,
     dlbridge,
     helper,
+    measures_process_memory,
     needs_torch,
     np,
     torch,
@@ -610,6 +611,7 @@ def _refusals():
     return once
 
 
+@measures_process_memory
 def test_refused_imports_leak_nothing(helper):
     once = _refusals()
     for _ in range(500):
@@ -629,6 +631,7 @@ def test_refused_imports_leak_nothing(helper):
     assert deleted() == 2 * (500 + 20000 // 4) + 1
 
 
+@measures_process_memory
 def test_taken_and_refused_hand_made_capsules_leak_nothing():
     def once():
         p = Producer()
