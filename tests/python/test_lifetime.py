@@ -57,7 +57,9 @@ def test_share_of_a_dlbridge_tensor_released_on_another_thread():
 def test_buffer_import_released_on_another_thread():
     ba = bytearray(16)
     helper.release_in_thread([dlbridge.asarray(ba)])
-    ba.append(1)  # the export was released
+    # A bytearray with a buffer export held refuses to resize (BufferError).
+    ba.append(1)
+    assert len(ba) == 17
 
 
 @needs_torch
