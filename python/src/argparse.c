@@ -89,6 +89,52 @@ int dlbpy_parse_int64(PyObject *obj, const char *what, int64_t *out) {
   return 0;
 }
 
+/* obj.name, or *out NULL and 0 when obj has no such attribute. */
+static int dlbpy_optional_attr(PyObject *obj, const char *name,
+                               PyObject **out) {
+  *out = NULL;
+  PyObject *key = PyUnicode_InternFromString(name);
+  if (key == NULL) return -1;
+  int found = DLBPY_GET_OPTIONAL_ATTR(obj, key, out);
+  Py_DECREF(key);
+  return found;
+}
+
+/* A framework's device object that says its kind in .type (a str) and its
+ * ordinal in .index (an int, or None), as torch.device does: "cuda" and
+ * 1 read as "cuda:1", and None as the ordinal dlbridge takes when none is
+ * named, 0. Returns 1 with *out set, 0 when obj is no such object, -1
+ * with an exception set. */
+static int dlbpy_parse_framework_device(PyObject *obj, DLDevice *out) {
+  PyObject *type = NULL, *index = NULL;
+  int found = dlbpy_optional_attr(obj, "type", &type);
+  if (found <= 0) return found;
+  int rc = -1;
+  if (!PyUnicode_Check(type)) {
+    rc = 0;
+    goto done;
+  }
+  found = dlbpy_optional_attr(obj, "index", &index);
+  if (found < 0) goto done;
+  if (found == 0 || (index != Py_None && !PyLong_Check(index))) {
+    rc = 0;
+    goto done;
+  }
+  PyObject *name = index == Py_None ? PyUnicode_FromFormat("%U", type)
+                                    : PyUnicode_FromFormat("%U:%S", type, index);
+  if (name == NULL) goto done;
+  const char *text = PyUnicode_AsUTF8(name);
+  if (text != NULL) {
+    dlb_status s = dlb_device_parse(text, out);
+    rc = s == DLB_OK ? 1 : dlbpy_fail(s, PyExc_ValueError, "device");
+  }
+  Py_DECREF(name);
+done:
+  Py_XDECREF(type);
+  Py_XDECREF(index);
+  return rc;
+}
+
 int dlbpy_parse_device(PyObject *obj, DLDevice *out) {
   DLDevice device;
   if (PyUnicode_Check(obj)) {
@@ -120,11 +166,16 @@ int dlbpy_parse_device(PyObject *obj, DLDevice *out) {
     dlb_status s = dlb_device_normalize(&device);
     if (s != DLB_OK) return dlbpy_fail(s, PyExc_ValueError, "device");
   } else {
-    PyErr_Format(PyExc_TypeError,
-                 "device must be a str such as 'cpu' or 'cuda:1' or a "
-                 "(device_type, device_id) tuple, not %.100s",
-                 Py_TYPE(obj)->tp_name);
-    return -1;
+    int r = dlbpy_parse_framework_device(obj, &device);
+    if (r < 0) return -1;
+    if (r == 0) {
+      PyErr_Format(PyExc_TypeError,
+                   "device must be a str such as 'cpu' or 'cuda:1', a "
+                   "(device_type, device_id) tuple or a torch.device, not "
+                   "%.100s",
+                   Py_TYPE(obj)->tp_name);
+      return -1;
+    }
   }
   *out = device;
   return 0;

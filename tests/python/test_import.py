@@ -575,6 +575,36 @@ def test_device_equal_to_the_source_does_not_copy():
         assert dlbridge.from_dlpack(a, device=device).data_ptr == a.ctypes.data
 
 
+class FrameworkDevice:
+    """A device object as torch.device spells one."""
+
+    def __init__(self, type, index):
+        self.type, self.index = type, index
+
+
+def test_framework_device_objects_name_a_device():
+    a = np.arange(3.0)
+    assert dlbridge.from_dlpack(a, device=FrameworkDevice("cpu", None)).data_ptr == a.ctypes.data
+    # cuda:1 is named, not reachable: the error says which device it tried.
+    with pytest.raises(ValueError, match="cuda:1"):
+        dlbridge.from_dlpack(a, device=FrameworkDevice("cuda", 1), copy=False)
+    with pytest.raises(ValueError, match="cuda:0"):
+        dlbridge.from_dlpack(a, device=FrameworkDevice("cuda", None), copy=False)
+    with pytest.raises(ValueError, match="mps"):
+        dlbridge.from_dlpack(a, device=FrameworkDevice("mps", None))
+    for odd in (FrameworkDevice(3, 0), FrameworkDevice("cpu", "0"), object()):
+        with pytest.raises(TypeError, match="torch.device"):
+            dlbridge.from_dlpack(a, device=odd)
+
+
+@needs_torch
+def test_torch_devices_are_accepted():
+    x = torch.arange(3.0)
+    t = dlbridge.from_dlpack(x, device=x.device)
+    assert t.device == "cpu" and t.data_ptr == x.data_ptr()
+    assert dlbridge.zeros(2, device=torch.device("cpu")).device == "cpu"
+
+
 def test_device_moves_when_the_target_differs(helper):
     a = np.arange(3, dtype=np.float32)
     t = dlbridge.from_dlpack(capsule_of(a, device=(KDLCUDAHOST, 0)), device="cpu")
