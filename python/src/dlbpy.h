@@ -215,6 +215,8 @@ PyObject *dlbpy_tensor_cuda_array_interface(PyObject *self, void *closure);
 /* Defined in elements.c: Tensor.tolist(), the values of a CPU-readable
  * tensor as nested lists of Python numbers. */
 PyObject *dlbpy_tensor_tolist(PyObject *self, PyObject *unused);
+/* value in t: whether any element equals value, as NumPy's `in` answers. */
+int dlbpy_tensor_contains(PyObject *self, PyObject *value);
 
 /* Defined in scalars.c: a one-element Tensor as a Python number (the
  * number slots and the item() and __complex__ methods). */

@@ -457,21 +457,59 @@ static PyObject *dlbpy_tolist_at(const DLTensor *t, const int64_t *strides,
   return list;
 }
 
+/* -1 with an exception when the CPU cannot read t's elements as Python
+ * numbers; what names the caller. */
+static int dlbpy_check_readable(const DLTensor *t, const char *what) {
+  if (!dlb_device_type_cpu_accessible(t->device.device_type)) {
+    PyErr_Format(PyExc_BufferError,
+                 "%s: the CPU cannot read this tensor's memory; copy it to "
+                 "'cpu' first",
+                 what);
+    return -1;
+  }
+  if (!dlbpy_dtype_has_scalars(t->dtype)) {
+    PyErr_Format(PyExc_TypeError, "%s: this dtype has no Python scalar type",
+                 what);
+    return -1;
+  }
+  return 0;
+}
+
 PyObject *dlbpy_tensor_tolist(PyObject *self, PyObject *unused) {
   (void)unused;
   const DLTensor *t = &((dlbpy_tensor *)self)->mt->dl_tensor;
-  if (!dlb_device_type_cpu_accessible(t->device.device_type)) {
-    PyErr_SetString(PyExc_BufferError,
-                    "tolist(): the CPU cannot read this tensor's memory; copy "
-                    "it to 'cpu' first");
-    return NULL;
-  }
-  if (!dlbpy_dtype_has_scalars(t->dtype)) {
-    PyErr_SetString(PyExc_TypeError,
-                    "tolist(): this dtype has no Python scalar type");
-    return NULL;
-  }
+  if (dlbpy_check_readable(t, "tolist()") < 0) return NULL;
   /* An accepted tensor has strides whenever ndim != 0. */
   return dlbpy_tolist_at(t, t->strides, dlb_dtype_itemsize(t->dtype), 0,
                          (const char *)t->data + t->byte_offset);
+}
+
+/* ------------------------------------------------------------------------
+ * in
+ * ---------------------------------------------------------------------- */
+
+/* 1 when an element from dimension dim on equals value, 0 when none does,
+ * -1 on error. */
+static int dlbpy_contains_at(const DLTensor *t, size_t itemsize, int32_t dim,
+                             const char *p, PyObject *value) {
+  if (dim == t->ndim) {
+    PyObject *item = dlbpy_element_get(t->dtype, p);
+    if (item == NULL) return -1;
+    int eq = PyObject_RichCompareBool(item, value, Py_EQ);
+    Py_DECREF(item);
+    return eq;
+  }
+  int64_t step = t->shape[dim] > 1 ? t->strides[dim] * (int64_t)itemsize : 0;
+  for (int64_t i = 0; i < t->shape[dim]; i++) {
+    int r = dlbpy_contains_at(t, itemsize, dim + 1, p + i * step, value);
+    if (r != 0) return r;
+  }
+  return 0;
+}
+
+int dlbpy_tensor_contains(PyObject *self, PyObject *value) {
+  const DLTensor *t = &((dlbpy_tensor *)self)->mt->dl_tensor;
+  if (dlbpy_check_readable(t, "'in'") < 0) return -1;
+  return dlbpy_contains_at(t, dlb_dtype_itemsize(t->dtype), 0,
+                           (const char *)t->data + t->byte_offset, value);
 }

@@ -671,6 +671,7 @@ static PyType_Slot dlbpy_tensor_slots[] = {
     {Py_mp_subscript, (void *)dlbpy_tensor_subscript},
     {Py_mp_length, (void *)dlbpy_tensor_length},
     {Py_sq_length, (void *)dlbpy_tensor_length},
+    {Py_sq_contains, (void *)dlbpy_tensor_contains},
     {Py_sq_item, (void *)dlbpy_tensor_sq_item},
     {Py_tp_iter, (void *)dlbpy_tensor_iter},
     {Py_nb_bool, (void *)dlbpy_tensor_bool},

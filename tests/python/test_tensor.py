@@ -92,6 +92,18 @@ def test_iteration_walks_the_first_dimension():
         iter(dlbridge.full((), 1))
 
 
+def test_in_compares_values():
+    t = dlbridge.arange(6).reshape(2, 3)
+    assert 4 in t and 4.0 in t and 6 not in t and "4" not in t
+    # Through the strides: the view holds 2, 0, 5 and 3 only.
+    v = t[:, ::-2]
+    assert 5 in v and 1 not in v and 4 not in v
+    assert 0 not in dlbridge.zeros((0, 3)) and 1 in dlbridge.full((), 1)
+    assert (1 + 2j) in dlbridge.asarray([0j, 1 + 2j])
+    with pytest.raises(TypeError, match="scalar type"):
+        1 in dlbridge.empty(2, dtype="float8_e4m3fn")
+
+
 def test_one_element_tensors_are_python_numbers():
     import operator
 
