@@ -12,24 +12,30 @@
  */
 #include "tensor_internal.h"
 
-/* Checks what every view needs and returns the base's block in *tb. */
 /*
- * Checks base and fills *b with its description, for the view's arithmetic
- * to read. A caller may have set the public strides to NULL since (still a
- * valid tensor: compact row-major), so *b always carries strides: base's
- * own, or implied ones written to strides_buf (DLB_MAX_NDIM entries).
+ * What a view is made from: the base's block, and its description for the
+ * view's arithmetic to read. A caller may have set the public strides to
+ * NULL since (still a valid tensor: compact row-major), so t always carries
+ * strides: the base's own, or implied ones in strides.
  */
-static dlb_status dlb__view_base(const DLManagedTensorVersioned *base,
-                                 DLManagedTensorVersioned **out,
-                                 const dlb__tensor **tb, DLTensor *b,
-                                 int64_t *strides_buf) {
+typedef struct {
+  const dlb__tensor *owner;
+  uint64_t flags; /* the view's: a copy made for the base is not its own */
+  DLTensor t;
+  int64_t strides[DLB_MAX_NDIM];
+} dlb__view_base;
+
+static dlb_status dlb__view_base_of(const DLManagedTensorVersioned *base,
+                                    DLManagedTensorVersioned **out,
+                                    dlb__view_base *vb) {
   /* Set on every path, so no caller reads an unset field even where the
    * compiler cannot see that a failure status is never DLB_OK. */
-  *b = (DLTensor){0};
-  *tb = NULL;
+  vb->owner = NULL;
+  vb->flags = 0;
+  vb->t = (DLTensor){0};
   if (out == NULL) return dlb__fail(DLB_E_INVAL, "out is NULL");
-  const dlb__tensor *t = dlb__tensor_of(base);
-  if (t == NULL)
+  const dlb__tensor *owner = dlb__tensor_of(base);
+  if (owner == NULL)
     return dlb__fail(DLB_E_INVAL,
                      base == NULL ? "base is NULL"
                                   : "base is not a dlbridge tensor; adopt it "
@@ -44,18 +50,14 @@ static dlb_status dlb__view_base(const DLManagedTensorVersioned *base,
                      "base has a packed %u-bit dtype; views need elements "
                      "that start on a byte",
                      (unsigned)dlb_dtype_bits(base->dl_tensor.dtype));
-  *b = base->dl_tensor;
-  if (b->strides == NULL && b->ndim > 0) {
-    dlb__implied_strides(b->ndim, b->shape, strides_buf);
-    b->strides = strides_buf;
+  vb->t = base->dl_tensor;
+  if (vb->t.strides == NULL && vb->t.ndim > 0) {
+    dlb__implied_strides(vb->t.ndim, vb->t.shape, vb->strides);
+    vb->t.strides = vb->strides;
   }
-  *tb = t;
+  vb->owner = owner;
+  vb->flags = base->flags & ~(uint64_t)DLPACK_FLAG_BITMASK_IS_COPIED;
   return DLB_OK;
-}
-
-/* Views share the data, so a copy made for the base is not the view's own. */
-static uint64_t dlb__view_flags(const DLManagedTensorVersioned *base) {
-  return base->flags & ~(uint64_t)DLPACK_FLAG_BITMASK_IS_COPIED;
 }
 
 static int dlb__any_zero(int32_t ndim, const int64_t *shape) {
@@ -103,12 +105,10 @@ static int64_t dlb__slice_apply(int64_t n, dlb_slice sl, int64_t *first) {
 dlb_status dlb_tensor_slice(const DLManagedTensorVersioned *base,
                             int32_t nslices, const dlb_slice *slices,
                             DLManagedTensorVersioned **out) {
-  const dlb__tensor *tb = NULL;
-  DLTensor bt;
-  int64_t bt_strides[DLB_MAX_NDIM];
-  dlb_status st = dlb__view_base(base, out, &tb, &bt, bt_strides);
+  dlb__view_base vb;
+  dlb_status st = dlb__view_base_of(base, out, &vb);
   if (st != DLB_OK) return st;
-  const DLTensor *b = &bt;
+  const DLTensor *b = &vb.t;
   int32_t ndim = b->ndim;
   if (nslices < 0 || nslices > ndim)
     return dlb__fail(DLB_E_INVAL, "nslices is %d; base has %d dimensions",
@@ -141,19 +141,17 @@ dlb_status dlb_tensor_slice(const DLManagedTensorVersioned *base,
     for (int32_t i = 0; i < ndim; i++)
       delta += first[i] * b->strides[i] * item;
   }
-  return dlb__tensor_derive(tb, ndim, shape, strides, delta,
-                            dlb__view_flags(base), out);
+  return dlb__tensor_derive(vb.owner, ndim, shape, strides, delta,
+                            vb.flags, out);
 }
 
 dlb_status dlb_tensor_select(const DLManagedTensorVersioned *base,
                              int32_t dim, int64_t index,
                              DLManagedTensorVersioned **out) {
-  const dlb__tensor *tb = NULL;
-  DLTensor bt;
-  int64_t bt_strides[DLB_MAX_NDIM];
-  dlb_status st = dlb__view_base(base, out, &tb, &bt, bt_strides);
+  dlb__view_base vb;
+  dlb_status st = dlb__view_base_of(base, out, &vb);
   if (st != DLB_OK) return st;
-  const DLTensor *b = &bt;
+  const DLTensor *b = &vb.t;
   int32_t ndim = b->ndim;
   if (dim < -ndim || dim >= ndim)
     return dlb__fail(DLB_E_RANGE, "dim is %d; base has %d dimensions",
@@ -176,19 +174,17 @@ dlb_status dlb_tensor_select(const DLManagedTensorVersioned *base,
   int64_t delta = 0;
   if (!dlb__any_zero(k, shape))
     delta = i * b->strides[d] * (int64_t)dlb_dtype_itemsize(b->dtype);
-  return dlb__tensor_derive(tb, k, shape, strides, delta,
-                            dlb__view_flags(base), out);
+  return dlb__tensor_derive(vb.owner, k, shape, strides, delta,
+                            vb.flags, out);
 }
 
 dlb_status dlb_tensor_permute(const DLManagedTensorVersioned *base,
                               const int32_t *axes,
                               DLManagedTensorVersioned **out) {
-  const dlb__tensor *tb = NULL;
-  DLTensor bt;
-  int64_t bt_strides[DLB_MAX_NDIM];
-  dlb_status st = dlb__view_base(base, out, &tb, &bt, bt_strides);
+  dlb__view_base vb;
+  dlb_status st = dlb__view_base_of(base, out, &vb);
   if (st != DLB_OK) return st;
-  const DLTensor *b = &bt;
+  const DLTensor *b = &vb.t;
   int32_t ndim = b->ndim;
   if (ndim > 0 && axes == NULL)
     return dlb__fail(DLB_E_INVAL, "axes is NULL with ndim %d", (int)ndim);
@@ -207,8 +203,8 @@ dlb_status dlb_tensor_permute(const DLManagedTensorVersioned *base,
     shape[i] = b->shape[a];
     strides[i] = b->strides[a];
   }
-  return dlb__tensor_derive(tb, ndim, shape, strides, 0,
-                            dlb__view_flags(base), out);
+  return dlb__tensor_derive(vb.owner, ndim, shape, strides, 0,
+                            vb.flags, out);
 }
 
 /*
@@ -271,12 +267,10 @@ static int dlb__reshape_strides(int32_t ond, const int64_t *oshape,
 dlb_status dlb_tensor_reshape(const DLManagedTensorVersioned *base,
                               int32_t ndim, const int64_t *shape,
                               DLManagedTensorVersioned **out) {
-  const dlb__tensor *tb = NULL;
-  DLTensor bt;
-  int64_t bt_strides[DLB_MAX_NDIM];
-  dlb_status st = dlb__view_base(base, out, &tb, &bt, bt_strides);
+  dlb__view_base vb;
+  dlb_status st = dlb__view_base_of(base, out, &vb);
   if (st != DLB_OK) return st;
-  const DLTensor *b = &bt;
+  const DLTensor *b = &vb.t;
   if (ndim < 0 || ndim > DLB_MAX_NDIM)
     return dlb__fail(DLB_E_LAYOUT, "ndim is %d; must be 0..%d", (int)ndim,
                      DLB_MAX_NDIM);
@@ -349,19 +343,17 @@ dlb_status dlb_tensor_reshape(const DLManagedTensorVersioned *base,
                        "needs a copy",
                        (int)bad, (long long)b->strides[bad]);
   }
-  return dlb__tensor_derive(tb, ndim, nshape, nstrides, 0,
-                            dlb__view_flags(base), out);
+  return dlb__tensor_derive(vb.owner, ndim, nshape, nstrides, 0,
+                            vb.flags, out);
 }
 
 dlb_status dlb_tensor_expand(const DLManagedTensorVersioned *base,
                              int32_t ndim, const int64_t *shape,
                              DLManagedTensorVersioned **out) {
-  const dlb__tensor *tb = NULL;
-  DLTensor bt;
-  int64_t bt_strides[DLB_MAX_NDIM];
-  dlb_status st = dlb__view_base(base, out, &tb, &bt, bt_strides);
+  dlb__view_base vb;
+  dlb_status st = dlb__view_base_of(base, out, &vb);
   if (st != DLB_OK) return st;
-  const DLTensor *b = &bt;
+  const DLTensor *b = &vb.t;
   if (ndim < b->ndim || ndim > DLB_MAX_NDIM)
     return dlb__fail(DLB_E_LAYOUT, "ndim is %d; must be %d (base's) to %d",
                      (int)ndim, (int)b->ndim, DLB_MAX_NDIM);
@@ -393,8 +385,8 @@ dlb_status dlb_tensor_expand(const DLManagedTensorVersioned *base,
   int64_t numel = 0;
   st = dlb_shape_numel(ndim, shape, &numel);
   if (st != DLB_OK) return st;
-  return dlb__tensor_derive(tb, ndim, shape, strides, 0,
-                            dlb__view_flags(base) |
+  return dlb__tensor_derive(vb.owner, ndim, shape, strides, 0,
+                            vb.flags |
                                 DLPACK_FLAG_BITMASK_READ_ONLY,
                             out);
 }
