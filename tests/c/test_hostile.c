@@ -910,6 +910,26 @@ static int view_refused(const DLManagedTensorVersioned *base, dlb_status st) {
   return 1;
 }
 
+/* Judges the outcome st, v of a view call on b, which the model accepts
+ * when ok. A refusal of a base that is not packed must carry refusal
+ * (DLB_OK: any failure status). Returns 1 when the view was made and holds
+ * what every view must (expand as for check_view), 0 when it was refused
+ * or out of memory. */
+static int judge_view(const DLManagedTensorVersioned *b, dlb_status st,
+                      const DLManagedTensorVersioned *v, int ok,
+                      dlb_status refusal, int expand) {
+  if (nomem(st, v, UNTOUCHED)) return 0;
+  if (view_refused(b, st) || !ok) {
+    check_refusal(st);
+    if (refusal != DLB_OK && !is_packed(b)) HCHECK(st == refusal);
+    HCHECK(v == UNTOUCHED);
+    return 0;
+  }
+  HCHECK(st == DLB_OK && error_marked());
+  check_view(v, b, expand);
+  return 1;
+}
+
 /* Python's slice semantics, in 128 bits: a given bound counts from the end
  * when negative and is clamped; a default one is the natural end. */
 static i128 clamp_bound(int64_t v, int64_t n, i128 lower, i128 upper) {
@@ -980,14 +1000,7 @@ static void op_slice(rng *r, pool *p, DLManagedTensorVersioned *b) {
   DLManagedTensorVersioned *v = UNTOUCHED;
   mark_error();
   dlb_status st = dlb_tensor_slice(b, ns, arg, &v);
-  if (nomem(st, v, UNTOUCHED)) return;
-  if (view_refused(b, st) || !ok) {
-    check_refusal(st);
-    HCHECK(v == UNTOUCHED);
-    return;
-  }
-  HCHECK(st == DLB_OK && error_marked());
-  check_view(v, b, 0);
+  if (!judge_view(b, st, v, ok, DLB_OK, 0)) return;
   HCHECK(v->dl_tensor.ndim == nd);
   for (int32_t d = 0; d < nd; d++) {
     shape[d] = d < ns ? model_slice(b->dl_tensor.shape[d], s[d], &first[d])
@@ -1035,15 +1048,7 @@ static void op_select(rng *r, pool *p, DLManagedTensorVersioned *b) {
   DLManagedTensorVersioned *v = UNTOUCHED;
   mark_error();
   dlb_status st = dlb_tensor_select(b, dim, index, &v);
-  if (nomem(st, v, UNTOUCHED)) return;
-  if (view_refused(b, st) || !ok) {
-    check_refusal(st);
-    if (!is_packed(b)) HCHECK(st == DLB_E_RANGE);
-    HCHECK(v == UNTOUCHED);
-    return;
-  }
-  HCHECK(st == DLB_OK && error_marked());
-  check_view(v, b, 0);
+  if (!judge_view(b, st, v, ok, DLB_E_RANGE, 0)) return;
   HCHECK(v->dl_tensor.ndim == nd - 1);
   for (int32_t j = 0, k = 0; j < nd; j++)
     if (j != d) HCHECK(v->dl_tensor.shape[k++] == b->dl_tensor.shape[j]);
@@ -1101,15 +1106,7 @@ static void op_permute(rng *r, pool *p, DLManagedTensorVersioned *b) {
   DLManagedTensorVersioned *v = UNTOUCHED;
   mark_error();
   dlb_status st = dlb_tensor_permute(b, arg, &v);
-  if (nomem(st, v, UNTOUCHED)) return;
-  if (view_refused(b, st) || !ok) {
-    check_refusal(st);
-    if (!is_packed(b)) HCHECK(st == DLB_E_INVAL);
-    HCHECK(v == UNTOUCHED);
-    return;
-  }
-  HCHECK(st == DLB_OK && error_marked());
-  check_view(v, b, 0);
+  if (!judge_view(b, st, v, ok, DLB_E_INVAL, 0)) return;
   HCHECK(v->dl_tensor.ndim == nd);
   for (int32_t i = 0; i < nd; i++) {
     int32_t a = axes[i] < 0 ? axes[i] + nd : axes[i];
@@ -1268,14 +1265,7 @@ static void op_expand(rng *r, pool *p, DLManagedTensorVersioned *b) {
   DLManagedTensorVersioned *v = UNTOUCHED;
   mark_error();
   dlb_status st = dlb_tensor_expand(b, nd, arg, &v);
-  if (nomem(st, v, UNTOUCHED)) return;
-  if (view_refused(b, st) || !ok) {
-    check_refusal(st);
-    HCHECK(v == UNTOUCHED);
-    return;
-  }
-  HCHECK(st == DLB_OK && error_marked());
-  check_view(v, b, 1);
+  if (!judge_view(b, st, v, ok, DLB_OK, 1)) return;
   HCHECK(v->dl_tensor.ndim == nd);
   for (int32_t i = 0; i < nd; i++) HCHECK(v->dl_tensor.shape[i] == shape[i]);
   check_map(r, v, b, map_expand, NULL);
