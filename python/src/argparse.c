@@ -69,7 +69,16 @@ int dlbpy_parse_copy(PyObject *obj, const char *what, int *out) {
   return 0;
 }
 
-int dlbpy_parse_int64(PyObject *obj, const char *what, int64_t *out) {
+/* obj as a long long and *overflow as PyLong_AsLongLongAndOverflow sets
+ * it; TypeError for anything but an int (bools included). */
+static int dlbpy_int_of(PyObject *obj, const char *what, long long *v,
+                        int *overflow) {
+  *overflow = 0;
+  if (PyLong_CheckExact(obj)) {
+    /* The usual case: an int needs no __index__, and cannot fail. */
+    *v = PyLong_AsLongLongAndOverflow(obj, overflow);
+    return 0;
+  }
   if (PyBool_Check(obj) || !PyIndex_Check(obj)) {
     PyErr_Format(PyExc_TypeError, "%s must be an int, not %.100s", what,
                  Py_TYPE(obj)->tp_name);
@@ -77,15 +86,29 @@ int dlbpy_parse_int64(PyObject *obj, const char *what, int64_t *out) {
   }
   PyObject *index = PyNumber_Index(obj);
   if (index == NULL) return -1;
-  int overflow = 0;
-  long long v = PyLong_AsLongLongAndOverflow(index, &overflow);
+  *v = PyLong_AsLongLongAndOverflow(index, overflow);
   Py_DECREF(index);
-  if (v == -1 && PyErr_Occurred()) return -1;
+  return *v == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+int dlbpy_parse_int64(PyObject *obj, const char *what, int64_t *out) {
+  long long v;
+  int overflow;
+  if (dlbpy_int_of(obj, what, &v, &overflow) < 0) return -1;
   if (overflow) {
     PyErr_Format(PyExc_OverflowError, "%s does not fit in 64 bits", what);
     return -1;
   }
   *out = (int64_t)v;
+  return 0;
+}
+
+int dlbpy_parse_int64_saturating(PyObject *obj, const char *what,
+                                 int64_t *out) {
+  long long v;
+  int overflow;
+  if (dlbpy_int_of(obj, what, &v, &overflow) < 0) return -1;
+  *out = overflow > 0 ? INT64_MAX : overflow < 0 ? INT64_MIN : (int64_t)v;
   return 0;
 }
 

@@ -183,6 +183,9 @@ int dlbpy_parse_shape(PyObject *obj, int32_t *ndim, int64_t *shape);
 /* An int, or an object with __index__ (bool refused), as int64.
  * TypeError for other types, OverflowError beyond 64 bits. */
 int dlbpy_parse_int64(PyObject *obj, const char *what, int64_t *out);
+/* The same, with values past 64 bits saturating to INT64_MIN / INT64_MAX. */
+int dlbpy_parse_int64_saturating(PyObject *obj, const char *what,
+                                 int64_t *out);
 
 /* ------------------------------------------------------------------------
  * Tensor type (tensor_type.c)

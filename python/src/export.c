@@ -7,34 +7,11 @@
 static const char *const dlbpy_dlpack_kw[] = {"stream", "max_version",
                                               "dl_device", "copy", NULL};
 
-/* One part of max_version: an int; values past 64 bits saturate, since a
- * consumer may name any future version (NumPy and PyTorch accept them). */
-static int dlbpy_parse_version_part(PyObject *obj, const char *what,
-                                    int64_t *out) {
-  int overflow = 0;
-  long long v;
-  if (PyLong_CheckExact(obj)) {
-    /* The usual case: an int needs no __index__, and cannot fail. */
-    v = PyLong_AsLongLongAndOverflow(obj, &overflow);
-  } else {
-    if (PyBool_Check(obj) || !PyIndex_Check(obj)) {
-      PyErr_Format(PyExc_TypeError, "%s must be an int, not %.100s", what,
-                   Py_TYPE(obj)->tp_name);
-      return -1;
-    }
-    PyObject *index = PyNumber_Index(obj);
-    if (index == NULL) return -1;
-    v = PyLong_AsLongLongAndOverflow(index, &overflow);
-    Py_DECREF(index);
-    if (v == -1 && PyErr_Occurred()) return -1;
-  }
-  *out = overflow > 0 ? INT64_MAX : overflow < 0 ? INT64_MIN : (int64_t)v;
-  return 0;
-}
-
-/* max_version: None or (major, minor) of ints >= 0. Sets *versioned to 1
- * for a major >= 1: the consumer reads the versioned struct, whatever minor
- * it names (minors only add enum values). */
+/* max_version: None or (major, minor) of ints >= 0; parts past 64 bits
+ * saturate, since a consumer may name any future version (NumPy and
+ * PyTorch accept them). Sets *versioned to 1 for a major >= 1: the
+ * consumer reads the versioned struct, whatever minor it names (minors
+ * only add enum values). */
 static int dlbpy_parse_max_version(PyObject *obj, int *versioned) {
   *versioned = 0;
   if (obj == NULL || obj == Py_None) return 0;
@@ -46,10 +23,10 @@ static int dlbpy_parse_max_version(PyObject *obj, int *versioned) {
     return -1;
   }
   int64_t major, minor;
-  if (dlbpy_parse_version_part(PyTuple_GET_ITEM(obj, 0), "max_version[0]",
-                               &major) < 0 ||
-      dlbpy_parse_version_part(PyTuple_GET_ITEM(obj, 1), "max_version[1]",
-                               &minor) < 0)
+  if (dlbpy_parse_int64_saturating(PyTuple_GET_ITEM(obj, 0),
+                                   "max_version[0]", &major) < 0 ||
+      dlbpy_parse_int64_saturating(PyTuple_GET_ITEM(obj, 1),
+                                   "max_version[1]", &minor) < 0)
     return -1;
   if (major < 0 || minor < 0) {
     PyErr_Format(PyExc_ValueError, "max_version is (%R, %R); versions are >= 0",
