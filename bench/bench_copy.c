@@ -18,6 +18,7 @@
 #include <sys/mman.h>
 #include <time.h>
 
+#include "bench_clock.h"
 #include "dlbridge.h"
 
 #define MAX_REPS 101
@@ -33,17 +34,6 @@ typedef struct {
 
 static row rows[MAX_ROWS];
 static int nrows;
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
 
 /* Huge pages where the system allows, as dlbridge's own allocator asks, and
  * every page touched so no timing pays a fault. */
@@ -90,7 +80,7 @@ static double time_once(void (*fn)(const job *), const job *j) {
 
 static void summarise(row *w, const char *name, int threads, double bytes,
                       double *t, double *ratio) {
-  qsort(t, (size_t)reps, sizeof t[0], cmp_double);
+  sort_samples(t, reps);
   snprintf(w->name, sizeof w->name, "%s", name);
   w->threads = threads;
   w->bytes = bytes;
@@ -98,7 +88,7 @@ static void summarise(row *w, const char *name, int threads, double bytes,
   w->min = t[0];
   w->max = t[reps - 1];
   if (ratio != NULL) {
-    qsort(ratio, (size_t)reps, sizeof ratio[0], cmp_double);
+    sort_samples(ratio, reps);
     w->ratio = ratio[reps / 2];
   } else {
     w->ratio = 1.0;
@@ -119,9 +109,9 @@ static void pair_times(int all, const job *j, double *one, double *many,
     tn[r] = time_once(run_copy, j);
     g[r] = t1[r] / tn[r];
   }
-  qsort(t1, (size_t)reps, sizeof t1[0], cmp_double);
-  qsort(tn, (size_t)reps, sizeof tn[0], cmp_double);
-  qsort(g, (size_t)reps, sizeof g[0], cmp_double);
+  sort_samples(t1, reps);
+  sort_samples(tn, reps);
+  sort_samples(g, reps);
   *one = t1[reps / 2];
   *many = tn[reps / 2];
   *gain = g[reps / 2];

@@ -30,6 +30,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_clock.h"
 #include "dlbridge.h"
 
 #define MAX_REPS 101
@@ -85,17 +86,6 @@ static void load_driver(void) {
                     "current\n");
     exit(1);
   }
-}
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
 }
 
 static void check(dlb_status s, const char *what) {
@@ -269,8 +259,8 @@ int main(int argc, char **argv) {
           "  \"cases\": [\n", gpu_name, version, bytes, reps);
   for (int k = 0; k < NCASES; k++) {
     bcase *c = &cases[k];
-    qsort(c->t, (size_t)reps, sizeof c->t[0], cmp_double);
-    qsort(c->ratio, (size_t)reps, sizeof c->ratio[0], cmp_double);
+    sort_samples(c->t, reps);
+    sort_samples(c->ratio, reps);
     double moved = (double)bytes * (strcmp(c->group, "d2d") == 0 ? 2 : 1);
     double med = c->t[reps / 2];
     printf("%-4s %-28s %10.3f %10.3f %10.3f %8.2f %7.2f\n", c->group,

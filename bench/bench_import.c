@@ -21,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_clock.h"
 #include "dlbridge.h"
 
 #define MAX_REPS 101
@@ -87,17 +88,6 @@ __attribute__((noinline)) static void run_case(which w, long n) {
   }
 }
 
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
 static int usage(const char *prog) {
   fprintf(stderr,
           "usage: %s [--calls N] [--reps R] [--json PATH]\n"
@@ -156,7 +146,7 @@ int main(int argc, char **argv) {
   fprintf(json, "{\n  \"reps\": %d,\n  \"calls\": %ld,\n  \"cases\": [\n",
           reps, calls);
   for (int c = 0; c < NCASES; c++) {
-    qsort(t[c], (size_t)reps, sizeof t[c][0], cmp_double);
+    sort_samples(t[c], reps);
     double med = t[c][reps / 2], lo = t[c][0], hi = t[c][reps - 1];
     printf("%-40s %10.1f %10.1f %10.1f\n", case_labels[c], med, lo, hi);
     fprintf(json,
