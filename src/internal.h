@@ -43,6 +43,10 @@ void dlb__data_free(void *p);
 dlb_status dlb__device_alloc(DLDevice device, size_t size, void **out);
 void dlb__device_free(DLDevice device, void *ptr);
 
+/* The part of dlb_managed_validate before the tensor: m not NULL, its
+ * major version, no unknown flags. */
+dlb_status dlb__managed_check_header(const DLManagedTensorVersioned *m);
+
 /* What validating a tensor measures: its element count and the bytes
  * [lo, hi) its elements occupy, relative to data (dlb_tensor_numel and
  * dlb_tensor_byte_span give the same). */

@@ -39,6 +39,18 @@ DLB_API dlb_status dlb_copy(const DLTensor *src, const DLTensor *dst);
 DLB_API dlb_status dlb_tensor_copy(const DLTensor *src, DLDevice device,
                                    DLManagedTensorVersioned **out);
 
+/*
+ * dlb_tensor_copy() of a managed tensor, reading what its flags say of the
+ * data: sub-byte elements that take a byte each (IS_SUBBYTE_TYPE_PADDED)
+ * are copied a byte each, and the copy carries the flag too. DLB_E_INVAL
+ * for src NULL or unknown flags, DLB_E_VERSION for a major version other
+ * than DLPACK_MAJOR_VERSION; otherwise as dlb_tensor_copy(). src is
+ * borrowed. New; release with dlb_tensor_release().
+ */
+DLB_API dlb_status dlb_managed_copy(const DLManagedTensorVersioned *src,
+                                    DLDevice device,
+                                    DLManagedTensorVersioned **out);
+
 /* Sets the number of threads large copies may use, the caller included
  * (1 = never spawn; 0 or negative = the CPUs this process may run on, from
  * sched_getaffinity; at most 64). The pool starts lazily, on the first

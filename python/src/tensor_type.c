@@ -113,29 +113,14 @@ int dlbpy_copy_to(const DLManagedTensorVersioned *mt, DLDevice device,
                   PyObject *exc, DLManagedTensorVersioned **out) {
   DLManagedTensorVersioned *copy = NULL;
   dlb_status s;
-  DLTensor src = mt->dl_tensor;
-  /* A DLTensor cannot say that sub-byte elements take a byte each, and
-   * the core would copy them packed: copy the bytes, then say again what
-   * they hold. */
-  int padded = (mt->flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED) &&
-               dlb_dtype_is_subbyte(src.dtype);
-  if (padded) {
-    src.dtype.code = kDLUInt;
-    src.dtype.bits = 8;
-    src.dtype.lanes = (uint16_t)dlb_dtype_itemsize(mt->dl_tensor.dtype);
-  }
   /* The caller holds a reference to the tensor owning mt, so its data
    * stays alive while other threads run. */
-  if (dlbpy_copy_is_large(&src)) {
+  if (dlbpy_copy_is_large(&mt->dl_tensor)) {
     Py_BEGIN_ALLOW_THREADS
-    s = dlb_tensor_copy(&src, device, &copy);
+    s = dlb_managed_copy(mt, device, &copy);
     Py_END_ALLOW_THREADS
   } else {
-    s = dlb_tensor_copy(&src, device, &copy);
-  }
-  if (s == DLB_OK && padded) {
-    copy->dl_tensor.dtype = mt->dl_tensor.dtype;
-    copy->flags |= DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED;
+    s = dlb_managed_copy(mt, device, &copy);
   }
   if (s != DLB_OK) {
     char from[DLB_DEVICE_NAME_MAX], to[DLB_DEVICE_NAME_MAX], what[96];

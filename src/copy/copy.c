@@ -178,3 +178,26 @@ dlb_status dlb_tensor_copy(const DLTensor *src, DLDevice device,
   *out = t;
   return DLB_OK;
 }
+
+dlb_status dlb_managed_copy(const DLManagedTensorVersioned *src,
+                            DLDevice device, DLManagedTensorVersioned **out) {
+  dlb_status st = dlb__managed_check_header(src);
+  if (st != DLB_OK) return st;
+  DLTensor t = src->dl_tensor;
+  /* A DLTensor cannot say that sub-byte elements take a byte each, and
+   * would be copied packed: copy the bytes, then say again what they
+   * hold. */
+  int padded = (src->flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED) &&
+               dlb_dtype_is_subbyte(t.dtype);
+  if (padded) {
+    t.dtype.code = kDLUInt;
+    t.dtype.bits = 8;
+    t.dtype.lanes = (uint16_t)dlb_dtype_itemsize(src->dl_tensor.dtype);
+  }
+  st = dlb_tensor_copy(&t, device, out);
+  if (st == DLB_OK && padded) {
+    (*out)->dl_tensor.dtype = src->dl_tensor.dtype;
+    (*out)->flags |= DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED;
+  }
+  return st;
+}

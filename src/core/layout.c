@@ -377,7 +377,7 @@ dlb_status dlb__tensor_validate_span(const DLTensor *t, const char *which,
   return DLB_OK;
 }
 
-dlb_status dlb_managed_validate(const DLManagedTensorVersioned *m) {
+dlb_status dlb__managed_check_header(const DLManagedTensorVersioned *m) {
   if (m == NULL) return dlb__fail(DLB_E_INVAL, "managed tensor is NULL");
   if (m->version.major != DLPACK_MAJOR_VERSION)
     return dlb__fail(DLB_E_VERSION, "version.major is %u; this library reads %d",
@@ -388,6 +388,12 @@ dlb_status dlb_managed_validate(const DLManagedTensorVersioned *m) {
                      (unsigned long long)m->flags,
                      (unsigned long long)(m->flags &
                                           ~(uint64_t)DLB__KNOWN_FLAGS));
+  return DLB_OK;
+}
+
+dlb_status dlb_managed_validate(const DLManagedTensorVersioned *m) {
+  dlb_status st = dlb__managed_check_header(m);
+  if (st != DLB_OK) return st;
   dlb__span span;
   return validate(&m->dl_tensor,
                   (m->flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED) != 0,

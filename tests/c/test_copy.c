@@ -762,6 +762,55 @@ DLB_TEST(tensor_copy_refuses_what_it_cannot_copy) {
   CHECK(t == (DLManagedTensorVersioned *)&shape);
 }
 
+/* ---- dlb_managed_copy ------------------------------------------------ */
+
+/* int4 values one per byte (padded), every third of a strided buffer. */
+DLB_TEST(managed_copy_keeps_padded_sub_byte_elements_a_byte_each) {
+  uint8_t a[12];
+  for (int i = 0; i < 12; i++) a[i] = (uint8_t)(i % 16);
+  int64_t shape[1] = {4}, str[1] = {3};
+  DLManagedTensorVersioned m = {
+      .version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION},
+      .flags = DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED |
+               DLPACK_FLAG_BITMASK_READ_ONLY,
+      .dl_tensor = tensor(a, dt(kDLInt, 4, 1), 1, shape, str, 0)};
+  DLManagedTensorVersioned *t = NULL;
+  CHECK_OK(dlb_managed_copy(&m, (DLDevice){kDLCPU, 0}, &t));
+  CHECK(dlb_dtype_equal(t->dl_tensor.dtype, m.dl_tensor.dtype));
+  CHECK_EQ_INT(t->flags, DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED |
+                             DLPACK_FLAG_BITMASK_IS_COPIED);
+  CHECK_OK(dlb_managed_validate(t));
+  const uint8_t *d = (const uint8_t *)t->dl_tensor.data;
+  for (int i = 0; i < 4; i++) CHECK_EQ_INT(d[i], a[3 * i]);
+  dlb_tensor_release(t);
+  /* Packed, the same data is two bytes of pairs, as dlb_tensor_copy
+   * makes them (compact strides only). */
+  m.flags = 0;
+  m.dl_tensor.strides = NULL;
+  CHECK_OK(dlb_managed_copy(&m, (DLDevice){kDLCPU, 0}, &t));
+  CHECK_EQ_INT(t->flags, DLPACK_FLAG_BITMASK_IS_COPIED);
+  CHECK_EQ_INT(((const uint8_t *)t->dl_tensor.data)[0], a[0]);
+  CHECK_EQ_INT(((const uint8_t *)t->dl_tensor.data)[1], a[1]);
+  dlb_tensor_release(t);
+}
+
+DLB_TEST(managed_copy_refuses_bad_headers) {
+  float a[2] = {1, 2};
+  int64_t shape[1] = {2};
+  DLManagedTensorVersioned m = {
+      .version = {DLPACK_MAJOR_VERSION + 1, 0},
+      .dl_tensor = tensor(a, dt(kDLFloat, 32, 1), 1, shape, NULL, 0)};
+  DLDevice cpu = {kDLCPU, 0};
+  DLManagedTensorVersioned *t = (DLManagedTensorVersioned *)&shape;
+  CHECK_STATUS(dlb_managed_copy(NULL, cpu, &t), DLB_E_INVAL);
+  CHECK_STATUS(dlb_managed_copy(&m, cpu, &t), DLB_E_VERSION);
+  m.version.major = DLPACK_MAJOR_VERSION;
+  m.flags = (uint64_t)1 << 40;
+  CHECK_STATUS(dlb_managed_copy(&m, cpu, &t), DLB_E_INVAL);
+  CHECK(strstr(dlb_last_error(), "flags") != NULL);
+  CHECK(t == (DLManagedTensorVersioned *)&shape);
+}
+
 static dlb_status tensor_copy_body(void *ctx) {
   DLTensor *src = ctx;
   DLDevice cpu = {kDLCPU, 0};
