@@ -152,17 +152,39 @@ void dlbpy_error_discard(dlbpy_saved_error *saved);
  * Argument parsing (argparse.c)
  * ---------------------------------------------------------------------- */
 
+/* How a parameter may be passed, in the order a signature lists them. */
+typedef enum {
+  DLBPY_POSONLY,  /* required, by position only */
+  DLBPY_REQUIRED, /* required, by position or keyword */
+  DLBPY_OPTIONAL, /* optional, by position or keyword */
+  DLBPY_KWONLY    /* optional, by keyword only */
+} dlbpy_param_kind;
+
+/* One parameter of a signature, tied to the variable that receives it. */
+typedef struct {
+  const char *name;
+  dlbpy_param_kind kind;
+  /* Receives a borrowed reference, or keeps the caller's value (NULL: not
+   * given). */
+  PyObject **value;
+} dlbpy_param;
+
 /*
- * Parses a vectorcall argument list: names[0..posonly) are positional-only,
- * names[posonly..npos) positional or keyword, names[npos..] keyword-only;
- * out[i] receives a borrowed reference or stays as the caller initialised
- * it (NULL: not given). required is the count of leading names that must be
- * given. fname names the function in errors.
+ * Parses a vectorcall argument list against params[0..nparams), listed in
+ * signature order (kinds never decrease), storing each argument given
+ * through its parameter's value pointer. fname names the function in
+ * errors. Call sites spell the signature where they read the arguments:
+ *
+ *   PyObject *t = NULL, *stream = NULL;
+ *   dlbpy_param params[] = {{"t", DLBPY_POSONLY, &t},
+ *                           {"stream", DLBPY_KWONLY, &stream}};
+ *   if (dlbpy_parse_args("f", args, nargsf, kwnames, params,
+ *                        DLBPY_NPARAMS(params)) < 0) ...
  */
 int dlbpy_parse_args(const char *fname, PyObject *const *args,
                      Py_ssize_t nargsf, PyObject *kwnames,
-                     const char *const *names, Py_ssize_t posonly,
-                     Py_ssize_t npos, Py_ssize_t required, PyObject **out);
+                     const dlbpy_param *params, Py_ssize_t nparams);
+#define DLBPY_NPARAMS(params) ((Py_ssize_t)(sizeof(params) / sizeof *(params)))
 
 /* copy: None -> -1, False -> 0, True -> 1; anything else TypeError. */
 int dlbpy_parse_copy(PyObject *obj, const char *what, int *out);

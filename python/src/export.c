@@ -4,9 +4,6 @@
  */
 #include "dlbpy.h"
 
-static const char *const dlbpy_dlpack_kw[] = {"stream", "max_version",
-                                              "dl_device", "copy", NULL};
-
 /* max_version: None or (major, minor) of ints >= 0; parts past 64 bits
  * saturate, since a consumer may name any future version (NumPy and
  * PyTorch accept them). Sets *versioned to 1 for a major >= 1: the
@@ -332,18 +329,23 @@ PyObject *dlbpy_tensor_dlpack(PyObject *self, PyObject *const *args,
     if (made < 0) return NULL;
     if (made) return capsule;
   }
-  PyObject *v[4] = {NULL, NULL, NULL, NULL};
-  if (dlbpy_parse_args("__dlpack__", args, nargsf, kwnames, dlbpy_dlpack_kw,
-                       0, 0, 0, v) < 0)
+  PyObject *stream_arg = NULL, *max_version = NULL, *dl_device = NULL,
+           *copy_arg = NULL;
+  const dlbpy_param params[] = {{"stream", DLBPY_KWONLY, &stream_arg},
+                                {"max_version", DLBPY_KWONLY, &max_version},
+                                {"dl_device", DLBPY_KWONLY, &dl_device},
+                                {"copy", DLBPY_KWONLY, &copy_arg}};
+  if (dlbpy_parse_args("__dlpack__", args, nargsf, kwnames, params,
+                       DLBPY_NPARAMS(params)) < 0)
     return NULL;
   int versioned, has_device, copy;
   int64_t stream;
   DLDevice device = mt->dl_tensor.device;
-  if (dlbpy_parse_max_version(v[1], &versioned) < 0 ||
-      dlbpy_parse_dl_device(v[2], &has_device, &device) < 0 ||
-      dlbpy_parse_copy(v[3], "copy", &copy) < 0 ||
-      dlbpy_check_stream(dlbpy_state_of_type(Py_TYPE(self)), v[0], device,
-                         &stream) < 0)
+  if (dlbpy_parse_max_version(max_version, &versioned) < 0 ||
+      dlbpy_parse_dl_device(dl_device, &has_device, &device) < 0 ||
+      dlbpy_parse_copy(copy_arg, "copy", &copy) < 0 ||
+      dlbpy_check_stream(dlbpy_state_of_type(Py_TYPE(self)), stream_arg,
+                         device, &stream) < 0)
     return NULL;
   DLManagedTensorVersioned *out;
   if (dlbpy_export(self, has_device ? &device : NULL, copy, &out) < 0)

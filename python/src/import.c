@@ -472,9 +472,6 @@ int dlbpy_is_producer(dlbpy_state *st, PyObject *obj) {
   return 1;
 }
 
-static const char *const dlbpy_from_dlpack_kw[] = {"x", "device", "copy",
-                                                   NULL};
-
 PyObject *dlbpy_from_dlpack(PyObject *module, PyObject *const *args,
                             Py_ssize_t nargsf, PyObject *kwnames) {
   dlbpy_state *st = dlbpy_state_of_module(module);
@@ -483,16 +480,19 @@ PyObject *dlbpy_from_dlpack(PyObject *module, PyObject *const *args,
     if (dlbpy_import(st, args[0], NULL, &mt) < 0) return NULL;
     return dlbpy_tensor_new(st, mt);
   }
-  PyObject *v[3] = {NULL, NULL, NULL};
-  if (dlbpy_parse_args("from_dlpack", args, nargsf, kwnames,
-                       dlbpy_from_dlpack_kw, 1, 1, 1, v) < 0)
+  PyObject *x = NULL, *device_arg = NULL, *copy_arg = NULL;
+  const dlbpy_param params[] = {{"x", DLBPY_POSONLY, &x},
+                                {"device", DLBPY_KWONLY, &device_arg},
+                                {"copy", DLBPY_KWONLY, &copy_arg}};
+  if (dlbpy_parse_args("from_dlpack", args, nargsf, kwnames, params,
+                       DLBPY_NPARAMS(params)) < 0)
     return NULL;
   dlbpy_import_opts opts = {-1, 0, {kDLCPU, 0}};
-  if (dlbpy_parse_copy(v[2], "copy", &opts.copy) < 0) return NULL;
-  if (v[1] != NULL && v[1] != Py_None) {
-    if (dlbpy_parse_device(v[1], &opts.device) < 0) return NULL;
+  if (dlbpy_parse_copy(copy_arg, "copy", &opts.copy) < 0) return NULL;
+  if (device_arg != NULL && device_arg != Py_None) {
+    if (dlbpy_parse_device(device_arg, &opts.device) < 0) return NULL;
     opts.has_device = 1;
   }
-  if (dlbpy_import(st, v[0], &opts, &mt) < 0) return NULL;
+  if (dlbpy_import(st, x, &opts, &mt) < 0) return NULL;
   return dlbpy_tensor_new(st, mt);
 }

@@ -564,18 +564,18 @@ static PyObject *dlbpy_tensor_copy(PyObject *self, PyObject *unused) {
   return dlbpy_tensor_like(self, copy);
 }
 
-static const char *const dlbpy_to_kw[] = {"device", "copy", NULL};
-
 static PyObject *dlbpy_tensor_to(PyObject *self, PyObject *const *args,
                                  Py_ssize_t nargsf, PyObject *kwnames) {
-  PyObject *v[2] = {NULL, NULL};
-  if (dlbpy_parse_args("to", args, nargsf, kwnames, dlbpy_to_kw, 0, 1, 1, v) <
-      0)
+  PyObject *device_arg = NULL, *copy_arg = NULL;
+  const dlbpy_param params[] = {{"device", DLBPY_REQUIRED, &device_arg},
+                                {"copy", DLBPY_KWONLY, &copy_arg}};
+  if (dlbpy_parse_args("to", args, nargsf, kwnames, params,
+                       DLBPY_NPARAMS(params)) < 0)
     return NULL;
   DLDevice device;
   int copy;
-  if (dlbpy_parse_device(v[0], &device) < 0 ||
-      dlbpy_parse_copy(v[1], "copy", &copy) < 0)
+  if (dlbpy_parse_device(device_arg, &device) < 0 ||
+      dlbpy_parse_copy(copy_arg, "copy", &copy) < 0)
     return NULL;
   const DLManagedTensorVersioned *mt = DLBPY_TENSOR(self);
   if (copy != 1 && dlb_device_equal(device, mt->dl_tensor.device)) {
