@@ -1,6 +1,8 @@
 /*
  * internal.h -- helpers shared by the library's sources. Not installed.
- * Internal non-static names use the dlb__ prefix.
+ * Names shared between the library's files (extern, or static inline in an
+ * internal header) use the dlb__ prefix; a function private to one .c file
+ * is static and unprefixed, so the prefix always says "defined elsewhere".
  */
 #ifndef DLBRIDGE_INTERNAL_H
 #define DLBRIDGE_INTERNAL_H

@@ -25,9 +25,9 @@ typedef struct {
   int64_t strides[DLB_MAX_NDIM];
 } dlb__view_base;
 
-static dlb_status dlb__view_base_of(const DLManagedTensorVersioned *base,
-                                    DLManagedTensorVersioned **out,
-                                    dlb__view_base *vb) {
+static dlb_status view_base_of(const DLManagedTensorVersioned *base,
+                               DLManagedTensorVersioned **out,
+                               dlb__view_base *vb) {
   /* Set on every path, so no caller reads an unset field even where the
    * compiler cannot see that a failure status is never DLB_OK. */
   vb->owner = NULL;
@@ -60,15 +60,14 @@ static dlb_status dlb__view_base_of(const DLManagedTensorVersioned *base,
   return DLB_OK;
 }
 
-static int dlb__any_zero(int32_t ndim, const int64_t *shape) {
+static int any_zero(int32_t ndim, const int64_t *shape) {
   for (int32_t i = 0; i < ndim; i++)
     if (shape[i] == 0) return 1;
   return 0;
 }
 
 /* Python's clamping of one slice bound (PySlice_AdjustIndices). */
-static int64_t dlb__slice_bound(int64_t v, int64_t n, int64_t lower,
-                                int64_t upper) {
+static int64_t slice_bound(int64_t v, int64_t n, int64_t lower, int64_t upper) {
   if (v < 0) {
     /* v > INT64_MIN here (that value is DLB_SLICE_DEFAULT), so v + n
      * cannot overflow. */
@@ -80,15 +79,15 @@ static int64_t dlb__slice_bound(int64_t v, int64_t n, int64_t lower,
 
 /* Stores the first index of sl over an extent n in *first and returns the
  * number of elements it selects. sl.step != 0. */
-static int64_t dlb__slice_apply(int64_t n, dlb_slice sl, int64_t *first) {
+static int64_t slice_apply(int64_t n, dlb_slice sl, int64_t *first) {
   int64_t lower = sl.step > 0 ? 0 : -1;
   int64_t upper = sl.step > 0 ? n : n - 1;
   int64_t start = sl.start == DLB_SLICE_DEFAULT
                       ? (sl.step > 0 ? lower : upper)
-                      : dlb__slice_bound(sl.start, n, lower, upper);
+                      : slice_bound(sl.start, n, lower, upper);
   int64_t stop = sl.stop == DLB_SLICE_DEFAULT
                      ? (sl.step > 0 ? upper : lower)
-                     : dlb__slice_bound(sl.stop, n, lower, upper);
+                     : slice_bound(sl.stop, n, lower, upper);
   *first = start;
   /* start and stop lie in -1..n, so their difference fits; the step is
    * divided as unsigned because -INT64_MIN does not fit in int64_t. */
@@ -106,7 +105,7 @@ dlb_status dlb_tensor_slice(const DLManagedTensorVersioned *base,
                             int32_t nslices, const dlb_slice *slices,
                             DLManagedTensorVersioned **out) {
   dlb__view_base vb;
-  dlb_status st = dlb__view_base_of(base, out, &vb);
+  dlb_status st = view_base_of(base, out, &vb);
   if (st != DLB_OK) return st;
   const DLTensor *b = &vb.t;
   int32_t ndim = b->ndim;
@@ -128,7 +127,7 @@ dlb_status dlb_tensor_slice(const DLManagedTensorVersioned *base,
       first[i] = 0;
       continue;
     }
-    shape[i] = dlb__slice_apply(b->shape[i], slices[i], &first[i]);
+    shape[i] = slice_apply(b->shape[i], slices[i], &first[i]);
     /* The product fits whenever the step reaches a second element of a
      * non-empty base; when it overflows, the dimension holds at most one
      * element or the view none, so its stride is never used. */
@@ -136,7 +135,7 @@ dlb_status dlb_tensor_slice(const DLManagedTensorVersioned *base,
       strides[i] = b->strides[i];
   }
   int64_t delta = 0;
-  if (!dlb__any_zero(ndim, shape)) {
+  if (!any_zero(ndim, shape)) {
     int64_t item = (int64_t)dlb_dtype_itemsize(b->dtype);
     for (int32_t i = 0; i < ndim; i++)
       delta += first[i] * b->strides[i] * item;
@@ -149,7 +148,7 @@ dlb_status dlb_tensor_select(const DLManagedTensorVersioned *base,
                              int32_t dim, int64_t index,
                              DLManagedTensorVersioned **out) {
   dlb__view_base vb;
-  dlb_status st = dlb__view_base_of(base, out, &vb);
+  dlb_status st = view_base_of(base, out, &vb);
   if (st != DLB_OK) return st;
   const DLTensor *b = &vb.t;
   int32_t ndim = b->ndim;
@@ -172,7 +171,7 @@ dlb_status dlb_tensor_select(const DLManagedTensorVersioned *base,
     k++;
   }
   int64_t delta = 0;
-  if (!dlb__any_zero(k, shape))
+  if (!any_zero(k, shape))
     delta = i * b->strides[d] * (int64_t)dlb_dtype_itemsize(b->dtype);
   return dlb__tensor_derive(vb.owner, k, shape, strides, delta,
                             vb.flags, out);
@@ -182,7 +181,7 @@ dlb_status dlb_tensor_permute(const DLManagedTensorVersioned *base,
                               const int32_t *axes,
                               DLManagedTensorVersioned **out) {
   dlb__view_base vb;
-  dlb_status st = dlb__view_base_of(base, out, &vb);
+  dlb_status st = view_base_of(base, out, &vb);
   if (st != DLB_OK) return st;
   const DLTensor *b = &vb.t;
   int32_t ndim = b->ndim;
@@ -216,10 +215,10 @@ dlb_status dlb_tensor_permute(const DLManagedTensorVersioned *base,
  * two shapes are equal. Returns 1 and fills nstrides, or 0 when a copy is
  * needed (*bad then names the first old dimension of the offending group).
  */
-static int dlb__reshape_strides(int32_t ond, const int64_t *oshape,
-                                const int64_t *ostrides, int32_t nnd,
-                                const int64_t *nshape, int64_t *nstrides,
-                                int32_t *bad) {
+static int reshape_strides(int32_t ond, const int64_t *oshape,
+                           const int64_t *ostrides, int32_t nnd,
+                           const int64_t *nshape, int64_t *nstrides,
+                           int32_t *bad) {
   int64_t od[DLB_MAX_NDIM], os[DLB_MAX_NDIM];
   int32_t oidx[DLB_MAX_NDIM];
   int32_t on = 0;
@@ -268,7 +267,7 @@ dlb_status dlb_tensor_reshape(const DLManagedTensorVersioned *base,
                               int32_t ndim, const int64_t *shape,
                               DLManagedTensorVersioned **out) {
   dlb__view_base vb;
-  dlb_status st = dlb__view_base_of(base, out, &vb);
+  dlb_status st = view_base_of(base, out, &vb);
   if (st != DLB_OK) return st;
   const DLTensor *b = &vb.t;
   if (ndim < 0 || ndim > DLB_MAX_NDIM)
@@ -335,7 +334,7 @@ dlb_status dlb_tensor_reshape(const DLManagedTensorVersioned *base,
     }
   } else {
     int32_t bad = 0;
-    if (!dlb__reshape_strides(b->ndim, b->shape, b->strides, ndim, nshape,
+    if (!reshape_strides(b->ndim, b->shape, b->strides, ndim, nshape,
                               nstrides, &bad))
       return dlb__fail(DLB_E_NEEDS_COPY,
                        "base dimension %d (stride %lld) is not contiguous with "
@@ -351,7 +350,7 @@ dlb_status dlb_tensor_expand(const DLManagedTensorVersioned *base,
                              int32_t ndim, const int64_t *shape,
                              DLManagedTensorVersioned **out) {
   dlb__view_base vb;
-  dlb_status st = dlb__view_base_of(base, out, &vb);
+  dlb_status st = view_base_of(base, out, &vb);
   if (st != DLB_OK) return st;
   const DLTensor *b = &vb.t;
   if (ndim < b->ndim || ndim > DLB_MAX_NDIM)
