@@ -119,9 +119,9 @@ int dlbpy_parse_int64_saturating(PyObject *obj, const char *what,
   return 0;
 }
 
-/* obj.name, or *out NULL and 0 when obj has no such attribute. */
-static int dlbpy_optional_attr(PyObject *obj, const char *name,
-                               PyObject **out) {
+/* obj.name in *out and 1; *out NULL and 0 when obj has no such attribute;
+ * -1 with an exception set. */
+static int dlbpy_try_attr(PyObject *obj, const char *name, PyObject **out) {
   *out = NULL;
   PyObject *key = PyUnicode_InternFromString(name);
   if (key == NULL) return -1;
@@ -135,16 +135,16 @@ static int dlbpy_optional_attr(PyObject *obj, const char *name,
  * 1 read as "cuda:1", and None as the ordinal dlbridge takes when none is
  * named, 0. Returns 1 with *out set, 0 when obj is no such object, -1
  * with an exception set. */
-static int dlbpy_parse_framework_device(PyObject *obj, DLDevice *out) {
+static int dlbpy_try_framework_device(PyObject *obj, DLDevice *out) {
   PyObject *type = NULL, *index = NULL;
-  int found = dlbpy_optional_attr(obj, "type", &type);
+  int found = dlbpy_try_attr(obj, "type", &type);
   if (found <= 0) return found;
   int rc = -1;
   if (!PyUnicode_Check(type)) {
     rc = 0;
     goto done;
   }
-  found = dlbpy_optional_attr(obj, "index", &index);
+  found = dlbpy_try_attr(obj, "index", &index);
   if (found < 0) goto done;
   if (found == 0 || (index != Py_None && !PyLong_Check(index))) {
     rc = 0;
@@ -196,7 +196,7 @@ int dlbpy_parse_device(PyObject *obj, DLDevice *out) {
     dlb_status s = dlb_device_normalize(&device);
     if (s != DLB_OK) return dlbpy_fail(s, PyExc_ValueError, "device");
   } else {
-    int r = dlbpy_parse_framework_device(obj, &device);
+    int r = dlbpy_try_framework_device(obj, &device);
     if (r < 0) return -1;
     if (r == 0) {
       PyErr_Format(PyExc_TypeError,

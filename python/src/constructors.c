@@ -264,7 +264,7 @@ static int dlbpy_fill_range(DLManagedTensorVersioned *mt, int64_t numel,
   return 0;
 }
 
-static int dlbpy_is_int_arg(PyObject *obj) {
+static bool dlbpy_is_int_arg(PyObject *obj) {
   return obj == NULL || obj == Py_None ||
          (PyIndex_Check(obj) && !PyFloat_Check(obj));
 }
@@ -382,7 +382,7 @@ PyObject *dlbpy_arange(PyObject *module, PyObject *const *args,
  * asarray
  * ---------------------------------------------------------------------- */
 
-static int dlbpy_is_nested(PyObject *obj) {
+static bool dlbpy_is_nested(PyObject *obj) {
   return PyList_Check(obj) || PyTuple_Check(obj);
 }
 

@@ -162,7 +162,7 @@ static void dlbpy_light_deleter(DLManagedTensorVersioned *m) {
   dlbpy_call_with_gil(dlbpy_light_free, m->manager_ctx);
 }
 
-int dlbpy_is_light(const DLManagedTensorVersioned *m) {
+bool dlbpy_is_light(const DLManagedTensorVersioned *m) {
   return m->deleter == dlbpy_light_deleter;
 }
 
@@ -214,7 +214,7 @@ static void dlbpy_light_legacy_deleter(DLManagedTensor *m) {
   dlbpy_call_with_gil(dlbpy_light_legacy_free, m->manager_ctx);
 }
 
-int dlbpy_is_light_legacy(const DLManagedTensor *m) {
+bool dlbpy_is_light_legacy(const DLManagedTensor *m) {
   return m->deleter == dlbpy_light_legacy_deleter;
 }
 
@@ -227,7 +227,7 @@ void dlbpy_light_legacy_release_holding_gil(DLManagedTensor *m) {
  * it (flags the legacy struct cannot carry, NULL strides, a device id it
  * would normalise: the core then raises or converts as before), -1 with an
  * exception set on failure. */
-static int dlbpy_light_legacy_capsule(PyObject *tensor, PyObject **out) {
+static int dlbpy_try_light_legacy_capsule(PyObject *tensor, PyObject **out) {
   const DLManagedTensorVersioned *mt = ((dlbpy_tensor *)tensor)->mt;
   const DLTensor *t = &mt->dl_tensor;
   if ((mt->flags & (DLPACK_FLAG_BITMASK_READ_ONLY |
@@ -325,7 +325,7 @@ PyObject *dlbpy_tensor_dlpack(PyObject *self, PyObject *const *args,
   if (PyVectorcall_NARGS(nargsf) == 0 && kwnames == NULL &&
       mt->dl_tensor.device.device_type == kDLCPU) {
     PyObject *capsule = NULL;
-    int made = dlbpy_light_legacy_capsule(self, &capsule);
+    int made = dlbpy_try_light_legacy_capsule(self, &capsule);
     if (made < 0) return NULL;
     if (made) return capsule;
   }

@@ -24,7 +24,7 @@
 
 static void dlbpy_tensor_dealloc(PyObject *self);
 
-int dlbpy_tensor_check(PyObject *obj) {
+bool dlbpy_tensor_check(PyObject *obj) {
   return Py_TYPE(obj)->tp_dealloc == dlbpy_tensor_dealloc;
 }
 
@@ -101,7 +101,7 @@ static PyObject *dlbpy_int_tuple(int32_t n, const int64_t *v) {
  * taking the GIL back costs more than other threads gain. */
 #define DLBPY_NOGIL_COPY_BYTES ((int64_t)1 << 18)
 
-int dlbpy_copy_is_large(const DLTensor *t) {
+bool dlbpy_copy_is_large(const DLTensor *t) {
   int64_t numel = 0;
   int64_t item = (int64_t)dlb_dtype_itemsize(t->dtype);
   if (item < 1) item = 1;
@@ -694,10 +694,5 @@ int dlbpy_tensor_type_add(PyObject *module, dlbpy_state *st) {
     return -1;
   }
   st->tensor_type = (PyTypeObject *)type;
-  Py_INCREF(type);
-  if (PyModule_AddObject(module, "Tensor", type) < 0) {
-    Py_DECREF(type);
-    return -1;
-  }
-  return 0;
+  return PyModule_AddType(module, st->tensor_type);
 }
