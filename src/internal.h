@@ -24,6 +24,21 @@
 dlb_status dlb__fail(dlb_status status, const char *fmt, ...)
     DLB__PRINTF(2, 3);
 
+/* The longest message dlb_last_error() holds, with its terminator. */
+#define DLB__ERROR_MAX 512
+
+/*
+ * A copy of dlb_last_error(), taken before an internal route whose failure
+ * only sends the caller another way (a copy the runtime cannot take is
+ * staged instead) and put back when it does: a call that succeeds must
+ * leave the message as it found it (status.h).
+ */
+typedef struct dlb__saved_error {
+  char text[DLB__ERROR_MAX];
+} dlb__saved_error;
+void dlb__error_save(dlb__saved_error *out);
+void dlb__error_restore(const dlb__saved_error *saved);
+
 /* Bookkeeping allocations through the installed allocator (default
  * alignment). Failures record a DLB_E_NOMEM message. */
 void *dlb__malloc(size_t size);
