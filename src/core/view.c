@@ -10,6 +10,8 @@
  * would do, and computing one could overflow (the strides of an empty
  * tensor are unbounded).
  */
+#include <stdbool.h>
+
 #include "tensor_internal.h"
 
 /*
@@ -207,60 +209,67 @@ dlb_status dlb_tensor_permute(const DLManagedTensorVersioned *base,
 }
 
 /*
- * NumPy's no-copy reshape: walks the old dimensions (size-1 ones dropped)
- * and the new ones in step, grouping each run of old dimensions whose
- * product equals a run of new ones. A group of old dimensions must be
- * contiguous with each other; its new dimensions then get row-major strides
- * ending in the group's last old stride. numel > 0 and the products of the
- * two shapes are equal. Returns 1 and fills nstrides, or 0 when a copy is
- * needed (*bad then names the first old dimension of the offending group).
+ * The strides of a view with shape new_shape whose i-th element in
+ * row-major order is the i-th element of the old tensor (old_shape,
+ * old_strides) in row-major order, for every i: the no-copy reshape.
+ * Returns true and fills new_strides, or false when no strides do that (a
+ * copy is needed), with *bad naming the first old dimension of a run that
+ * is not laid out contiguously. Both shapes hold the same number of
+ * elements, more than 0.
  */
-static int reshape_strides(int32_t ond, const int64_t *oshape,
-                           const int64_t *ostrides, int32_t nnd,
-                           const int64_t *nshape, int64_t *nstrides,
-                           int32_t *bad) {
-  int64_t od[DLB_MAX_NDIM], os[DLB_MAX_NDIM];
-  int32_t oidx[DLB_MAX_NDIM];
-  int32_t on = 0;
-  for (int32_t i = 0; i < ond; i++) {
-    if (oshape[i] == 1) continue;
-    od[on] = oshape[i];
-    os[on] = ostrides[i];
-    oidx[on] = i;
-    on++;
+static bool reshaped_view_strides(int32_t old_ndim, const int64_t *old_shape,
+                                  const int64_t *old_strides, int32_t new_ndim,
+                                  const int64_t *new_shape,
+                                  int64_t *new_strides, int32_t *bad) {
+  /* Extent-1 dimensions take any stride: only the others constrain. */
+  int64_t extent[DLB_MAX_NDIM], stride[DLB_MAX_NDIM];
+  int32_t dim_of[DLB_MAX_NDIM];
+  int32_t nold = 0;
+  for (int32_t i = 0; i < old_ndim; i++) {
+    if (old_shape[i] == 1) continue;
+    extent[nold] = old_shape[i];
+    stride[nold] = old_strides[i];
+    dim_of[nold] = i;
+    nold++;
   }
-  int32_t ni = 0, oi = 0, nj = 1, oj = 1;
-  while (ni < nnd && oi < on) {
+  /* Match the shortest runs of old dimensions [old_first, old_end) and new
+   * ones [new_first, new_end) with equal element counts, in order (as
+   * NumPy's reshape does). */
+  int32_t new_first = 0, old_first = 0, new_end = 1, old_end = 1;
+  while (new_first < new_ndim && old_first < nold) {
     /* No extent is 0, so these partial products stay below numel. */
-    int64_t np = nshape[ni], op = od[oi];
-    while (np != op) {
-      if (np < op)
-        np *= nshape[nj++];
+    int64_t new_count = new_shape[new_first], old_count = extent[old_first];
+    while (new_count != old_count) {
+      if (new_count < old_count)
+        new_count *= new_shape[new_end++];
       else
-        op *= od[oj++];
+        old_count *= extent[old_end++];
     }
-    for (int32_t k = oi; k < oj - 1; k++) {
+    /* The old run must step through memory as one row-major block... */
+    for (int32_t k = old_first; k < old_end - 1; k++) {
       int64_t want = 0;
-      if (dlb__mul_overflow(od[k + 1], os[k + 1], &want) || os[k] != want) {
-        *bad = oidx[k];
-        return 0;
+      if (dlb__mul_overflow(extent[k + 1], stride[k + 1], &want) ||
+          stride[k] != want) {
+        *bad = dim_of[k];
+        return false;
       }
     }
-    nstrides[nj - 1] = os[oj - 1];
-    for (int32_t k = nj - 1; k > ni; k--) {
+    /* ...which the new run then splits row-major, from its last stride. */
+    new_strides[new_end - 1] = stride[old_end - 1];
+    for (int32_t k = new_end - 1; k > new_first; k--) {
       /* Only an extent-1 dimension can get a stride that overflows (the
        * stride of a longer one reaches an element); such a stride is never
        * used, so any value does. */
-      if (dlb__mul_overflow(nstrides[k], nshape[k], &nstrides[k - 1]))
-        nstrides[k - 1] = nstrides[k];
+      if (dlb__mul_overflow(new_strides[k], new_shape[k], &new_strides[k - 1]))
+        new_strides[k - 1] = new_strides[k];
     }
-    ni = nj++;
-    oi = oj++;
+    new_first = new_end++;
+    old_first = old_end++;
   }
   /* What is left of the new shape is extent-1 dimensions. */
-  int64_t last = ni >= 1 ? nstrides[ni - 1] : 1;
-  for (int32_t k = ni; k < nnd; k++) nstrides[k] = last;
-  return 1;
+  int64_t last = new_first >= 1 ? new_strides[new_first - 1] : 1;
+  for (int32_t k = new_first; k < new_ndim; k++) new_strides[k] = last;
+  return true;
 }
 
 dlb_status dlb_tensor_reshape(const DLManagedTensorVersioned *base,
@@ -334,8 +343,8 @@ dlb_status dlb_tensor_reshape(const DLManagedTensorVersioned *base,
     }
   } else {
     int32_t bad = 0;
-    if (!reshape_strides(b->ndim, b->shape, b->strides, ndim, nshape,
-                              nstrides, &bad))
+    if (!reshaped_view_strides(b->ndim, b->shape, b->strides, ndim, nshape,
+                               nstrides, &bad))
       return dlb__fail(DLB_E_NEEDS_COPY,
                        "base dimension %d (stride %lld) is not contiguous with "
                        "the next one it would merge with, so the new shape "
