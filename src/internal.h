@@ -1,6 +1,8 @@
 /*
  * internal.h -- helpers shared by the library's sources. Not installed.
- * Internal non-static names use the dlb__ prefix.
+ * Names shared between the library's files (extern, or static inline in an
+ * internal header) use the dlb__ prefix; a function private to one .c file
+ * is static and unprefixed, so the prefix always says "defined elsewhere".
  */
 #ifndef DLBRIDGE_INTERNAL_H
 #define DLBRIDGE_INTERNAL_H
@@ -21,6 +23,21 @@
  * failure reads: return dlb__fail(DLB_E_LAYOUT, "shape[%d] is %lld", ...). */
 dlb_status dlb__fail(dlb_status status, const char *fmt, ...)
     DLB__PRINTF(2, 3);
+
+/* The longest message dlb_last_error() holds, with its terminator. */
+#define DLB__ERROR_MAX 512
+
+/*
+ * A copy of dlb_last_error(), taken before an internal route whose failure
+ * only sends the caller another way (a copy the runtime cannot take is
+ * staged instead) and put back when it does: a call that succeeds must
+ * leave the message as it found it (status.h).
+ */
+typedef struct dlb__saved_error {
+  char text[DLB__ERROR_MAX];
+} dlb__saved_error;
+void dlb__error_save(dlb__saved_error *out);
+void dlb__error_restore(const dlb__saved_error *saved);
 
 /* Bookkeeping allocations through the installed allocator (default
  * alignment). Failures record a DLB_E_NOMEM message. */

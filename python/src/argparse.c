@@ -7,14 +7,21 @@
  * DLPack entry points are called millions of times, so they parse the
  * vectorcall arrays directly.
  */
+#include <assert.h>
 #include <string.h>
 
 #include "dlbpy.h"
 
 int dlbpy_parse_args(const char *fname, PyObject *const *args,
                      Py_ssize_t nargsf, PyObject *kwnames,
-                     const char *const *names, Py_ssize_t posonly,
-                     Py_ssize_t npos, Py_ssize_t required, PyObject **out) {
+                     const dlbpy_param *params, Py_ssize_t nparams) {
+  Py_ssize_t posonly = 0, npos = 0;
+  for (Py_ssize_t j = 0; j < nparams; j++) {
+    /* The kinds come in signature order, as Python requires. */
+    assert(j == 0 || params[j - 1].kind <= params[j].kind);
+    if (params[j].kind == DLBPY_POSONLY) posonly++;
+    if (params[j].kind != DLBPY_KWONLY) npos++;
+  }
   Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
   if (nargs > npos) {
     if (npos == 0)
@@ -27,14 +34,14 @@ int dlbpy_parse_args(const char *fname, PyObject *const *args,
                    fname, npos, npos == 1 ? "" : "s", nargs);
     return -1;
   }
-  for (Py_ssize_t i = 0; i < nargs; i++) out[i] = args[i];
+  for (Py_ssize_t i = 0; i < nargs; i++) *params[i].value = args[i];
   Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
   for (Py_ssize_t k = 0; k < nkw; k++) {
     PyObject *key = PyTuple_GET_ITEM(kwnames, k);
     Py_ssize_t j = posonly;
-    for (; names[j] != NULL; j++)
-      if (PyUnicode_CompareWithASCIIString(key, names[j]) == 0) break;
-    if (names[j] == NULL) {
+    for (; j < nparams; j++)
+      if (PyUnicode_CompareWithASCIIString(key, params[j].name) == 0) break;
+    if (j == nparams) {
       PyErr_Format(PyExc_TypeError,
                    "%s() got an unexpected keyword argument '%U'", fname, key);
       return -1;
@@ -42,15 +49,15 @@ int dlbpy_parse_args(const char *fname, PyObject *const *args,
     if (j < nargs) {
       PyErr_Format(PyExc_TypeError,
                    "%s() got multiple values for argument '%s'", fname,
-                   names[j]);
+                   params[j].name);
       return -1;
     }
-    out[j] = args[nargs + k];
+    *params[j].value = args[nargs + k];
   }
-  for (Py_ssize_t j = 0; j < required; j++) {
-    if (out[j] == NULL) {
+  for (Py_ssize_t j = 0; j < nparams; j++) {
+    if (params[j].kind <= DLBPY_REQUIRED && *params[j].value == NULL) {
       PyErr_Format(PyExc_TypeError, "%s() missing required argument '%s'",
-                   fname, names[j]);
+                   fname, params[j].name);
       return -1;
     }
   }
@@ -112,9 +119,9 @@ int dlbpy_parse_int64_saturating(PyObject *obj, const char *what,
   return 0;
 }
 
-/* obj.name, or *out NULL and 0 when obj has no such attribute. */
-static int dlbpy_optional_attr(PyObject *obj, const char *name,
-                               PyObject **out) {
+/* obj.name in *out and 1; *out NULL and 0 when obj has no such attribute;
+ * -1 with an exception set. */
+static int dlbpy_try_attr(PyObject *obj, const char *name, PyObject **out) {
   *out = NULL;
   PyObject *key = PyUnicode_InternFromString(name);
   if (key == NULL) return -1;
@@ -128,16 +135,16 @@ static int dlbpy_optional_attr(PyObject *obj, const char *name,
  * 1 read as "cuda:1", and None as the ordinal dlbridge takes when none is
  * named, 0. Returns 1 with *out set, 0 when obj is no such object, -1
  * with an exception set. */
-static int dlbpy_parse_framework_device(PyObject *obj, DLDevice *out) {
+static int dlbpy_try_framework_device(PyObject *obj, DLDevice *out) {
   PyObject *type = NULL, *index = NULL;
-  int found = dlbpy_optional_attr(obj, "type", &type);
+  int found = dlbpy_try_attr(obj, "type", &type);
   if (found <= 0) return found;
   int rc = -1;
   if (!PyUnicode_Check(type)) {
     rc = 0;
     goto done;
   }
-  found = dlbpy_optional_attr(obj, "index", &index);
+  found = dlbpy_try_attr(obj, "index", &index);
   if (found < 0) goto done;
   if (found == 0 || (index != Py_None && !PyLong_Check(index))) {
     rc = 0;
@@ -189,7 +196,7 @@ int dlbpy_parse_device(PyObject *obj, DLDevice *out) {
     dlb_status s = dlb_device_normalize(&device);
     if (s != DLB_OK) return dlbpy_fail(s, PyExc_ValueError, "device");
   } else {
-    int r = dlbpy_parse_framework_device(obj, &device);
+    int r = dlbpy_try_framework_device(obj, &device);
     if (r < 0) return -1;
     if (r == 0) {
       PyErr_Format(PyExc_TypeError,

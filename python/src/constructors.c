@@ -102,24 +102,24 @@ static int dlbpy_dtype_arg(PyObject *obj, DLDataType fallback,
  * empty, zeros, full
  * ---------------------------------------------------------------------- */
 
-static const char *const dlbpy_empty_kw[] = {"shape", "dtype", "device",
-                                             NULL};
-
 static PyObject *dlbpy_empty_like_call(const char *fname, PyObject *module,
                                        PyObject *const *args,
                                        Py_ssize_t nargsf, PyObject *kwnames,
                                        dlbpy_fill_fn fill) {
-  PyObject *v[3] = {NULL, NULL, NULL};
-  if (dlbpy_parse_args(fname, args, nargsf, kwnames, dlbpy_empty_kw, 0, 3, 1,
-                       v) < 0)
+  PyObject *shape_arg = NULL, *dtype_arg = NULL, *device_arg = NULL;
+  const dlbpy_param params[] = {{"shape", DLBPY_REQUIRED, &shape_arg},
+                                {"dtype", DLBPY_OPTIONAL, &dtype_arg},
+                                {"device", DLBPY_OPTIONAL, &device_arg}};
+  if (dlbpy_parse_args(fname, args, nargsf, kwnames, params,
+                       DLBPY_NPARAMS(params)) < 0)
     return NULL;
   int32_t ndim;
   int64_t shape[DLB_MAX_NDIM];
   DLDataType dtype;
   DLDevice device;
-  if (dlbpy_parse_shape(v[0], &ndim, shape) < 0 ||
-      dlbpy_dtype_arg(v[1], dlbpy_float32, &dtype) < 0 ||
-      dlbpy_device_arg(v[2], &device) < 0)
+  if (dlbpy_parse_shape(shape_arg, &ndim, shape) < 0 ||
+      dlbpy_dtype_arg(dtype_arg, dlbpy_float32, &dtype) < 0 ||
+      dlbpy_device_arg(device_arg, &device) < 0)
     return NULL;
   DLManagedTensorVersioned *mt = NULL;
   if (dlbpy_make(device, dtype, ndim, shape, fill, NULL, &mt) < 0)
@@ -203,27 +203,30 @@ static int dlbpy_check_scalar_dtype(DLDataType dtype, const char *fname) {
   return -1;
 }
 
-static const char *const dlbpy_full_kw[] = {"shape", "fill_value", "dtype",
-                                            "device", NULL};
-
 PyObject *dlbpy_full(PyObject *module, PyObject *const *args,
                      Py_ssize_t nargsf, PyObject *kwnames) {
-  PyObject *v[4] = {NULL, NULL, NULL, NULL};
-  if (dlbpy_parse_args("full", args, nargsf, kwnames, dlbpy_full_kw, 0, 4, 2,
-                       v) < 0)
+  PyObject *shape_arg = NULL, *fill_value = NULL, *dtype_arg = NULL,
+           *device_arg = NULL;
+  const dlbpy_param params[] = {{"shape", DLBPY_REQUIRED, &shape_arg},
+                                {"fill_value", DLBPY_REQUIRED, &fill_value},
+                                {"dtype", DLBPY_OPTIONAL, &dtype_arg},
+                                {"device", DLBPY_OPTIONAL, &device_arg}};
+  if (dlbpy_parse_args("full", args, nargsf, kwnames, params,
+                       DLBPY_NPARAMS(params)) < 0)
     return NULL;
   int32_t ndim;
   int64_t shape[DLB_MAX_NDIM];
   DLDataType dtype;
   DLDevice device;
-  if (dlbpy_refuse_tensor_number(v[1], "full(): fill_value") < 0 ||
-      dlbpy_parse_shape(v[0], &ndim, shape) < 0 ||
-      dlbpy_dtype_arg(v[2], dlbpy_infer_scalar(v[1]), &dtype) < 0 ||
-      dlbpy_device_arg(v[3], &device) < 0 ||
+  if (dlbpy_refuse_tensor_number(fill_value, "full(): fill_value") < 0 ||
+      dlbpy_parse_shape(shape_arg, &ndim, shape) < 0 ||
+      dlbpy_dtype_arg(dtype_arg, dlbpy_infer_scalar(fill_value), &dtype) < 0 ||
+      dlbpy_device_arg(device_arg, &device) < 0 ||
       dlbpy_check_scalar_dtype(dtype, "full") < 0)
     return NULL;
   DLManagedTensorVersioned *mt = NULL;
-  if (dlbpy_make(device, dtype, ndim, shape, dlbpy_fill_value, v[1], &mt) < 0)
+  if (dlbpy_make(device, dtype, ndim, shape, dlbpy_fill_value, fill_value,
+                 &mt) < 0)
     return NULL;
   return dlbpy_wrap(module, mt);
 }
@@ -261,7 +264,7 @@ static int dlbpy_fill_range(DLManagedTensorVersioned *mt, int64_t numel,
   return 0;
 }
 
-static int dlbpy_is_int_arg(PyObject *obj) {
+static bool dlbpy_is_int_arg(PyObject *obj) {
   return obj == NULL || obj == Py_None ||
          (PyIndex_Check(obj) && !PyFloat_Check(obj));
 }
@@ -331,16 +334,18 @@ static int dlbpy_range_count(PyObject *start_obj, PyObject *stop_obj,
   return 0;
 }
 
-static const char *const dlbpy_arange_kw[] = {"start", "stop", "step",
-                                              "dtype", "device", NULL};
-
 PyObject *dlbpy_arange(PyObject *module, PyObject *const *args,
                        Py_ssize_t nargsf, PyObject *kwnames) {
-  PyObject *v[5] = {NULL, NULL, NULL, NULL, NULL};
-  if (dlbpy_parse_args("arange", args, nargsf, kwnames, dlbpy_arange_kw, 0, 3,
-                       1, v) < 0)
+  PyObject *start = NULL, *stop = NULL, *step = NULL, *dtype_arg = NULL,
+           *device_arg = NULL;
+  const dlbpy_param params[] = {{"start", DLBPY_REQUIRED, &start},
+                                {"stop", DLBPY_OPTIONAL, &stop},
+                                {"step", DLBPY_OPTIONAL, &step},
+                                {"dtype", DLBPY_KWONLY, &dtype_arg},
+                                {"device", DLBPY_KWONLY, &device_arg}};
+  if (dlbpy_parse_args("arange", args, nargsf, kwnames, params,
+                       DLBPY_NPARAMS(params)) < 0)
     return NULL;
-  PyObject *start = v[0], *stop = v[1];
   if (stop == NULL || stop == Py_None) {
     stop = start;
     start = NULL;
@@ -355,16 +360,16 @@ PyObject *dlbpy_arange(PyObject *module, PyObject *const *args,
   int64_t count;
   int rc = dlbpy_refuse_tensor_number(start, "arange(): start") < 0 ||
                    dlbpy_refuse_tensor_number(stop, "arange(): stop") < 0 ||
-                   dlbpy_refuse_tensor_number(v[2], "arange(): step") < 0
+                   dlbpy_refuse_tensor_number(step, "arange(): step") < 0
                ? -1
-               : dlbpy_range_count(start, stop, v[2], &r, &count);
+               : dlbpy_range_count(start, stop, step, &r, &count);
   Py_XDECREF(zero);
   if (rc < 0) return NULL;
   DLDataType dtype;
   DLDevice device;
-  if (dlbpy_dtype_arg(v[3], r.integral ? dlbpy_int64 : dlbpy_float32,
+  if (dlbpy_dtype_arg(dtype_arg, r.integral ? dlbpy_int64 : dlbpy_float32,
                       &dtype) < 0 ||
-      dlbpy_device_arg(v[4], &device) < 0 ||
+      dlbpy_device_arg(device_arg, &device) < 0 ||
       dlbpy_check_scalar_dtype(dtype, "arange") < 0)
     return NULL;
   DLManagedTensorVersioned *mt = NULL;
@@ -377,7 +382,7 @@ PyObject *dlbpy_arange(PyObject *module, PyObject *const *args,
  * asarray
  * ---------------------------------------------------------------------- */
 
-static int dlbpy_is_nested(PyObject *obj) {
+static bool dlbpy_is_nested(PyObject *obj) {
   return PyList_Check(obj) || PyTuple_Check(obj);
 }
 
@@ -500,26 +505,27 @@ static int dlbpy_from_values(PyObject *obj, PyObject *dtype_obj,
                     dlbpy_fill_nest, &src, out);
 }
 
-static const char *const dlbpy_asarray_kw[] = {"obj", "dtype", "device",
-                                               "copy", NULL};
-
 PyObject *dlbpy_asarray(PyObject *module, PyObject *const *args,
                         Py_ssize_t nargsf, PyObject *kwnames) {
   dlbpy_state *st = dlbpy_state_of_module(module);
-  PyObject *v[4] = {NULL, NULL, NULL, NULL};
-  if (dlbpy_parse_args("asarray", args, nargsf, kwnames, dlbpy_asarray_kw, 1,
-                       1, 1, v) < 0)
+  PyObject *obj = NULL, *dtype_arg = NULL, *device_arg = NULL,
+           *copy_arg = NULL;
+  const dlbpy_param params[] = {{"obj", DLBPY_POSONLY, &obj},
+                                {"dtype", DLBPY_KWONLY, &dtype_arg},
+                                {"device", DLBPY_KWONLY, &device_arg},
+                                {"copy", DLBPY_KWONLY, &copy_arg}};
+  if (dlbpy_parse_args("asarray", args, nargsf, kwnames, params,
+                       DLBPY_NPARAMS(params)) < 0)
     return NULL;
-  PyObject *obj = v[0];
   dlbpy_import_opts opts = {-1, 0, {kDLCPU, 0}};
-  if (dlbpy_parse_copy(v[3], "copy", &opts.copy) < 0) return NULL;
-  if (v[2] != NULL && v[2] != Py_None) {
-    if (dlbpy_parse_device(v[2], &opts.device) < 0) return NULL;
+  if (dlbpy_parse_copy(copy_arg, "copy", &opts.copy) < 0) return NULL;
+  if (device_arg != NULL && device_arg != Py_None) {
+    if (dlbpy_parse_device(device_arg, &opts.device) < 0) return NULL;
     opts.has_device = 1;
   }
-  int has_dtype = v[1] != NULL && v[1] != Py_None;
+  int has_dtype = dtype_arg != NULL && dtype_arg != Py_None;
   DLDataType dtype = {0, 0, 0};
-  if (has_dtype && dlbpy_parse_dtype(v[1], &dtype) < 0) return NULL;
+  if (has_dtype && dlbpy_parse_dtype(dtype_arg, &dtype) < 0) return NULL;
   /* As numpy.asarray: the same object when nothing needs to change. */
   if (dlbpy_tensor_check(obj) && opts.copy != 1 &&
       (!opts.has_device ||
@@ -538,7 +544,7 @@ PyObject *dlbpy_asarray(PyObject *module, PyObject *const *args,
     if (dlbpy_import_buffer(obj, &mt) < 0) return NULL;
   } else if (!PyUnicode_Check(obj)) {
     PyObject *seq = dlbpy_is_nested(obj) ? obj : NULL;
-    if (dlbpy_from_values(seq != NULL ? seq : obj, v[1], &mt) < 0)
+    if (dlbpy_from_values(seq != NULL ? seq : obj, dtype_arg, &mt) < 0)
       return NULL;
     values = 1;
   } else {

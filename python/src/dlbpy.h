@@ -3,13 +3,21 @@
  *
  * Internal names use the dlbpy_ prefix. Every function that returns a
  * PyObject * returns a new reference, or NULL with an exception set; every
- * function that returns int returns 0 on success and -1 with an exception set.
+ * function that returns int returns 0 on success and -1 with an exception set,
+ * with two kinds of exception that say so:
+ * - a question that cannot fail returns bool;
+ * - a dlbpy_try_ function returns 1 when it did its work, 0 when it declined
+ *   (another route must do it), -1 with an exception set; so does a question
+ *   that can fail, named as one (dlbpy_table_may_skip_checks).
+ * Type slots and the C API table's entries keep the contracts their protocols
+ * define (sq_contains, nb_bool, DLBridge_CAPI.Check).
  */
 #ifndef DLBPY_H
 #define DLBPY_H
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdbool.h>
 
 #include "dlbridge.h"
 
@@ -152,17 +160,39 @@ void dlbpy_error_discard(dlbpy_saved_error *saved);
  * Argument parsing (argparse.c)
  * ---------------------------------------------------------------------- */
 
+/* How a parameter may be passed, in the order a signature lists them. */
+typedef enum {
+  DLBPY_POSONLY,  /* required, by position only */
+  DLBPY_REQUIRED, /* required, by position or keyword */
+  DLBPY_OPTIONAL, /* optional, by position or keyword */
+  DLBPY_KWONLY    /* optional, by keyword only */
+} dlbpy_param_kind;
+
+/* One parameter of a signature, tied to the variable that receives it. */
+typedef struct {
+  const char *name;
+  dlbpy_param_kind kind;
+  /* Receives a borrowed reference, or keeps the caller's value (NULL: not
+   * given). */
+  PyObject **value;
+} dlbpy_param;
+
 /*
- * Parses a vectorcall argument list: names[0..posonly) are positional-only,
- * names[posonly..npos) positional or keyword, names[npos..] keyword-only;
- * out[i] receives a borrowed reference or stays as the caller initialised
- * it (NULL: not given). required is the count of leading names that must be
- * given. fname names the function in errors.
+ * Parses a vectorcall argument list against params[0..nparams), listed in
+ * signature order (kinds never decrease), storing each argument given
+ * through its parameter's value pointer. fname names the function in
+ * errors. Call sites spell the signature where they read the arguments:
+ *
+ *   PyObject *t = NULL, *stream = NULL;
+ *   dlbpy_param params[] = {{"t", DLBPY_POSONLY, &t},
+ *                           {"stream", DLBPY_KWONLY, &stream}};
+ *   if (dlbpy_parse_args("f", args, nargsf, kwnames, params,
+ *                        DLBPY_NPARAMS(params)) < 0) ...
  */
 int dlbpy_parse_args(const char *fname, PyObject *const *args,
                      Py_ssize_t nargsf, PyObject *kwnames,
-                     const char *const *names, Py_ssize_t posonly,
-                     Py_ssize_t npos, Py_ssize_t required, PyObject **out);
+                     const dlbpy_param *params, Py_ssize_t nparams);
+#define DLBPY_NPARAMS(params) ((Py_ssize_t)(sizeof(params) / sizeof *(params)))
 
 /* copy: None -> -1, False -> 0, True -> 1; anything else TypeError. */
 int dlbpy_parse_copy(PyObject *obj, const char *what, int *out);
@@ -194,8 +224,8 @@ int dlbpy_parse_int64_saturating(PyObject *obj, const char *what,
 /* Creates the Tensor type, adds it to module and stores it in st. */
 int dlbpy_tensor_type_add(PyObject *module, dlbpy_state *st);
 
-/* 1 when obj is a dlbridge.Tensor (of any loaded copy of the module). */
-int dlbpy_tensor_check(PyObject *obj);
+/* Whether obj is a dlbridge.Tensor (of any loaded copy of the module). */
+bool dlbpy_tensor_check(PyObject *obj);
 
 /* Wraps mt (an accepted tensor) as a new Tensor of st's type. Steals mt:
  * it is released on failure. */
@@ -243,16 +273,16 @@ PyObject *dlbpy_tensor_complex(PyObject *self, PyObject *unused);
 int dlbpy_export(PyObject *tensor, const DLDevice *device, int copy,
                  DLManagedTensorVersioned **out);
 
-/* 1 when m is a share dlbpy_export made (of an accepted tensor, so it
- * needs no validation), else 0. */
-int dlbpy_is_light(const DLManagedTensorVersioned *m);
+/* Whether m is a share dlbpy_export made (of an accepted tensor, so it
+ * needs no validation). */
+bool dlbpy_is_light(const DLManagedTensorVersioned *m);
 
 /* Releases such a share when the caller holds the GIL: what its deleter
  * does, without finding out whether the GIL is held. */
 void dlbpy_light_release_holding_gil(DLManagedTensorVersioned *m);
 
 /* The same two for the legacy struct of such a share. */
-int dlbpy_is_light_legacy(const DLManagedTensor *m);
+bool dlbpy_is_light_legacy(const DLManagedTensor *m);
 void dlbpy_light_legacy_release_holding_gil(DLManagedTensor *m);
 
 /* A core share of such a share's source tensor, in *out; the share itself
@@ -280,9 +310,9 @@ int dlbpy_import(dlbpy_state *st, PyObject *obj, const dlbpy_import_opts *opts,
 int dlbpy_import_apply(const dlbpy_import_opts *opts,
                        DLManagedTensorVersioned **mt);
 
-/* 1 when obj can be imported by dlbpy_import (a Tensor, a capsule, or an
- * object whose type has __dlpack__), else 0. Never raises. */
-int dlbpy_is_producer(dlbpy_state *st, PyObject *obj);
+/* Whether obj can be imported by dlbpy_import (a Tensor, a capsule, or an
+ * object whose type has __dlpack__). Never raises. */
+bool dlbpy_is_producer(dlbpy_state *st, PyObject *obj);
 
 /* from_dlpack(x, /, *, device=None, copy=None). */
 PyObject *dlbpy_from_dlpack(PyObject *module, PyObject *const *args,
@@ -390,8 +420,8 @@ PyObject *dlbpy_advise(PyObject *module, PyObject *const *args,
 /* synchronize(x, /). */
 PyObject *dlbpy_synchronize(PyObject *module, PyObject *x);
 
-/* 1 when copying t is worth running without the GIL (large copies). */
-int dlbpy_copy_is_large(const DLTensor *t);
+/* Whether copying t is worth running without the GIL (large copies). */
+bool dlbpy_copy_is_large(const DLTensor *t);
 
 /* A compact, writable copy of mt on device, made by the core's copy engine
  * (dlb_tensor_copy: IS_COPIED set), without the GIL when it is large.
@@ -403,9 +433,9 @@ int dlbpy_copy_to(const DLManagedTensorVersioned *mt, DLDevice device,
  * Elements (elements.c): reading and writing one element of a dtype
  * ---------------------------------------------------------------------- */
 
-/* 1 when elements of dtype can be read into and written from Python numbers
- * (bool, int, uint, float16/32/64, bfloat16, complex64/128), else 0. */
-int dlbpy_dtype_has_scalars(DLDataType dtype);
+/* Whether elements of dtype can be read into and written from Python
+ * numbers (bool, int, uint, float16/32/64, bfloat16, complex64/128). */
+bool dlbpy_dtype_has_scalars(DLDataType dtype);
 
 /* Writes value, converted to dtype, at p. TypeError / OverflowError /
  * ValueError when value does not convert. */

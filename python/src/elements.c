@@ -15,16 +15,16 @@
 #define DLBPY_BO ">"
 #endif
 
-enum {
+typedef enum {
   DLBPY_K_NONE,
   DLBPY_K_BOOL,
   DLBPY_K_I8, DLBPY_K_I16, DLBPY_K_I32, DLBPY_K_I64,
   DLBPY_K_U8, DLBPY_K_U16, DLBPY_K_U32, DLBPY_K_U64,
   DLBPY_K_F16, DLBPY_K_BF16, DLBPY_K_F32, DLBPY_K_F64,
   DLBPY_K_C64, DLBPY_K_C128,
-};
+} dlbpy_scalar_kind;
 
-static int dlbpy_kind(DLDataType t) {
+static dlbpy_scalar_kind dlbpy_kind(DLDataType t) {
   if (t.lanes != 1) return DLBPY_K_NONE;
   switch (t.code) {
     case kDLBool:
@@ -62,7 +62,7 @@ static int dlbpy_kind(DLDataType t) {
   }
 }
 
-int dlbpy_dtype_has_scalars(DLDataType dtype) {
+bool dlbpy_dtype_has_scalars(DLDataType dtype) {
   return dlbpy_kind(dtype) != DLBPY_K_NONE;
 }
 
@@ -179,7 +179,7 @@ static double dlbpy_bf16_to_double(uint16_t h) {
  * Writing
  * ---------------------------------------------------------------------- */
 
-static const char *dlbpy_kind_name(int kind) {
+static const char *dlbpy_kind_name(dlbpy_scalar_kind kind) {
   static const char *const names[] = {
       "?", "bool", "int8", "int16", "int32", "int64", "uint8", "uint16",
       "uint32", "uint64", "float16", "bfloat16", "float32", "float64",
@@ -187,7 +187,7 @@ static const char *dlbpy_kind_name(int kind) {
   return names[kind];
 }
 
-static int dlbpy_store_int(int kind, void *p, int64_t v) {
+static int dlbpy_store_int(dlbpy_scalar_kind kind, void *p, int64_t v) {
   switch (kind) {
     case DLBPY_K_I8: { int8_t x = (int8_t)v; memcpy(p, &x, 1); return 0; }
     case DLBPY_K_I16: { int16_t x = (int16_t)v; memcpy(p, &x, 2); return 0; }
@@ -200,21 +200,23 @@ static int dlbpy_store_int(int kind, void *p, int64_t v) {
   }
 }
 
-static int dlbpy_int_range(int kind, int64_t *lo, uint64_t *hi) {
+/* Whether kind is an integer kind; if so, its bounds in *lo and *hi. */
+static bool dlbpy_int_range(dlbpy_scalar_kind kind, int64_t *lo,
+                            uint64_t *hi) {
   switch (kind) {
-    case DLBPY_K_I8: *lo = INT8_MIN; *hi = INT8_MAX; return 1;
-    case DLBPY_K_I16: *lo = INT16_MIN; *hi = INT16_MAX; return 1;
-    case DLBPY_K_I32: *lo = INT32_MIN; *hi = INT32_MAX; return 1;
-    case DLBPY_K_I64: *lo = INT64_MIN; *hi = INT64_MAX; return 1;
-    case DLBPY_K_U8: *lo = 0; *hi = UINT8_MAX; return 1;
-    case DLBPY_K_U16: *lo = 0; *hi = UINT16_MAX; return 1;
-    case DLBPY_K_U32: *lo = 0; *hi = UINT32_MAX; return 1;
-    case DLBPY_K_U64: *lo = 0; *hi = UINT64_MAX; return 1;
-    default: return 0;
+    case DLBPY_K_I8: *lo = INT8_MIN; *hi = INT8_MAX; return true;
+    case DLBPY_K_I16: *lo = INT16_MIN; *hi = INT16_MAX; return true;
+    case DLBPY_K_I32: *lo = INT32_MIN; *hi = INT32_MAX; return true;
+    case DLBPY_K_I64: *lo = INT64_MIN; *hi = INT64_MAX; return true;
+    case DLBPY_K_U8: *lo = 0; *hi = UINT8_MAX; return true;
+    case DLBPY_K_U16: *lo = 0; *hi = UINT16_MAX; return true;
+    case DLBPY_K_U32: *lo = 0; *hi = UINT32_MAX; return true;
+    case DLBPY_K_U64: *lo = 0; *hi = UINT64_MAX; return true;
+    default: return false;
   }
 }
 
-static int dlbpy_store_real(int kind, void *p, double v) {
+static int dlbpy_store_real(dlbpy_scalar_kind kind, void *p, double v) {
   switch (kind) {
     case DLBPY_K_BOOL: { uint8_t x = v != 0; memcpy(p, &x, 1); return 0; }
     case DLBPY_K_F16: {
@@ -264,7 +266,7 @@ static int dlbpy_store_real(int kind, void *p, double v) {
 }
 
 int dlbpy_element_set_double(DLDataType dtype, void *p, double v) {
-  int kind = dlbpy_kind(dtype);
+  dlbpy_scalar_kind kind = dlbpy_kind(dtype);
   if (kind == DLBPY_K_NONE) {
     PyErr_SetString(PyExc_TypeError, "dtype has no Python scalar type");
     return -1;
@@ -277,7 +279,7 @@ int dlbpy_element_set_double(DLDataType dtype, void *p, double v) {
 }
 
 int dlbpy_element_set_int64(DLDataType dtype, void *p, int64_t v) {
-  int kind = dlbpy_kind(dtype);
+  dlbpy_scalar_kind kind = dlbpy_kind(dtype);
   int64_t lo;
   uint64_t hi;
   if (!dlbpy_int_range(kind, &lo, &hi))
@@ -291,7 +293,7 @@ int dlbpy_element_set_int64(DLDataType dtype, void *p, int64_t v) {
 }
 
 int dlbpy_element_set(DLDataType dtype, void *p, PyObject *value) {
-  int kind = dlbpy_kind(dtype);
+  dlbpy_scalar_kind kind = dlbpy_kind(dtype);
   if (kind == DLBPY_K_NONE) {
     PyErr_SetString(PyExc_TypeError, "dtype has no Python scalar type");
     return -1;

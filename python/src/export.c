@@ -4,9 +4,6 @@
  */
 #include "dlbpy.h"
 
-static const char *const dlbpy_dlpack_kw[] = {"stream", "max_version",
-                                              "dl_device", "copy", NULL};
-
 /* max_version: None or (major, minor) of ints >= 0; parts past 64 bits
  * saturate, since a consumer may name any future version (NumPy and
  * PyTorch accept them). Sets *versioned to 1 for a major >= 1: the
@@ -165,7 +162,7 @@ static void dlbpy_light_deleter(DLManagedTensorVersioned *m) {
   dlbpy_call_with_gil(dlbpy_light_free, m->manager_ctx);
 }
 
-int dlbpy_is_light(const DLManagedTensorVersioned *m) {
+bool dlbpy_is_light(const DLManagedTensorVersioned *m) {
   return m->deleter == dlbpy_light_deleter;
 }
 
@@ -217,7 +214,7 @@ static void dlbpy_light_legacy_deleter(DLManagedTensor *m) {
   dlbpy_call_with_gil(dlbpy_light_legacy_free, m->manager_ctx);
 }
 
-int dlbpy_is_light_legacy(const DLManagedTensor *m) {
+bool dlbpy_is_light_legacy(const DLManagedTensor *m) {
   return m->deleter == dlbpy_light_legacy_deleter;
 }
 
@@ -230,7 +227,7 @@ void dlbpy_light_legacy_release_holding_gil(DLManagedTensor *m) {
  * it (flags the legacy struct cannot carry, NULL strides, a device id it
  * would normalise: the core then raises or converts as before), -1 with an
  * exception set on failure. */
-static int dlbpy_light_legacy_capsule(PyObject *tensor, PyObject **out) {
+static int dlbpy_try_light_legacy_capsule(PyObject *tensor, PyObject **out) {
   const DLManagedTensorVersioned *mt = ((dlbpy_tensor *)tensor)->mt;
   const DLTensor *t = &mt->dl_tensor;
   if ((mt->flags & (DLPACK_FLAG_BITMASK_READ_ONLY |
@@ -328,22 +325,27 @@ PyObject *dlbpy_tensor_dlpack(PyObject *self, PyObject *const *args,
   if (PyVectorcall_NARGS(nargsf) == 0 && kwnames == NULL &&
       mt->dl_tensor.device.device_type == kDLCPU) {
     PyObject *capsule = NULL;
-    int made = dlbpy_light_legacy_capsule(self, &capsule);
+    int made = dlbpy_try_light_legacy_capsule(self, &capsule);
     if (made < 0) return NULL;
     if (made) return capsule;
   }
-  PyObject *v[4] = {NULL, NULL, NULL, NULL};
-  if (dlbpy_parse_args("__dlpack__", args, nargsf, kwnames, dlbpy_dlpack_kw,
-                       0, 0, 0, v) < 0)
+  PyObject *stream_arg = NULL, *max_version = NULL, *dl_device = NULL,
+           *copy_arg = NULL;
+  const dlbpy_param params[] = {{"stream", DLBPY_KWONLY, &stream_arg},
+                                {"max_version", DLBPY_KWONLY, &max_version},
+                                {"dl_device", DLBPY_KWONLY, &dl_device},
+                                {"copy", DLBPY_KWONLY, &copy_arg}};
+  if (dlbpy_parse_args("__dlpack__", args, nargsf, kwnames, params,
+                       DLBPY_NPARAMS(params)) < 0)
     return NULL;
   int versioned, has_device, copy;
   int64_t stream;
   DLDevice device = mt->dl_tensor.device;
-  if (dlbpy_parse_max_version(v[1], &versioned) < 0 ||
-      dlbpy_parse_dl_device(v[2], &has_device, &device) < 0 ||
-      dlbpy_parse_copy(v[3], "copy", &copy) < 0 ||
-      dlbpy_check_stream(dlbpy_state_of_type(Py_TYPE(self)), v[0], device,
-                         &stream) < 0)
+  if (dlbpy_parse_max_version(max_version, &versioned) < 0 ||
+      dlbpy_parse_dl_device(dl_device, &has_device, &device) < 0 ||
+      dlbpy_parse_copy(copy_arg, "copy", &copy) < 0 ||
+      dlbpy_check_stream(dlbpy_state_of_type(Py_TYPE(self)), stream_arg,
+                         device, &stream) < 0)
     return NULL;
   DLManagedTensorVersioned *out;
   if (dlbpy_export(self, has_device ? &device : NULL, copy, &out) < 0)

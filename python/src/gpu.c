@@ -84,17 +84,17 @@ static int dlbpy_pin_source(dlbpy_state *st, PyObject *obj,
   return 0;
 }
 
-static const char *const dlbpy_pin_kw[] = {"obj", "kind", NULL};
-
 PyObject *dlbpy_pin(PyObject *module, PyObject *const *args,
                     Py_ssize_t nargsf, PyObject *kwnames) {
-  PyObject *v[2] = {NULL, NULL};
-  if (dlbpy_parse_args("pin", args, nargsf, kwnames, dlbpy_pin_kw, 1, 2, 1,
-                       v) < 0)
+  PyObject *obj = NULL, *kind_arg = NULL;
+  const dlbpy_param params[] = {{"obj", DLBPY_POSONLY, &obj},
+                                {"kind", DLBPY_OPTIONAL, &kind_arg}};
+  if (dlbpy_parse_args("pin", args, nargsf, kwnames, params,
+                       DLBPY_NPARAMS(params)) < 0)
     return NULL;
   DLDevice kind = {kDLCUDAHost, 0};
-  if (v[1] != NULL && v[1] != Py_None &&
-      dlbpy_parse_device(v[1], &kind) < 0)
+  if (kind_arg != NULL && kind_arg != Py_None &&
+      dlbpy_parse_device(kind_arg, &kind) < 0)
     return NULL;
   char name[DLB_DEVICE_NAME_MAX];
   if (kind.device_type != kDLCUDAHost && kind.device_type != kDLROCMHost) {
@@ -108,7 +108,7 @@ PyObject *dlbpy_pin(PyObject *module, PyObject *const *args,
   dlbpy_state *st = dlbpy_state_of_module(module);
   const DLManagedTensorVersioned *src;
   DLManagedTensorVersioned *owned, *out = NULL;
-  if (dlbpy_pin_source(st, v[0], &src, &owned) < 0) return NULL;
+  if (dlbpy_pin_source(st, obj, &src, &owned) < 0) return NULL;
   DLDevice have = src->dl_tensor.device;
   dlb_status s;
   if (have.device_type == kind.device_type) {
@@ -262,24 +262,24 @@ static int dlbpy_prefetch_stream(dlbpy_state *st, PyObject *obj,
   return 0;
 }
 
-static const char *const dlbpy_prefetch_kw[] = {"t", "device", "stream",
-                                                NULL};
-
 PyObject *dlbpy_prefetch(PyObject *module, PyObject *const *args,
                          Py_ssize_t nargsf, PyObject *kwnames) {
-  PyObject *v[3] = {NULL, NULL, NULL};
-  if (dlbpy_parse_args("prefetch", args, nargsf, kwnames, dlbpy_prefetch_kw,
-                       1, 3, 2, v) < 0)
+  PyObject *t_arg = NULL, *device_arg = NULL, *stream_arg = NULL;
+  const dlbpy_param params[] = {{"t", DLBPY_POSONLY, &t_arg},
+                                {"device", DLBPY_REQUIRED, &device_arg},
+                                {"stream", DLBPY_OPTIONAL, &stream_arg}};
+  if (dlbpy_parse_args("prefetch", args, nargsf, kwnames, params,
+                       DLBPY_NPARAMS(params)) < 0)
     return NULL;
   dlbpy_state *st = dlbpy_state_of_module(module);
   DLDevice target;
   void *stream = NULL;
-  if (dlbpy_parse_device(v[1], &target) < 0 ||
-      dlbpy_prefetch_stream(st, v[2], &stream) < 0)
+  if (dlbpy_parse_device(device_arg, &target) < 0 ||
+      dlbpy_prefetch_stream(st, stream_arg, &stream) < 0)
     return NULL;
   const DLTensor *t;
   DLManagedTensorVersioned *owned;
-  if (dlbpy_gpu_tensor_arg(module, "prefetch", v[0], &t, &owned) < 0)
+  if (dlbpy_gpu_tensor_arg(module, "prefetch", t_arg, &t, &owned) < 0)
     return NULL;
   dlb_status s = dlb_managed_prefetch(t, target, stream);
   if (s != DLB_OK) dlbpy_gpu_raise(s, "prefetch()");
@@ -326,24 +326,25 @@ static int dlbpy_advice_arg(PyObject *obj, dlb_advice *out) {
   return -1;
 }
 
-static const char *const dlbpy_advise_kw[] = {"t", "advice", "device", NULL};
-
 PyObject *dlbpy_advise(PyObject *module, PyObject *const *args,
                        Py_ssize_t nargsf, PyObject *kwnames) {
-  PyObject *v[3] = {NULL, NULL, NULL};
-  if (dlbpy_parse_args("advise", args, nargsf, kwnames, dlbpy_advise_kw, 1, 3,
-                       2, v) < 0)
+  PyObject *t_arg = NULL, *advice_arg = NULL, *device_arg = NULL;
+  const dlbpy_param params[] = {{"t", DLBPY_POSONLY, &t_arg},
+                                {"advice", DLBPY_REQUIRED, &advice_arg},
+                                {"device", DLBPY_OPTIONAL, &device_arg}};
+  if (dlbpy_parse_args("advise", args, nargsf, kwnames, params,
+                       DLBPY_NPARAMS(params)) < 0)
     return NULL;
   dlb_advice advice;
   /* The host, for advice that names no device (read-mostly). */
   DLDevice target = {kDLCPU, 0};
-  if (dlbpy_advice_arg(v[1], &advice) < 0 ||
-      (v[2] != NULL && v[2] != Py_None &&
-       dlbpy_parse_device(v[2], &target) < 0))
+  if (dlbpy_advice_arg(advice_arg, &advice) < 0 ||
+      (device_arg != NULL && device_arg != Py_None &&
+       dlbpy_parse_device(device_arg, &target) < 0))
     return NULL;
   const DLTensor *t;
   DLManagedTensorVersioned *owned;
-  if (dlbpy_gpu_tensor_arg(module, "advise", v[0], &t, &owned) < 0)
+  if (dlbpy_gpu_tensor_arg(module, "advise", t_arg, &t, &owned) < 0)
     return NULL;
   dlb_status s = dlb_managed_advise(t, advice, target);
   if (s != DLB_OK) dlbpy_gpu_raise(s, "advise()");

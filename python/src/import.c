@@ -21,10 +21,10 @@ typedef struct {
   dlbpy_call_form form;
 } dlbpy_route;
 
-static int dlbpy_tag_valid(PyTypeObject *type, unsigned int tag) {
+static bool dlbpy_tag_valid(PyTypeObject *type, unsigned int tag) {
 #if PY_VERSION_HEX < 0x030B0000
   /* Before 3.11 a modified type keeps its stale tag and drops this flag. */
-  if (!PyType_HasFeature(type, Py_TPFLAGS_VALID_VERSION_TAG)) return 0;
+  if (!PyType_HasFeature(type, Py_TPFLAGS_VALID_VERSION_TAG)) return false;
 #endif
   return tag != 0 && type->tp_version_tag == tag;
 }
@@ -275,8 +275,9 @@ static int dlbpy_table_failed(PyObject *obj) {
 /* The exchange table's route. Returns 1 with *out set, 0 when __dlpack__
  * must answer instead (the table declined, or may have skipped a check),
  * -1 on error. */
-static int dlbpy_import_via_api(dlbpy_state *st, const DLPackExchangeAPI *api,
-                                PyObject *obj, DLManagedTensorVersioned **out) {
+static int dlbpy_try_import_via_api(dlbpy_state *st,
+                                    const DLPackExchangeAPI *api, PyObject *obj,
+                                    DLManagedTensorVersioned **out) {
   DLManagedTensorVersioned *m = NULL;
   if (api->managed_tensor_from_py_object_no_sync(obj, &m) != 0)
     return dlbpy_table_failed(obj);
@@ -415,7 +416,7 @@ static int dlbpy_import_raw(dlbpy_state *st, PyObject *obj,
   dlbpy_route route;
   if (dlbpy_route_for(st, Py_TYPE(obj), &route) < 0) return -1;
   int rc = 0;
-  if (route.api != NULL) rc = dlbpy_import_via_api(st, route.api, obj, out);
+  if (route.api != NULL) rc = dlbpy_try_import_via_api(st, route.api, obj, out);
   /* The table declines (0) device memory with work pending on a stream:
    * then __dlpack__ orders it before the default stream. */
   if (rc == 0)
@@ -461,19 +462,16 @@ int dlbpy_import(dlbpy_state *st, PyObject *obj, const dlbpy_import_opts *opts,
   return 0;
 }
 
-int dlbpy_is_producer(dlbpy_state *st, PyObject *obj) {
-  if (PyCapsule_CheckExact(obj) || dlbpy_tensor_check(obj)) return 1;
+bool dlbpy_is_producer(dlbpy_state *st, PyObject *obj) {
+  if (PyCapsule_CheckExact(obj) || dlbpy_tensor_check(obj)) return true;
   PyObject *attr = PyObject_GetAttr((PyObject *)Py_TYPE(obj), st->s_dlpack);
   if (attr == NULL) {
     PyErr_Clear();
-    return 0;
+    return false;
   }
   Py_DECREF(attr);
-  return 1;
+  return true;
 }
-
-static const char *const dlbpy_from_dlpack_kw[] = {"x", "device", "copy",
-                                                   NULL};
 
 PyObject *dlbpy_from_dlpack(PyObject *module, PyObject *const *args,
                             Py_ssize_t nargsf, PyObject *kwnames) {
@@ -483,16 +481,19 @@ PyObject *dlbpy_from_dlpack(PyObject *module, PyObject *const *args,
     if (dlbpy_import(st, args[0], NULL, &mt) < 0) return NULL;
     return dlbpy_tensor_new(st, mt);
   }
-  PyObject *v[3] = {NULL, NULL, NULL};
-  if (dlbpy_parse_args("from_dlpack", args, nargsf, kwnames,
-                       dlbpy_from_dlpack_kw, 1, 1, 1, v) < 0)
+  PyObject *x = NULL, *device_arg = NULL, *copy_arg = NULL;
+  const dlbpy_param params[] = {{"x", DLBPY_POSONLY, &x},
+                                {"device", DLBPY_KWONLY, &device_arg},
+                                {"copy", DLBPY_KWONLY, &copy_arg}};
+  if (dlbpy_parse_args("from_dlpack", args, nargsf, kwnames, params,
+                       DLBPY_NPARAMS(params)) < 0)
     return NULL;
   dlbpy_import_opts opts = {-1, 0, {kDLCPU, 0}};
-  if (dlbpy_parse_copy(v[2], "copy", &opts.copy) < 0) return NULL;
-  if (v[1] != NULL && v[1] != Py_None) {
-    if (dlbpy_parse_device(v[1], &opts.device) < 0) return NULL;
+  if (dlbpy_parse_copy(copy_arg, "copy", &opts.copy) < 0) return NULL;
+  if (device_arg != NULL && device_arg != Py_None) {
+    if (dlbpy_parse_device(device_arg, &opts.device) < 0) return NULL;
     opts.has_device = 1;
   }
-  if (dlbpy_import(st, v[0], &opts, &mt) < 0) return NULL;
+  if (dlbpy_import(st, x, &opts, &mt) < 0) return NULL;
   return dlbpy_tensor_new(st, mt);
 }

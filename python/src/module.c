@@ -224,11 +224,9 @@ static int dlbpy_module_exec(PyObject *module) {
       bases, NULL);
   Py_DECREF(bases);
   if (st->stream_error == NULL) return -1;
-  Py_INCREF(st->stream_error);
-  if (PyModule_AddObject(module, "StreamError", st->stream_error) < 0) {
-    Py_DECREF(st->stream_error);
+  /* Added under the name after the last dot of its qualified name. */
+  if (PyModule_AddType(module, (PyTypeObject *)st->stream_error) < 0)
     return -1;
-  }
   if (dlbpy_tensor_type_add(module, st) < 0) return -1;
   if (dlbpy_capi_add(module) < 0) return -1;
   if (PyModule_AddIntConstant(module, "DLPACK_MAJOR_VERSION",

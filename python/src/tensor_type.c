@@ -24,7 +24,7 @@
 
 static void dlbpy_tensor_dealloc(PyObject *self);
 
-int dlbpy_tensor_check(PyObject *obj) {
+bool dlbpy_tensor_check(PyObject *obj) {
   return Py_TYPE(obj)->tp_dealloc == dlbpy_tensor_dealloc;
 }
 
@@ -101,7 +101,7 @@ static PyObject *dlbpy_int_tuple(int32_t n, const int64_t *v) {
  * taking the GIL back costs more than other threads gain. */
 #define DLBPY_NOGIL_COPY_BYTES ((int64_t)1 << 18)
 
-int dlbpy_copy_is_large(const DLTensor *t) {
+bool dlbpy_copy_is_large(const DLTensor *t) {
   int64_t numel = 0;
   int64_t item = (int64_t)dlb_dtype_itemsize(t->dtype);
   if (item < 1) item = 1;
@@ -564,18 +564,18 @@ static PyObject *dlbpy_tensor_copy(PyObject *self, PyObject *unused) {
   return dlbpy_tensor_like(self, copy);
 }
 
-static const char *const dlbpy_to_kw[] = {"device", "copy", NULL};
-
 static PyObject *dlbpy_tensor_to(PyObject *self, PyObject *const *args,
                                  Py_ssize_t nargsf, PyObject *kwnames) {
-  PyObject *v[2] = {NULL, NULL};
-  if (dlbpy_parse_args("to", args, nargsf, kwnames, dlbpy_to_kw, 0, 1, 1, v) <
-      0)
+  PyObject *device_arg = NULL, *copy_arg = NULL;
+  const dlbpy_param params[] = {{"device", DLBPY_REQUIRED, &device_arg},
+                                {"copy", DLBPY_KWONLY, &copy_arg}};
+  if (dlbpy_parse_args("to", args, nargsf, kwnames, params,
+                       DLBPY_NPARAMS(params)) < 0)
     return NULL;
   DLDevice device;
   int copy;
-  if (dlbpy_parse_device(v[0], &device) < 0 ||
-      dlbpy_parse_copy(v[1], "copy", &copy) < 0)
+  if (dlbpy_parse_device(device_arg, &device) < 0 ||
+      dlbpy_parse_copy(copy_arg, "copy", &copy) < 0)
     return NULL;
   const DLManagedTensorVersioned *mt = DLBPY_TENSOR(self);
   if (copy != 1 && dlb_device_equal(device, mt->dl_tensor.device)) {
@@ -694,10 +694,5 @@ int dlbpy_tensor_type_add(PyObject *module, dlbpy_state *st) {
     return -1;
   }
   st->tensor_type = (PyTypeObject *)type;
-  Py_INCREF(type);
-  if (PyModule_AddObject(module, "Tensor", type) < 0) {
-    Py_DECREF(type);
-    return -1;
-  }
-  return 0;
+  return PyModule_AddType(module, st->tensor_type);
 }

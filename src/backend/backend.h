@@ -75,13 +75,16 @@ typedef struct dlb__gpu {
   /* size > 0. DLB_E_NOMEM when the runtime is out of memory. */
   dlb_status (*alloc)(dlb__side side, int device, size_t size, void **out);
   void (*free)(dlb__side side, int device, void *p);
-  /* Pins [p, p + size) for every device. DLB_E_STATE when some of it is
-   * registered or pinned already. */
+  /* Pins [p, p + size) for every device. DLB_E_STATE, recording no
+   * message, when some of it is registered or pinned already: the caller
+   * finds out whether that serves (pin.c). */
   dlb_status (*host_register)(void *p, size_t size);
   void (*host_unregister)(void *p);
   dlb_status (*classify)(const void *p, dlb__ptr_kind *out);
   /* Queues the copy on stream. DLB_E_UNSUPPORTED when the runtime cannot
-   * take this shape (a pitch over its limit): the caller stages instead. */
+   * take this shape (a pitch over its limit, recording no message; or the
+   * runtime's own "not supported"): the caller stages instead, keeping the
+   * message it had. */
   dlb_status (*copy)(int device, const dlb__pitched *c, void *stream);
   /* The host waits for the work queued on stream so far. */
   dlb_status (*stream_sync)(int device, void *stream);

@@ -65,8 +65,7 @@ dlb_status dlb__cuda_host_register(void *p, size_t size) {
       p, size,
       DLB__CU_MEMHOSTREGISTER_PORTABLE | DLB__CU_MEMHOSTREGISTER_DEVICEMAP);
   if (r == DLB__CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED)
-    s = dlb__fail(DLB_E_STATE, "cuMemHostRegister_v2(%p, %zu bytes): the "
-                  "range is pinned already", p, size);
+    s = DLB_E_STATE;
   else if (r != DLB__CUDA_SUCCESS)
     s = dlb__cuda_fail(r, "cuMemHostRegister_v2(%p, %zu bytes)", p, size);
   dlb__cuda_leave(pushed);

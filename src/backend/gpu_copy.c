@@ -252,9 +252,12 @@ static dlb_status gpu_copy(const DLTensor *src, const DLTensor *dst,
     int pageable = (a.gpu == NULL && b.where == DLB__SIDE_DEVICE) ||
                    (b.gpu == NULL && a.where == DLB__SIDE_DEVICE);
     if (pageable && dlb__stage_copy(gpu, device, &c, stream, &s)) return s;
+    dlb__saved_error before;
+    dlb__error_save(&before);
     s = gpu->copy(device, &c, stream);
     if (s == DLB_OK && wait) s = gpu->stream_sync(device, stream);
     if (s != DLB_E_UNSUPPORTED) return s;
+    dlb__error_restore(&before);
   }
   return staged(&a, &b, stream);
 }

@@ -46,8 +46,7 @@ dlb_status dlb__hip_host_register(void *p, size_t size) {
       p, size, DLB__HIP_HOST_REGISTER_PORTABLE | DLB__HIP_HOST_REGISTER_MAPPED);
   if (e == DLB__HIP_ERROR_HOST_MEMORY_ALREADY_REGISTERED) {
     (void)dlb__hi.hipGetLastError();
-    return dlb__fail(DLB_E_STATE, "hipHostRegister(%p, %zu bytes): the range "
-                     "is pinned already", p, size);
+    return DLB_E_STATE;
   }
   if (e != DLB__HIP_SUCCESS)
     return dlb__hip_fail(e, "hipHostRegister(%p, %zu bytes)", p, size);

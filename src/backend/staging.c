@@ -202,11 +202,17 @@ int dlb__stage_copy(const dlb__gpu *gpu, int device, const dlb__pitched *c,
                     void *stream, dlb_status *status) {
   size_t total = c->width * c->height * c->depth;
   if (total < DLB__STAGE_MIN) return 0;
+  /* Failing to classify, to have the buffer or to shape a chunk only means
+   * the caller copies another way, which leaves the message as it was. */
+  dlb__saved_error before;
+  dlb__error_save(&before);
   int up = c->src_side == DLB__SIDE_HOST;
   dlb__ptr_kind kind;
   if (gpu->classify(up ? c->src : c->dst, &kind) != DLB_OK ||
-      kind.device.device_type != kDLCPU)
+      kind.device.device_type != kDLCPU) {
+    dlb__error_restore(&before);
     return 0;
+  }
   stage_buffer *b = buffer_of(gpu);
   if (pthread_mutex_trylock(&b->lock) != 0) return 0;
   if (b->mem == NULL) {
@@ -224,7 +230,10 @@ int dlb__stage_copy(const dlb__gpu *gpu, int device, const dlb__pitched *c,
            : download(gpu, device, c, b->mem, chunk, stream);
   }
   pthread_mutex_unlock(&b->lock);
-  if (s == DLB_E_UNSUPPORTED) return 0;
+  if (s == DLB_E_UNSUPPORTED) {
+    dlb__error_restore(&before);
+    return 0;
+  }
   *status = s;
   return 1;
 }

@@ -15,7 +15,7 @@
 #define DLB__HUGE_THRESHOLD ((size_t)4 << 20)
 #define DLB__HUGE_PAGE ((size_t)2 << 20)
 
-static void *dlb__default_alloc(void *ctx, size_t size, size_t alignment) {
+static void *default_alloc(void *ctx, size_t size, size_t alignment) {
   (void)ctx;
   void *p = NULL;
   int huge = size >= DLB__HUGE_THRESHOLD;
@@ -30,8 +30,7 @@ static void *dlb__default_alloc(void *ctx, size_t size, size_t alignment) {
   return p;
 }
 
-static void dlb__default_free(void *ctx, void *p, size_t size,
-                              size_t alignment) {
+static void default_free(void *ctx, void *p, size_t size, size_t alignment) {
   (void)ctx;
   (void)size;
   (void)alignment;
@@ -39,10 +38,9 @@ static void dlb__default_free(void *ctx, void *p, size_t size,
 }
 
 static const dlb_allocator dlb__default_allocator = {
-    dlb__default_alloc, dlb__default_free, NULL};
+    default_alloc, default_free, NULL};
 
-static dlb_allocator dlb__allocator = {dlb__default_alloc, dlb__default_free,
-                                       NULL};
+static dlb_allocator dlb__allocator = {default_alloc, default_free, NULL};
 
 dlb_status dlb_set_allocator(const dlb_allocator *allocator) {
   if (allocator == NULL) {
@@ -68,7 +66,7 @@ typedef struct dlb__block {
   size_t alignment;
 } dlb__block;
 
-static void *dlb__block_alloc(size_t size, size_t alignment) {
+static void *block_alloc(size_t size, size_t alignment) {
   if (alignment < _Alignof(max_align_t)) alignment = _Alignof(max_align_t);
   size_t head = (sizeof(dlb__block) + alignment - 1) & ~(alignment - 1);
   if (size > SIZE_MAX - head) {
@@ -91,25 +89,25 @@ static void *dlb__block_alloc(size_t size, size_t alignment) {
   return user;
 }
 
-static void dlb__block_free(void *p) {
+static void block_free(void *p) {
   if (p == NULL) return;
   dlb__block b;
   memcpy(&b, (char *)p - sizeof(dlb__block), sizeof b);
   b.allocator.free(b.allocator.ctx, b.raw, b.total, b.alignment);
 }
 
-void *dlb__malloc(size_t size) { return dlb__block_alloc(size, 0); }
+void *dlb__malloc(size_t size) { return block_alloc(size, 0); }
 
 void *dlb__calloc(size_t size) {
-  void *p = dlb__block_alloc(size, 0);
+  void *p = block_alloc(size, 0);
   if (p != NULL) memset(p, 0, size);
   return p;
 }
 
-void dlb__free(void *p) { dlb__block_free(p); }
+void dlb__free(void *p) { block_free(p); }
 
 void *dlb__data_alloc(size_t size, size_t alignment) {
-  return dlb__block_alloc(size, alignment);
+  return block_alloc(size, alignment);
 }
 
-void dlb__data_free(void *p) { dlb__block_free(p); }
+void dlb__data_free(void *p) { block_free(p); }

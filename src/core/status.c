@@ -4,8 +4,6 @@
 
 #include "internal.h"
 
-#define DLB__ERROR_MAX 512
-
 static _Thread_local char dlb__error[DLB__ERROR_MAX];
 
 const char *dlb_status_name(dlb_status status) {
@@ -33,6 +31,14 @@ const char *dlb_status_message(dlb_status status) {
 const char *dlb_last_error(void) { return dlb__error; }
 
 void dlb_clear_error(void) { dlb__error[0] = '\0'; }
+
+void dlb__error_save(dlb__saved_error *out) {
+  memcpy(out->text, dlb__error, strlen(dlb__error) + 1);
+}
+
+void dlb__error_restore(const dlb__saved_error *saved) {
+  memcpy(dlb__error, saved->text, strlen(saved->text) + 1);
+}
 
 dlb_status dlb__fail(dlb_status status, const char *fmt, ...) {
   va_list ap;

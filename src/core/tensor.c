@@ -14,7 +14,7 @@
 
 /* ---- owners ------------------------------------------------------------ */
 
-static dlb__owner *dlb__owner_new(dlb__owner_kind kind) {
+static dlb__owner *owner_new(dlb__owner_kind kind) {
   dlb__owner *o = dlb__malloc(sizeof *o);
   if (o == NULL) return NULL;
   atomic_init(&o->refs, 1);
@@ -23,13 +23,13 @@ static dlb__owner *dlb__owner_new(dlb__owner_kind kind) {
   return o;
 }
 
-static void dlb__owner_retain(dlb__owner *o) {
+static void owner_retain(dlb__owner *o) {
   /* A reference is only ever taken through one already held, which keeps
    * the owner alive meanwhile: no ordering is needed. */
   atomic_fetch_add_explicit(&o->refs, 1, memory_order_relaxed);
 }
 
-static void dlb__owner_drop(dlb__owner *o) {
+static void owner_drop(dlb__owner *o) {
   if (atomic_fetch_sub_explicit(&o->refs, 1, memory_order_release) != 1)
     return;
   /* Pairs with the other holders' release decrements: whatever they wrote
@@ -60,16 +60,16 @@ static void dlb__owner_drop(dlb__owner *o) {
 
 /* The deleter of every tensor made here; dlb_tensor_is_ours() recognises
  * our tensors by it. */
-static void dlb__tensor_deleter(DLManagedTensorVersioned *self) {
+static void tensor_deleter(DLManagedTensorVersioned *self) {
   dlb__tensor *t = self->manager_ctx;
   dlb__owner *o = t->owner;
   dlb__free(t);
-  dlb__owner_drop(o);
+  owner_drop(o);
 }
 
 /* Allocates the block of a tensor with ndim dimensions (0..DLB_MAX_NDIM),
  * current version, no owner yet. Freed with dlb__free until it has one. */
-static dlb__tensor *dlb__tensor_new(int32_t ndim) {
+static dlb__tensor *tensor_new(int32_t ndim) {
   dlb__tensor *t =
       dlb__malloc(sizeof *t + 2 * (size_t)ndim * sizeof(int64_t));
   if (t == NULL) return NULL;
@@ -77,7 +77,7 @@ static dlb__tensor *dlb__tensor_new(int32_t ndim) {
   t->managed.version.major = DLPACK_MAJOR_VERSION;
   t->managed.version.minor = DLPACK_MINOR_VERSION;
   t->managed.manager_ctx = t;
-  t->managed.deleter = dlb__tensor_deleter;
+  t->managed.deleter = tensor_deleter;
   t->managed.dl_tensor.ndim = ndim;
   /* Non-NULL even for ndim 0, for consumers that test the pointers. */
   t->managed.dl_tensor.shape = t->dims;
@@ -87,7 +87,7 @@ static dlb__tensor *dlb__tensor_new(int32_t ndim) {
 }
 
 dlb__tensor *dlb__tensor_of(const DLManagedTensorVersioned *t) {
-  if (t == NULL || t->deleter != dlb__tensor_deleter) return NULL;
+  if (t == NULL || t->deleter != tensor_deleter) return NULL;
   return t->manager_ctx;
 }
 
@@ -110,8 +110,8 @@ void dlb__implied_strides(int32_t ndim, const int64_t *shape,
 
 /* Copies dl->ndim entries of shape and of strides (NULL: implied ones) into
  * dl's own arrays. */
-static void dlb__set_dims(DLTensor *dl, const int64_t *shape,
-                          const int64_t *strides) {
+static void set_dims(DLTensor *dl, const int64_t *shape,
+                     const int64_t *strides) {
   int32_t ndim = dl->ndim;
   if (ndim == 0) return;
   memcpy(dl->shape, shape, (size_t)ndim * sizeof(int64_t));
@@ -125,14 +125,14 @@ dlb_status dlb__tensor_derive(const dlb__tensor *base, int32_t ndim,
                               const int64_t *shape, const int64_t *strides,
                               int64_t delta, uint64_t flags,
                               DLManagedTensorVersioned **out) {
-  dlb__tensor *t = dlb__tensor_new(ndim);
+  dlb__tensor *t = tensor_new(ndim);
   if (t == NULL) return DLB_E_NOMEM;
   const DLTensor *b = &base->managed.dl_tensor;
   DLTensor *dl = &t->managed.dl_tensor;
   t->managed.flags = flags;
   dl->device = b->device;
   dl->dtype = b->dtype;
-  dlb__set_dims(dl, shape, strides);
+  set_dims(dl, shape, strides);
   /* base was validated, so its byte_offset and every element's offset fit
    * in int64_t; delta leads to one of its elements. */
   int64_t off = (int64_t)b->byte_offset + delta;
@@ -146,7 +146,7 @@ dlb_status dlb__tensor_derive(const dlb__tensor *base, int32_t ndim,
     dl->byte_offset = 0;
   }
   t->owner = base->owner;
-  dlb__owner_retain(t->owner);
+  owner_retain(t->owner);
   *out = &t->managed;
   return DLB_OK;
 }
@@ -157,14 +157,13 @@ dlb_status dlb__tensor_derive(const dlb__tensor *base, int32_t ndim,
  * ones; host-type devices get device_id 0. Nothing is taken over here, so a
  * failure leaves the caller's input as it was.
  */
-static dlb_status dlb__tensor_import(const DLTensor *desc, uint64_t flags,
-                                     dlb__owner_kind kind,
-                                     dlb__tensor **out) {
+static dlb_status tensor_import(const DLTensor *desc, uint64_t flags,
+                                dlb__owner_kind kind, dlb__tensor **out) {
   int32_t ndim = desc->ndim;
-  dlb__tensor *t = dlb__tensor_new(ndim);
+  dlb__tensor *t = tensor_new(ndim);
   if (t == NULL) return DLB_E_NOMEM;
   DLTensor *dl = &t->managed.dl_tensor;
-  dlb__set_dims(dl, desc->shape, desc->strides);
+  set_dims(dl, desc->shape, desc->strides);
   dl->data = desc->data;
   dl->device = desc->device;
   /* Cannot fail: validation accepted the device. */
@@ -172,7 +171,7 @@ static dlb_status dlb__tensor_import(const DLTensor *desc, uint64_t flags,
   dl->dtype = desc->dtype;
   dl->byte_offset = desc->byte_offset;
   t->managed.flags = flags;
-  t->owner = dlb__owner_new(kind);
+  t->owner = owner_new(kind);
   if (t->owner == NULL) {
     dlb__free(t);
     return DLB_E_NOMEM;
@@ -183,7 +182,7 @@ static dlb_status dlb__tensor_import(const DLTensor *desc, uint64_t flags,
 
 /* Validates desc as the tensor of a current-version managed tensor with
  * flags, so flag bits and the sub-byte rules are checked too. */
-static dlb_status dlb__validate_desc(const DLTensor *desc, uint64_t flags) {
+static dlb_status validate_desc(const DLTensor *desc, uint64_t flags) {
   DLManagedTensorVersioned probe;
   memset(&probe, 0, sizeof probe);
   probe.version.major = DLPACK_MAJOR_VERSION;
@@ -219,10 +218,10 @@ dlb_status dlb_tensor_alloc(DLDevice device, DLDataType dtype, int32_t ndim,
     if (st != DLB_OK) return st;
   }
 
-  dlb__tensor *t = dlb__tensor_new(ndim);
+  dlb__tensor *t = tensor_new(ndim);
   if (t == NULL) return DLB_E_NOMEM;
   int cpu = device.device_type == kDLCPU;
-  t->owner = dlb__owner_new(cpu ? DLB__OWNER_CPU_DATA : DLB__OWNER_DEVICE);
+  t->owner = owner_new(cpu ? DLB__OWNER_CPU_DATA : DLB__OWNER_DEVICE);
   if (t->owner == NULL) {
     dlb__free(t);
     return DLB_E_NOMEM;
@@ -247,7 +246,7 @@ dlb_status dlb_tensor_alloc(DLDevice device, DLDataType dtype, int32_t ndim,
   dl->data = data;
   dl->device = device;
   dl->dtype = dtype;
-  dlb__set_dims(dl, shape, strides);
+  set_dims(dl, shape, strides);
   *out = &t->managed;
   return DLB_OK;
 }
@@ -257,10 +256,10 @@ dlb_status dlb_tensor_wrap(const DLTensor *desc, uint64_t flags,
                            DLManagedTensorVersioned **out) {
   if (out == NULL) return dlb__fail(DLB_E_INVAL, "out is NULL");
   if (desc == NULL) return dlb__fail(DLB_E_INVAL, "desc is NULL");
-  dlb_status st = dlb__validate_desc(desc, flags);
+  dlb_status st = validate_desc(desc, flags);
   if (st != DLB_OK) return st;
   dlb__tensor *t = NULL;
-  st = dlb__tensor_import(desc, flags, DLB__OWNER_CALLBACK, &t);
+  st = tensor_import(desc, flags, DLB__OWNER_CALLBACK, &t);
   if (st != DLB_OK) return st;
   t->owner->u.callback.fn = release;
   t->owner->u.callback.ctx = ctx;
@@ -281,7 +280,7 @@ dlb_status dlb_tensor_adopt(DLManagedTensorVersioned *foreign,
     return DLB_OK;
   }
   dlb__tensor *t = NULL;
-  st = dlb__tensor_import(&foreign->dl_tensor, foreign->flags,
+  st = tensor_import(&foreign->dl_tensor, foreign->flags,
                           DLB__OWNER_VERSIONED, &t);
   if (st != DLB_OK) return st;
   t->owner->u.versioned = foreign;
@@ -296,15 +295,15 @@ typedef struct dlb__legacy {
   int64_t dims[];
 } dlb__legacy;
 
-static void dlb__legacy_deleter(DLManagedTensor *self) {
+static void legacy_deleter(DLManagedTensor *self) {
   DLManagedTensorVersioned *t = self->manager_ctx;
   dlb__free(self);
   dlb_tensor_release(t);
 }
 
 /* 1 when legacy still describes exactly the tensor t it was made from. */
-static int dlb__legacy_unchanged(const DLManagedTensor *legacy,
-                                 const DLManagedTensorVersioned *t) {
+static int legacy_unchanged(const DLManagedTensor *legacy,
+                            const DLManagedTensorVersioned *t) {
   const DLTensor *a = &legacy->dl_tensor, *b = &t->dl_tensor;
   if (a->data != b->data || a->byte_offset != b->byte_offset ||
       a->ndim != b->ndim || !dlb_dtype_equal(a->dtype, b->dtype) ||
@@ -320,11 +319,11 @@ dlb_status dlb_tensor_from_legacy(DLManagedTensor *legacy, uint64_t flags,
                                   DLManagedTensorVersioned **out) {
   if (out == NULL) return dlb__fail(DLB_E_INVAL, "out is NULL");
   if (legacy == NULL) return dlb__fail(DLB_E_INVAL, "legacy is NULL");
-  dlb_status st = dlb__validate_desc(&legacy->dl_tensor, flags);
+  dlb_status st = validate_desc(&legacy->dl_tensor, flags);
   if (st != DLB_OK) return st;
-  if (legacy->deleter == dlb__legacy_deleter &&
+  if (legacy->deleter == legacy_deleter &&
       dlb__tensor_of(legacy->manager_ctx) != NULL &&
-      dlb__legacy_unchanged(legacy, legacy->manager_ctx)) {
+      legacy_unchanged(legacy, legacy->manager_ctx)) {
     /* Our own conversion of one of our tensors: unwrap it instead of
      * stacking a deleter on a deleter at every round trip. The wrapper owned
      * the tensor alone, so its flags are ours to set. One whose description
@@ -337,7 +336,7 @@ dlb_status dlb_tensor_from_legacy(DLManagedTensor *legacy, uint64_t flags,
     return DLB_OK;
   }
   dlb__tensor *t = NULL;
-  st = dlb__tensor_import(&legacy->dl_tensor, flags, DLB__OWNER_LEGACY, &t);
+  st = tensor_import(&legacy->dl_tensor, flags, DLB__OWNER_LEGACY, &t);
   if (st != DLB_OK) return st;
   t->owner->u.legacy = legacy;
   *out = &t->managed;
@@ -367,11 +366,11 @@ dlb_status dlb_tensor_to_legacy(DLManagedTensorVersioned *t,
   *dl = t->dl_tensor;
   dl->shape = l->dims;
   dl->strides = l->dims + ndim;
-  dlb__set_dims(dl, t->dl_tensor.shape, t->dl_tensor.strides);
+  set_dims(dl, t->dl_tensor.shape, t->dl_tensor.strides);
   /* Cannot fail: validation accepted the device. */
   (void)dlb_device_normalize(&dl->device);
   l->managed.manager_ctx = t;
-  l->managed.deleter = dlb__legacy_deleter;
+  l->managed.deleter = legacy_deleter;
   *out = &l->managed;
   return DLB_OK;
 }

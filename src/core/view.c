@@ -10,6 +10,8 @@
  * would do, and computing one could overflow (the strides of an empty
  * tensor are unbounded).
  */
+#include <stdbool.h>
+
 #include "tensor_internal.h"
 
 /*
@@ -25,9 +27,9 @@ typedef struct {
   int64_t strides[DLB_MAX_NDIM];
 } dlb__view_base;
 
-static dlb_status dlb__view_base_of(const DLManagedTensorVersioned *base,
-                                    DLManagedTensorVersioned **out,
-                                    dlb__view_base *vb) {
+static dlb_status view_base_of(const DLManagedTensorVersioned *base,
+                               DLManagedTensorVersioned **out,
+                               dlb__view_base *vb) {
   /* Set on every path, so no caller reads an unset field even where the
    * compiler cannot see that a failure status is never DLB_OK. */
   vb->owner = NULL;
@@ -60,15 +62,14 @@ static dlb_status dlb__view_base_of(const DLManagedTensorVersioned *base,
   return DLB_OK;
 }
 
-static int dlb__any_zero(int32_t ndim, const int64_t *shape) {
+static int any_zero(int32_t ndim, const int64_t *shape) {
   for (int32_t i = 0; i < ndim; i++)
     if (shape[i] == 0) return 1;
   return 0;
 }
 
 /* Python's clamping of one slice bound (PySlice_AdjustIndices). */
-static int64_t dlb__slice_bound(int64_t v, int64_t n, int64_t lower,
-                                int64_t upper) {
+static int64_t slice_bound(int64_t v, int64_t n, int64_t lower, int64_t upper) {
   if (v < 0) {
     /* v > INT64_MIN here (that value is DLB_SLICE_DEFAULT), so v + n
      * cannot overflow. */
@@ -80,15 +81,15 @@ static int64_t dlb__slice_bound(int64_t v, int64_t n, int64_t lower,
 
 /* Stores the first index of sl over an extent n in *first and returns the
  * number of elements it selects. sl.step != 0. */
-static int64_t dlb__slice_apply(int64_t n, dlb_slice sl, int64_t *first) {
+static int64_t slice_apply(int64_t n, dlb_slice sl, int64_t *first) {
   int64_t lower = sl.step > 0 ? 0 : -1;
   int64_t upper = sl.step > 0 ? n : n - 1;
   int64_t start = sl.start == DLB_SLICE_DEFAULT
                       ? (sl.step > 0 ? lower : upper)
-                      : dlb__slice_bound(sl.start, n, lower, upper);
+                      : slice_bound(sl.start, n, lower, upper);
   int64_t stop = sl.stop == DLB_SLICE_DEFAULT
                      ? (sl.step > 0 ? upper : lower)
-                     : dlb__slice_bound(sl.stop, n, lower, upper);
+                     : slice_bound(sl.stop, n, lower, upper);
   *first = start;
   /* start and stop lie in -1..n, so their difference fits; the step is
    * divided as unsigned because -INT64_MIN does not fit in int64_t. */
@@ -106,7 +107,7 @@ dlb_status dlb_tensor_slice(const DLManagedTensorVersioned *base,
                             int32_t nslices, const dlb_slice *slices,
                             DLManagedTensorVersioned **out) {
   dlb__view_base vb;
-  dlb_status st = dlb__view_base_of(base, out, &vb);
+  dlb_status st = view_base_of(base, out, &vb);
   if (st != DLB_OK) return st;
   const DLTensor *b = &vb.t;
   int32_t ndim = b->ndim;
@@ -128,7 +129,7 @@ dlb_status dlb_tensor_slice(const DLManagedTensorVersioned *base,
       first[i] = 0;
       continue;
     }
-    shape[i] = dlb__slice_apply(b->shape[i], slices[i], &first[i]);
+    shape[i] = slice_apply(b->shape[i], slices[i], &first[i]);
     /* The product fits whenever the step reaches a second element of a
      * non-empty base; when it overflows, the dimension holds at most one
      * element or the view none, so its stride is never used. */
@@ -136,7 +137,7 @@ dlb_status dlb_tensor_slice(const DLManagedTensorVersioned *base,
       strides[i] = b->strides[i];
   }
   int64_t delta = 0;
-  if (!dlb__any_zero(ndim, shape)) {
+  if (!any_zero(ndim, shape)) {
     int64_t item = (int64_t)dlb_dtype_itemsize(b->dtype);
     for (int32_t i = 0; i < ndim; i++)
       delta += first[i] * b->strides[i] * item;
@@ -149,7 +150,7 @@ dlb_status dlb_tensor_select(const DLManagedTensorVersioned *base,
                              int32_t dim, int64_t index,
                              DLManagedTensorVersioned **out) {
   dlb__view_base vb;
-  dlb_status st = dlb__view_base_of(base, out, &vb);
+  dlb_status st = view_base_of(base, out, &vb);
   if (st != DLB_OK) return st;
   const DLTensor *b = &vb.t;
   int32_t ndim = b->ndim;
@@ -172,7 +173,7 @@ dlb_status dlb_tensor_select(const DLManagedTensorVersioned *base,
     k++;
   }
   int64_t delta = 0;
-  if (!dlb__any_zero(k, shape))
+  if (!any_zero(k, shape))
     delta = i * b->strides[d] * (int64_t)dlb_dtype_itemsize(b->dtype);
   return dlb__tensor_derive(vb.owner, k, shape, strides, delta,
                             vb.flags, out);
@@ -182,7 +183,7 @@ dlb_status dlb_tensor_permute(const DLManagedTensorVersioned *base,
                               const int32_t *axes,
                               DLManagedTensorVersioned **out) {
   dlb__view_base vb;
-  dlb_status st = dlb__view_base_of(base, out, &vb);
+  dlb_status st = view_base_of(base, out, &vb);
   if (st != DLB_OK) return st;
   const DLTensor *b = &vb.t;
   int32_t ndim = b->ndim;
@@ -208,67 +209,74 @@ dlb_status dlb_tensor_permute(const DLManagedTensorVersioned *base,
 }
 
 /*
- * NumPy's no-copy reshape: walks the old dimensions (size-1 ones dropped)
- * and the new ones in step, grouping each run of old dimensions whose
- * product equals a run of new ones. A group of old dimensions must be
- * contiguous with each other; its new dimensions then get row-major strides
- * ending in the group's last old stride. numel > 0 and the products of the
- * two shapes are equal. Returns 1 and fills nstrides, or 0 when a copy is
- * needed (*bad then names the first old dimension of the offending group).
+ * The strides of a view with shape new_shape whose i-th element in
+ * row-major order is the i-th element of the old tensor (old_shape,
+ * old_strides) in row-major order, for every i: the no-copy reshape.
+ * Returns true and fills new_strides, or false when no strides do that (a
+ * copy is needed), with *bad naming the first old dimension of a run that
+ * is not laid out contiguously. Both shapes hold the same number of
+ * elements, more than 0.
  */
-static int dlb__reshape_strides(int32_t ond, const int64_t *oshape,
-                                const int64_t *ostrides, int32_t nnd,
-                                const int64_t *nshape, int64_t *nstrides,
-                                int32_t *bad) {
-  int64_t od[DLB_MAX_NDIM], os[DLB_MAX_NDIM];
-  int32_t oidx[DLB_MAX_NDIM];
-  int32_t on = 0;
-  for (int32_t i = 0; i < ond; i++) {
-    if (oshape[i] == 1) continue;
-    od[on] = oshape[i];
-    os[on] = ostrides[i];
-    oidx[on] = i;
-    on++;
+static bool reshaped_view_strides(int32_t old_ndim, const int64_t *old_shape,
+                                  const int64_t *old_strides, int32_t new_ndim,
+                                  const int64_t *new_shape,
+                                  int64_t *new_strides, int32_t *bad) {
+  /* Extent-1 dimensions take any stride: only the others constrain. */
+  int64_t extent[DLB_MAX_NDIM], stride[DLB_MAX_NDIM];
+  int32_t dim_of[DLB_MAX_NDIM];
+  int32_t nold = 0;
+  for (int32_t i = 0; i < old_ndim; i++) {
+    if (old_shape[i] == 1) continue;
+    extent[nold] = old_shape[i];
+    stride[nold] = old_strides[i];
+    dim_of[nold] = i;
+    nold++;
   }
-  int32_t ni = 0, oi = 0, nj = 1, oj = 1;
-  while (ni < nnd && oi < on) {
+  /* Match the shortest runs of old dimensions [old_first, old_end) and new
+   * ones [new_first, new_end) with equal element counts, in order (as
+   * NumPy's reshape does). */
+  int32_t new_first = 0, old_first = 0, new_end = 1, old_end = 1;
+  while (new_first < new_ndim && old_first < nold) {
     /* No extent is 0, so these partial products stay below numel. */
-    int64_t np = nshape[ni], op = od[oi];
-    while (np != op) {
-      if (np < op)
-        np *= nshape[nj++];
+    int64_t new_count = new_shape[new_first], old_count = extent[old_first];
+    while (new_count != old_count) {
+      if (new_count < old_count)
+        new_count *= new_shape[new_end++];
       else
-        op *= od[oj++];
+        old_count *= extent[old_end++];
     }
-    for (int32_t k = oi; k < oj - 1; k++) {
+    /* The old run must step through memory as one row-major block... */
+    for (int32_t k = old_first; k < old_end - 1; k++) {
       int64_t want = 0;
-      if (dlb__mul_overflow(od[k + 1], os[k + 1], &want) || os[k] != want) {
-        *bad = oidx[k];
-        return 0;
+      if (dlb__mul_overflow(extent[k + 1], stride[k + 1], &want) ||
+          stride[k] != want) {
+        *bad = dim_of[k];
+        return false;
       }
     }
-    nstrides[nj - 1] = os[oj - 1];
-    for (int32_t k = nj - 1; k > ni; k--) {
+    /* ...which the new run then splits row-major, from its last stride. */
+    new_strides[new_end - 1] = stride[old_end - 1];
+    for (int32_t k = new_end - 1; k > new_first; k--) {
       /* Only an extent-1 dimension can get a stride that overflows (the
        * stride of a longer one reaches an element); such a stride is never
        * used, so any value does. */
-      if (dlb__mul_overflow(nstrides[k], nshape[k], &nstrides[k - 1]))
-        nstrides[k - 1] = nstrides[k];
+      if (dlb__mul_overflow(new_strides[k], new_shape[k], &new_strides[k - 1]))
+        new_strides[k - 1] = new_strides[k];
     }
-    ni = nj++;
-    oi = oj++;
+    new_first = new_end++;
+    old_first = old_end++;
   }
   /* What is left of the new shape is extent-1 dimensions. */
-  int64_t last = ni >= 1 ? nstrides[ni - 1] : 1;
-  for (int32_t k = ni; k < nnd; k++) nstrides[k] = last;
-  return 1;
+  int64_t last = new_first >= 1 ? new_strides[new_first - 1] : 1;
+  for (int32_t k = new_first; k < new_ndim; k++) new_strides[k] = last;
+  return true;
 }
 
 dlb_status dlb_tensor_reshape(const DLManagedTensorVersioned *base,
                               int32_t ndim, const int64_t *shape,
                               DLManagedTensorVersioned **out) {
   dlb__view_base vb;
-  dlb_status st = dlb__view_base_of(base, out, &vb);
+  dlb_status st = view_base_of(base, out, &vb);
   if (st != DLB_OK) return st;
   const DLTensor *b = &vb.t;
   if (ndim < 0 || ndim > DLB_MAX_NDIM)
@@ -335,8 +343,8 @@ dlb_status dlb_tensor_reshape(const DLManagedTensorVersioned *base,
     }
   } else {
     int32_t bad = 0;
-    if (!dlb__reshape_strides(b->ndim, b->shape, b->strides, ndim, nshape,
-                              nstrides, &bad))
+    if (!reshaped_view_strides(b->ndim, b->shape, b->strides, ndim, nshape,
+                               nstrides, &bad))
       return dlb__fail(DLB_E_NEEDS_COPY,
                        "base dimension %d (stride %lld) is not contiguous with "
                        "the next one it would merge with, so the new shape "
@@ -351,7 +359,7 @@ dlb_status dlb_tensor_expand(const DLManagedTensorVersioned *base,
                              int32_t ndim, const int64_t *shape,
                              DLManagedTensorVersioned **out) {
   dlb__view_base vb;
-  dlb_status st = dlb__view_base_of(base, out, &vb);
+  dlb_status st = view_base_of(base, out, &vb);
   if (st != DLB_OK) return st;
   const DLTensor *b = &vb.t;
   if (ndim < b->ndim || ndim > DLB_MAX_NDIM)

@@ -15,16 +15,29 @@
 
 typedef void (*dlb_test_fn)(void);
 
-void dlb_test_register(const char *name, const char *file, dlb_test_fn fn);
+/* limit_s: the test's time limit in seconds, 0 for the runner's default;
+ * hidden: run only when the runner is given its full name. */
+void dlb_test_register(const char *name, const char *file, dlb_test_fn fn,
+                       unsigned limit_s, int hidden);
 void dlb_test_failed(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* The factor the runner stretches built-in time limits by in this build and
+ * environment (sanitizers, valgrind). */
+unsigned dlb_test_limit_scale(void);
 
-#define DLB_TEST(name)                                                   \
-  static void dlb_test_##name(void);                                     \
-  __attribute__((constructor)) static void dlb_test_reg_##name(void) {   \
-    dlb_test_register(#name, __FILE__, dlb_test_##name);                 \
-  }                                                                      \
+#define DLB_TEST_REGISTERED(name, limit_s, hidden)                        \
+  static void dlb_test_##name(void);                                      \
+  __attribute__((constructor)) static void dlb_test_reg_##name(void) {    \
+    dlb_test_register(#name, __FILE__, dlb_test_##name, limit_s, hidden); \
+  }                                                                       \
   static void dlb_test_##name(void)
+
+/* A test, killed and failed when it runs past the runner's default limit;
+ * DLB_TEST_REGISTERED(name, seconds, 0) gives one a limit of its own. */
+#define DLB_TEST(name) DLB_TEST_REGISTERED(name, 0, 0)
+/* A test that runs only when asked for by its full name: the runner's own
+ * tests run these in a second runner. */
+#define DLB_TEST_HIDDEN(name, seconds) DLB_TEST_REGISTERED(name, seconds, 1)
 
 /* Fails the test (the process exits non-zero) when cond is false. */
 #define CHECK(cond)                                                    \

@@ -1,0 +1,119 @@
+"""Every entry point that parses its own arguments accepts exactly the
+signature its docstring declares, and names the offending argument when a
+call does not fit it."""
+
+import inspect
+import re
+
+import pytest
+
+from support import dlbridge
+
+P = inspect.Parameter
+
+
+def parsed_entry_points():
+    """(name, callable) for each function that parses vectorcall arguments;
+    Tensor methods are bound, so that their signatures drop self."""
+    t = dlbridge.zeros(2)
+    names = ["empty", "zeros", "full", "arange", "asarray", "from_dlpack", "pin", "prefetch",
+             "advise"]
+    found = [(n, getattr(dlbridge, n)) for n in names]
+    found += [("to", t.to), ("__dlpack__", t.__dlpack__)]
+    return found
+
+
+def params_of(fn):
+    return list(inspect.signature(fn).parameters.values())
+
+
+def is_required(p):
+    return p.default is P.empty
+
+
+ENTRY_POINTS = parsed_entry_points()
+IDS = [name for name, _ in ENTRY_POINTS]
+
+
+def having(pred):
+    """The entry points with a parameter for which pred holds, and ids."""
+    chosen = [(n, fn) for n, fn in ENTRY_POINTS if any(pred(p) for p in params_of(fn))]
+    return {"argvalues": chosen, "ids": [n for n, _ in chosen]}
+
+
+def message(name, text):
+    return "^" + re.escape(name + "() " + text) + "$"
+
+
+@pytest.mark.parametrize("name,fn", ENTRY_POINTS, ids=IDS)
+def test_one_positional_argument_too_many_is_refused(name, fn):
+    npos = sum(p.kind != P.KEYWORD_ONLY for p in params_of(fn))
+    given = npos + 1
+    if npos == 0:
+        expected = "takes no positional arguments (1 given)"
+    else:
+        expected = "takes at most %d positional argument%s (%d given)" % (
+            npos, "" if npos == 1 else "s", given)
+    with pytest.raises(TypeError, match=message(name, expected)):
+        fn(*[object()] * given)
+
+
+def required_call(fn, leave_out=None):
+    """args, kwargs giving every required parameter but leave_out: the
+    positional-only ones by position, the others by keyword."""
+    args, kwargs = [], {}
+    for p in params_of(fn):
+        if not is_required(p) or p.name == leave_out:
+            continue
+        if p.kind == P.POSITIONAL_ONLY:
+            args.append(object())
+        else:
+            kwargs[p.name] = object()
+    return args, kwargs
+
+
+@pytest.mark.parametrize("name,fn", ENTRY_POINTS, ids=IDS)
+def test_an_unknown_keyword_is_named(name, fn):
+    args, kwargs = required_call(fn)
+    with pytest.raises(TypeError,
+                       match=message(name, "got an unexpected keyword argument 'bogus'")):
+        fn(*args, bogus=1, **kwargs)
+
+
+@pytest.mark.parametrize("name,fn", **having(lambda p: p.kind == P.POSITIONAL_ONLY))
+def test_a_positional_only_parameter_is_no_keyword(name, fn):
+    posonly = [p.name for p in params_of(fn) if p.kind == P.POSITIONAL_ONLY]
+    _, kwargs = required_call(fn)
+    kwargs[posonly[0]] = object()
+    with pytest.raises(TypeError, match=message(
+            name, "got an unexpected keyword argument '%s'" % posonly[0])):
+        fn(**kwargs)
+
+
+@pytest.mark.parametrize("name,fn", **having(lambda p: p.kind == P.POSITIONAL_OR_KEYWORD))
+def test_an_argument_given_twice_is_named(name, fn):
+    params = params_of(fn)
+    either = [i for i, p in enumerate(params) if p.kind == P.POSITIONAL_OR_KEYWORD]
+    for i in either:
+        with pytest.raises(TypeError, match=message(
+                name, "got multiple values for argument '%s'" % params[i].name)):
+            fn(*[object()] * (i + 1), **{params[i].name: object()})
+
+
+@pytest.mark.parametrize("name,fn", **having(is_required))
+def test_each_missing_required_argument_is_named(name, fn):
+    required = [p for p in params_of(fn) if is_required(p)]
+    for p in required:
+        args, kwargs = required_call(fn, leave_out=p.name)
+        with pytest.raises(TypeError,
+                           match=message(name, "missing required argument '%s'" % p.name)):
+            fn(*args, **kwargs)
+
+
+def test_keywords_reach_the_parameters_they_name():
+    t = dlbridge.full(fill_value=3, device="cpu", dtype="int16", shape=2)
+    assert (t.shape, str(t.dtype), t.tolist()) == ((2,), "int16", [3, 3])
+    r = dlbridge.arange(1, step=2, stop=7, device="cpu", dtype="int32")
+    assert (str(r.dtype), r.tolist()) == ("int32", [1, 3, 5])
+    a = dlbridge.asarray([1, 2], copy=True, device="cpu", dtype="int8")
+    assert (str(a.dtype), a.tolist()) == ("int8", [1, 2])
