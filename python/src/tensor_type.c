@@ -480,10 +480,12 @@ static int dlbpy_int_args(const char *fname, PyObject *const *args,
   PyObject *const *items = args;
   Py_ssize_t n = nargs;
   if (nargs == 1 && (PyTuple_Check(args[0]) || PyList_Check(args[0]))) {
-    seq = PySequence_Fast(args[0], "");
+    /* A tuple snapshot of a list: an item's __index__ may empty the list
+     * while the items are read. */
+    seq = PySequence_Tuple(args[0]);
     if (seq == NULL) return -1;
-    items = PySequence_Fast_ITEMS(seq);
-    n = PySequence_Fast_GET_SIZE(seq);
+    items = &PyTuple_GET_ITEM(seq, 0);
+    n = PyTuple_GET_SIZE(seq);
   }
   int rc = 0;
   if (n > DLB_MAX_NDIM) {
