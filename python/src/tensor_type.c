@@ -592,6 +592,9 @@ static PyObject *dlbpy_tensor_to(PyObject *self, PyObject *const *args,
 /* Iteration walks the first dimension, as NumPy's does: t[0], t[1], ...
  * A 0-d tensor is not iterable, as len() of it is an error. */
 static PyObject *dlbpy_tensor_sq_item(PyObject *self, Py_ssize_t i) {
+  /* list(t) and other C loops over an iterator never reach the bytecode
+   * loop that would notice Ctrl-C; a tensor may have 2**62 rows. */
+  if (PyErr_CheckSignals() < 0) return NULL;
   PyObject *key = PyLong_FromSsize_t(i);
   if (key == NULL) return NULL;
   PyObject *r = dlbpy_tensor_subscript(self, key);
