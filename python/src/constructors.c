@@ -533,7 +533,9 @@ PyObject *dlbpy_asarray(PyObject *module, PyObject *const *args,
   }
   DLManagedTensorVersioned *mt;
   int values = 0;
-  if (dlbpy_is_producer(st, obj)) {
+  int producer = dlbpy_is_producer(st, obj);
+  if (producer < 0) return NULL;
+  if (producer) {
     if (dlbpy_import(st, obj, NULL, &mt) < 0) return NULL;
   } else if (PyObject_CheckBuffer(obj)) {
     if (dlbpy_import_buffer(obj, &mt) < 0) return NULL;
