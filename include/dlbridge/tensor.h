@@ -71,9 +71,10 @@ DLB_API dlb_status dlb_tensor_adopt(DLManagedTensorVersioned *foreign,
  * with the given flags whose last release calls legacy's deleter exactly
  * once. Takes ownership of legacy on success; on failure it is untouched.
  * A legacy tensor that dlb_tensor_to_legacy() made from a dlbridge tensor
- * gives that tensor back, with the given flags, instead of wrapping it again
- * (unless its dl_tensor was rewritten since: then it is wrapped, so the
- * result describes what the struct says now).
+ * (dlb_legacy_is_ours()) gives that tensor back, with the given flags,
+ * instead of wrapping it again; when its dl_tensor was rewritten since, the
+ * result describes what the struct says now and shares the tensor's owner.
+ * Either way no round trip adds a deleter to a chain.
  * New; release with dlb_tensor_release().
  */
 DLB_API dlb_status dlb_tensor_from_legacy(DLManagedTensor *legacy,
@@ -104,6 +105,11 @@ DLB_API dlb_status dlb_tensor_share(const DLManagedTensorVersioned *t,
 /* Returns 1 when t was created by dlbridge (so views and shares of it are
  * possible), else 0. Accepts NULL (returns 0). */
 DLB_API int dlb_tensor_is_ours(const DLManagedTensorVersioned *t);
+
+/* Returns 1 when dlb_tensor_to_legacy() made t from a dlbridge tensor, so
+ * dlb_tensor_from_legacy() takes it back without wrapping it, else 0.
+ * Accepts NULL (returns 0). Borrows t. */
+DLB_API int dlb_legacy_is_ours(const DLManagedTensor *t);
 
 /* Calls t's deleter if it has one. Accepts NULL. */
 DLB_API void dlb_tensor_release(DLManagedTensorVersioned *t);

@@ -495,6 +495,77 @@ DLB_TEST(tensor_legacy_round_trip_of_foreign) {
   CHECK_EQ_INT(count, 1);
 }
 
+/* A consumer that rewrites our legacy struct (a view of its own) and hands
+ * it back, many times over: each result shares the first tensor's owner, so
+ * nothing nests, memory stays flat and the last release frees the data
+ * once, without recursing through a chain of deleters. */
+DLB_TEST(tensor_legacy_rewritten_round_trips_share_the_owner) {
+  static int32_t buf[6];
+  int64_t shape[2] = {2, 3};
+  DLTensor desc = {buf, CPU, 2, I32, shape, NULL, 0};
+  int count = 0;
+  DLManagedTensorVersioned *t = NULL;
+  CHECK_OK(dlb_tensor_wrap(&desc, 0, count_release, &count, &t));
+  const dlb__owner *owner = dlb__tensor_of(t)->owner;
+  DLManagedTensorVersioned *x = NULL;
+  CHECK_OK(dlb_tensor_share(t, &x));
+  for (int i = 0; i < 200000; i++) {
+    DLManagedTensor *l = NULL;
+    CHECK_OK(dlb_tensor_to_legacy(x, &l));
+    CHECK(dlb_legacy_is_ours(l));
+    /* Row i % 2 of the 2x3 data, then the whole again, alternately. */
+    if (i % 2 == 0) {
+      l->dl_tensor.ndim = 1;
+      l->dl_tensor.shape[0] = 3;
+      l->dl_tensor.strides[0] = 1;
+      l->dl_tensor.byte_offset = (uint64_t)(i % 4 / 2) * 12;
+    } else {
+      l->dl_tensor.ndim = 2;
+      l->dl_tensor.shape[0] = 2;
+      l->dl_tensor.shape[1] = 3;
+      l->dl_tensor.strides[0] = 3;
+      l->dl_tensor.strides[1] = 1;
+      l->dl_tensor.byte_offset = 0;
+    }
+    DLManagedTensorVersioned *back = NULL;
+    CHECK_OK(dlb_tensor_from_legacy(l, DLPACK_FLAG_BITMASK_READ_ONLY, &back));
+    CHECK(dlb_tensor_is_ours(back));
+    CHECK(dlb__tensor_of(back)->owner == owner);
+    CHECK_EQ_INT(back->flags, DLPACK_FLAG_BITMASK_READ_ONLY);
+    CHECK_EQ_INT(back->dl_tensor.ndim, i % 2 == 0 ? 1 : 2);
+    CHECK_EQ_INT(back->dl_tensor.byte_offset, i % 2 == 0 ? i % 4 / 2 * 12 : 0);
+    back->flags = 0;
+    x = back;
+  }
+  /* The owner's references: t and x, nothing else. */
+  CHECK_EQ_INT(atomic_load(&dlb__tensor_of(t)->owner->refs), 2);
+  dlb_tensor_release(t);
+  CHECK_EQ_INT(count, 0);
+  dlb_tensor_release(x);
+  CHECK_EQ_INT(count, 1);
+}
+
+DLB_TEST(tensor_legacy_is_ours) {
+  int count = 0;
+  CHECK(!dlb_legacy_is_ours(NULL));
+  foreign *f = foreign_new(&count);
+  DLManagedTensor *l = NULL;
+  /* A legacy struct around a foreign tensor is not ours to unwrap. */
+  CHECK_OK(dlb_tensor_to_legacy(&f->m, &l));
+  CHECK(!dlb_legacy_is_ours(l));
+  dlb_legacy_release(l);
+  CHECK_EQ_INT(count, 1);
+  int64_t shape[1] = {4};
+  DLManagedTensorVersioned *t = NULL;
+  CHECK_OK(dlb_tensor_alloc(CPU, I32, 1, shape, &t));
+  CHECK_OK(dlb_tensor_to_legacy(t, &l));
+  CHECK(dlb_legacy_is_ours(l));
+  DLManagedTensor copy = *l;
+  copy.deleter = NULL;
+  CHECK(!dlb_legacy_is_ours(&copy));
+  dlb_legacy_release(l);
+}
+
 /* ---- share, release ---------------------------------------------------- */
 
 DLB_TEST(tensor_share_keeps_data_until_both_are_released) {
