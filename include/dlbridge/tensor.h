@@ -102,6 +102,19 @@ DLB_API dlb_status dlb_tensor_to_legacy(DLManagedTensorVersioned *t,
 DLB_API dlb_status dlb_tensor_share(const DLManagedTensorVersioned *t,
                                     DLManagedTensorVersioned **out);
 
+/*
+ * Makes a tensor sharing t's owner (t a dlbridge tensor) that describes
+ * desc, validated with flags: for memory of t that came back described by
+ * someone else (a buffer exported from it, a struct a consumer rewrote), so
+ * that it is not wrapped in an owner of its own that keeps t alive, a link
+ * in a chain at each round trip. The caller vouches that desc lies in the
+ * memory t's owner keeps alive. DLB_E_INVAL when t is not a dlbridge
+ * tensor. Borrows t and desc. New; release with dlb_tensor_release().
+ */
+DLB_API dlb_status dlb_tensor_redescribe(const DLManagedTensorVersioned *t,
+                                         const DLTensor *desc, uint64_t flags,
+                                         DLManagedTensorVersioned **out);
+
 /* Returns 1 when t was created by dlbridge (so views and shares of it are
  * possible), else 0. Accepts NULL (returns 0). */
 DLB_API int dlb_tensor_is_ours(const DLManagedTensorVersioned *t);

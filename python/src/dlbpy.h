@@ -262,6 +262,12 @@ void dlbpy_light_release_holding_gil(DLManagedTensorVersioned *m);
 int dlbpy_is_light_legacy(const DLManagedTensor *m);
 void dlbpy_light_legacy_release_holding_gil(DLManagedTensor *m);
 
+/* Turns such a legacy share back into a versioned one in place, with
+ * flags (never wider than its source's), and returns 1; returns 0, leaving
+ * m as it is, when a consumer rewrote its description. */
+int dlbpy_light_from_legacy(DLManagedTensor *m, uint64_t flags,
+                            DLManagedTensorVersioned **out);
+
 /* A core share of such a share's source tensor, in *out; the share itself
  * is left to the caller. */
 int dlbpy_light_to_core(const DLManagedTensorVersioned *light,
@@ -343,7 +349,9 @@ void dlbpy_release(DLManagedTensorVersioned *m);
 /* Turns the accepted tensor *m into a dlbridge tensor in place. On failure
  * (an exception set) *m is unchanged and still owned by the caller. */
 int dlbpy_own(DLManagedTensorVersioned **m);
-/* The legacy struct has no flags; flags gives the new tensor's. */
+/* The legacy struct has no flags; flags gives the new tensor's. A legacy
+ * struct dlbridge made (a share's, or the core's of a dlbridge tensor)
+ * gives back what it was made from instead of a wrapper around it. */
 dlb_status dlbpy_adopt_legacy(DLManagedTensor *foreign, uint64_t flags,
                               DLManagedTensorVersioned **out);
 

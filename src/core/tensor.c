@@ -408,6 +408,25 @@ dlb_status dlb_tensor_share(const DLManagedTensorVersioned *t,
                             t->flags, out);
 }
 
+dlb_status dlb_tensor_redescribe(const DLManagedTensorVersioned *t,
+                                 const DLTensor *desc, uint64_t flags,
+                                 DLManagedTensorVersioned **out) {
+  if (out == NULL) return dlb__fail(DLB_E_INVAL, "out is NULL");
+  if (desc == NULL) return dlb__fail(DLB_E_INVAL, "desc is NULL");
+  const dlb__tensor *ours = dlb__tensor_of(t);
+  if (ours == NULL)
+    return dlb__fail(DLB_E_INVAL, t == NULL ? "t is NULL"
+                                            : "t is not a dlbridge tensor; "
+                                              "adopt it first");
+  dlb_status st = dlb__validate_desc(desc, flags);
+  if (st != DLB_OK) return st;
+  dlb__tensor *n = NULL;
+  st = dlb__tensor_import(desc, flags, DLB__OWNER_CALLBACK, ours->owner, &n);
+  if (st != DLB_OK) return st;
+  *out = &n->managed;
+  return DLB_OK;
+}
+
 int dlb_legacy_is_ours(const DLManagedTensor *t) {
   return t != NULL && t->deleter == dlb__legacy_deleter &&
          dlb__tensor_of(t->manager_ctx) != NULL;

@@ -545,6 +545,40 @@ DLB_TEST(tensor_legacy_rewritten_round_trips_share_the_owner) {
   CHECK_EQ_INT(count, 1);
 }
 
+DLB_TEST(tensor_redescribe_shares_the_owner) {
+  static int32_t buf[6];
+  int64_t shape[2] = {2, 3};
+  DLTensor desc = {buf, CPU, 2, I32, shape, NULL, 0};
+  int count = 0;
+  DLManagedTensorVersioned *t = NULL, *r = NULL;
+  CHECK_OK(dlb_tensor_wrap(&desc, 0, count_release, &count, &t));
+  int64_t row_shape[1] = {3}, row_strides[1] = {1};
+  DLTensor row = {buf, CPU, 1, I32, row_shape, row_strides, 12};
+  CHECK_OK(dlb_tensor_redescribe(t, &row, DLPACK_FLAG_BITMASK_READ_ONLY, &r));
+  CHECK(dlb__tensor_of(r)->owner == dlb__tensor_of(t)->owner);
+  CHECK(r->dl_tensor.shape != row_shape && r->dl_tensor.shape[0] == 3);
+  CHECK_EQ_INT(r->dl_tensor.byte_offset, 12);
+  CHECK_EQ_INT(r->flags, DLPACK_FLAG_BITMASK_READ_ONLY);
+  dlb_tensor_release(t);
+  CHECK_EQ_INT(count, 0);
+  /* Refusals leave nothing behind and name what is wrong. */
+  DLManagedTensorVersioned *bad = r;
+  row.ndim = -1;
+  CHECK_STATUS(dlb_tensor_redescribe(r, &row, 0, &bad), DLB_E_LAYOUT);
+  CHECK(bad == r);
+  row.ndim = 1;
+  CHECK_STATUS(dlb_tensor_redescribe(r, NULL, 0, &bad), DLB_E_INVAL);
+  CHECK_STATUS(dlb_tensor_redescribe(r, &row, 0, NULL), DLB_E_INVAL);
+  CHECK_STATUS(dlb_tensor_redescribe(NULL, &row, 0, &bad), DLB_E_INVAL);
+  int other = 0;
+  foreign *f = foreign_new(&other);
+  CHECK_STATUS(dlb_tensor_redescribe(&f->m, &row, 0, &bad), DLB_E_INVAL);
+  CHECK(strstr(dlb_last_error(), "not a dlbridge tensor") != NULL);
+  f->m.deleter(&f->m);
+  dlb_tensor_release(r);
+  CHECK_EQ_INT(count, 1);
+}
+
 DLB_TEST(tensor_legacy_is_ours) {
   int count = 0;
   CHECK(!dlb_legacy_is_ours(NULL));
