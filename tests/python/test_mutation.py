@@ -246,3 +246,22 @@ def test_contains_with_an_eq_that_views_the_tensor():
 
     assert Probe() in t
     assert Probe.calls == 12
+
+
+def test_contains_with_an_eq_that_views_a_foreign_tensor():
+    # A NumPy import keeps NumPy's struct until a view wraps it in an owner.
+    t = dlbridge.from_dlpack(np.arange(12, dtype=np.int64).reshape(3, 4))
+
+    class Probe:
+        calls = 0
+
+        def __eq__(self, other):
+            Probe.calls += 1
+            t[1:]
+            return other == 11
+
+        __hash__ = None
+
+    assert Probe() in t
+    assert Probe.calls == 12
+    assert t.tolist() == np.arange(12).reshape(3, 4).tolist()
