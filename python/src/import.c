@@ -475,7 +475,15 @@ int dlbpy_import(dlbpy_state *st, PyObject *obj, const dlbpy_import_opts *opts,
 int dlbpy_is_producer(dlbpy_state *st, PyObject *obj) {
   if (PyCapsule_CheckExact(obj) || dlbpy_tensor_check(obj)) return 1;
   /* On the object, as the call x.__dlpack__(...) will find it: instance
-   * attributes and __getattr__ count, a metaclass's attribute does not. */
+   * attributes and __getattr__ count, a metaclass's attribute does not.
+   * The generic look-up finds a function in the MRO whatever the instance
+   * holds, so that common case needs no bound method. */
+  PyTypeObject *type = Py_TYPE(obj);
+  PyObject *found_in_mro = _PyType_Lookup(type, st->s_dlpack);
+  if (found_in_mro != NULL && type->tp_getattro == PyObject_GenericGetAttr &&
+      (PyFunction_Check(found_in_mro) ||
+       Py_IS_TYPE(found_in_mro, &PyMethodDescr_Type)))
+    return 1;
   PyObject *attr = NULL;
   int found = DLBPY_GET_OPTIONAL_ATTR(obj, st->s_dlpack, &attr);
   Py_XDECREF(attr);
