@@ -376,3 +376,20 @@ def test_a_table_removed_from_the_metaclass_is_no_longer_used():
     type(P).__dlpack_c_exchange_api__ = TABLE
     with pytest.raises(TypeError, match="expected a dlbridge.Tensor"):
         dlbridge.from_dlpack(p)
+
+
+def test_a_class_function_hidden_by_getattribute_is_no_producer():
+    class P:
+        def __dlpack__(self, **kwargs):
+            raise AssertionError("hidden")
+
+        def __getattribute__(self, name):
+            if name == "__dlpack__":
+                raise AttributeError(name)
+            return object.__getattribute__(self, name)
+
+    assert not hasattr(P(), "__dlpack__")
+    with pytest.raises(TypeError, match="not a number"):
+        dlbridge.asarray(P())
+    with pytest.raises(AttributeError):
+        dlbridge.from_dlpack(P())
