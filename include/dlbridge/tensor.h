@@ -71,9 +71,10 @@ DLB_API dlb_status dlb_tensor_adopt(DLManagedTensorVersioned *foreign,
  * with the given flags whose last release calls legacy's deleter exactly
  * once. Takes ownership of legacy on success; on failure it is untouched.
  * A legacy tensor that dlb_tensor_to_legacy() made from a dlbridge tensor
- * gives that tensor back, with the given flags, instead of wrapping it again
- * (unless its dl_tensor was rewritten since: then it is wrapped, so the
- * result describes what the struct says now).
+ * (dlb_legacy_is_ours()) gives that tensor back, with the given flags,
+ * instead of wrapping it again; when its dl_tensor was rewritten since, the
+ * result describes what the struct says now and shares the tensor's owner.
+ * Either way no round trip adds a deleter to a chain.
  * New; release with dlb_tensor_release().
  */
 DLB_API dlb_status dlb_tensor_from_legacy(DLManagedTensor *legacy,
@@ -101,9 +102,27 @@ DLB_API dlb_status dlb_tensor_to_legacy(DLManagedTensorVersioned *t,
 DLB_API dlb_status dlb_tensor_share(const DLManagedTensorVersioned *t,
                                     DLManagedTensorVersioned **out);
 
+/*
+ * Makes a tensor sharing t's owner (t a dlbridge tensor) that describes
+ * desc, validated with flags: for memory of t that came back described by
+ * someone else (a buffer exported from it, a struct a consumer rewrote), so
+ * that it is not wrapped in an owner of its own that keeps t alive, a link
+ * in a chain at each round trip. The caller vouches that desc lies in the
+ * memory t's owner keeps alive. DLB_E_INVAL when t is not a dlbridge
+ * tensor. Borrows t and desc. New; release with dlb_tensor_release().
+ */
+DLB_API dlb_status dlb_tensor_redescribe(const DLManagedTensorVersioned *t,
+                                         const DLTensor *desc, uint64_t flags,
+                                         DLManagedTensorVersioned **out);
+
 /* Returns 1 when t was created by dlbridge (so views and shares of it are
  * possible), else 0. Accepts NULL (returns 0). */
 DLB_API int dlb_tensor_is_ours(const DLManagedTensorVersioned *t);
+
+/* Returns 1 when dlb_tensor_to_legacy() made t from a dlbridge tensor, so
+ * dlb_tensor_from_legacy() takes it back without wrapping it, else 0.
+ * Accepts NULL (returns 0). Borrows t. */
+DLB_API int dlb_legacy_is_ours(const DLManagedTensor *t);
 
 /* Calls t's deleter if it has one. Accepts NULL. */
 DLB_API void dlb_tensor_release(DLManagedTensorVersioned *t);

@@ -268,9 +268,11 @@ int dlbpy_parse_shape(PyObject *obj, int32_t *ndim, int64_t *shape) {
                  Py_TYPE(obj)->tp_name);
     return -1;
   }
-  PyObject *seq = PySequence_Fast(obj, "shape must be a sequence of ints");
+  /* A tuple snapshot: an item's __index__ may resize or clear a list while
+   * it is read, which would free the items still to come. */
+  PyObject *seq = PySequence_Tuple(obj);
   if (seq == NULL) return -1;
-  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+  Py_ssize_t n = PyTuple_GET_SIZE(seq);
   if (n > DLB_MAX_NDIM) {
     Py_DECREF(seq);
     PyErr_Format(PyExc_ValueError, "shape has %zd dimensions; at most %d",
@@ -279,7 +281,7 @@ int dlbpy_parse_shape(PyObject *obj, int32_t *ndim, int64_t *shape) {
   }
   int64_t tmp[DLB_MAX_NDIM];
   for (Py_ssize_t i = 0; i < n; i++) {
-    if (dlbpy_parse_extent(PySequence_Fast_GET_ITEM(seq, i), &tmp[i]) < 0) {
+    if (dlbpy_parse_extent(PyTuple_GET_ITEM(seq, i), &tmp[i]) < 0) {
       Py_DECREF(seq);
       return -1;
     }

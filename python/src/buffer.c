@@ -316,6 +316,36 @@ static void dlbpy_release_buffer(void *ctx) {
   dlbpy_call_with_gil(dlbpy_buffer_free, ctx);
 }
 
+/* The Tensor that exported view, directly or through memoryviews of it,
+ * or NULL. */
+static PyObject *dlbpy_buffer_tensor(const Py_buffer *view) {
+  PyObject *exporter = view->obj;
+  /* A memoryview's buffer is the one its base exported, sliced or cast. */
+  if (exporter != NULL && PyMemoryView_Check(exporter))
+    exporter = PyMemoryView_GET_BASE(exporter);
+  return exporter != NULL && dlbpy_tensor_check(exporter) ? exporter : NULL;
+}
+
+/* A tensor of desc: sharing the owner of the Tensor that exported the
+ * buffer, which keeps the memory alive without the buffer (wrapping the
+ * buffer would keep that Tensor alive, and a loop of buffer round trips
+ * would build a chain of them), or else owning the buffer. */
+static int dlbpy_buffer_wrap(Py_buffer *view, const DLTensor *desc,
+                             uint64_t flags, DLManagedTensorVersioned **out) {
+  PyObject *tensor = dlbpy_buffer_tensor(view);
+  if (tensor != NULL) {
+    const DLManagedTensorVersioned *root = dlbpy_tensor_owned(tensor);
+    if (root == NULL) return -1;
+    dlb_status s = dlb_tensor_redescribe(root, desc, flags, out);
+    if (s != DLB_OK) return dlbpy_fail(s, PyExc_BufferError, "buffer");
+    PyBuffer_Release(view);
+    PyMem_RawFree(view);
+    return 0;
+  }
+  dlb_status s = dlb_tensor_wrap(desc, flags, dlbpy_release_buffer, view, out);
+  return s == DLB_OK ? 0 : dlbpy_fail(s, PyExc_BufferError, "buffer");
+}
+
 int dlbpy_import_buffer(PyObject *obj, DLManagedTensorVersioned **out) {
   /* Raw allocation: the last release may run without the GIL. */
   Py_buffer *view = PyMem_RawMalloc(sizeof *view);
@@ -373,11 +403,11 @@ int dlbpy_import_buffer(PyObject *obj, DLManagedTensorVersioned **out) {
     desc.shape = (int64_t *)view->shape;
     desc.strides = view->strides != NULL ? strides : NULL;
     desc.byte_offset = 0;
-    dlb_status s =
-        dlb_tensor_wrap(&desc, readonly ? DLPACK_FLAG_BITMASK_READ_ONLY : 0,
-                        dlbpy_release_buffer, view, out);
-    if (s == DLB_OK) return 0;
-    rc = dlbpy_fail(s, PyExc_BufferError, "buffer");
+    if (dlbpy_buffer_wrap(view, &desc,
+                          readonly ? DLPACK_FLAG_BITMASK_READ_ONLY : 0,
+                          out) == 0)
+      return 0;
+    rc = -1;
   }
   PyBuffer_Release(view);
   PyMem_RawFree(view);

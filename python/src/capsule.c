@@ -143,6 +143,13 @@ int dlbpy_own(DLManagedTensorVersioned **m) {
 
 dlb_status dlbpy_adopt_legacy(DLManagedTensor *foreign, uint64_t flags,
                               DLManagedTensorVersioned **out) {
+  /* Legacy structs dlbridge made go back to what they were made from:
+   * wrapping them would make each round trip hold the one before. */
+  if (dlbpy_is_light_legacy(foreign) &&
+      dlbpy_try_light_from_legacy(foreign, flags, out))
+    return DLB_OK;
+  if (dlb_legacy_is_ours(foreign))
+    return dlb_tensor_from_legacy(foreign, flags, out);
   return dlb_tensor_wrap(&foreign->dl_tensor, flags,
                          foreign->deleter != NULL ? dlbpy_release_legacy
                                                   : NULL,

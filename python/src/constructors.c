@@ -487,7 +487,10 @@ static int dlbpy_fill_nest(DLManagedTensorVersioned *mt, int64_t numel,
                             src->nest, 0, &p);
 }
 
-static int dlbpy_from_values(PyObject *obj, PyObject *dtype_obj,
+/* dtype: the one parsed from the caller's argument, or NULL. It is parsed
+ * before the values are scanned, since parsing it may run Python code (a
+ * dtype-like object's name) that changes them. */
+static int dlbpy_from_values(PyObject *obj, const DLDataType *given,
                              DLManagedTensorVersioned **out) {
   dlbpy_nest nest;
   nest.rank = 0;
@@ -496,10 +499,8 @@ static int dlbpy_from_values(PyObject *obj, PyObject *dtype_obj,
   static const DLDataType *const by_rank[] = {&dlbpy_bool, &dlbpy_int64,
                                               &dlbpy_float32,
                                               &dlbpy_complex64};
-  DLDataType dtype;
-  if (dlbpy_dtype_arg(dtype_obj, *by_rank[nest.rank], &dtype) < 0 ||
-      dlbpy_check_scalar_dtype(dtype, "asarray") < 0)
-    return -1;
+  DLDataType dtype = given != NULL ? *given : *by_rank[nest.rank];
+  if (dlbpy_check_scalar_dtype(dtype, "asarray") < 0) return -1;
   dlbpy_nest_src src = {obj, &nest};
   return dlbpy_make((DLDevice){kDLCPU, 0}, dtype, nest.ndim, nest.shape,
                     dlbpy_fill_nest, &src, out);
@@ -538,13 +539,14 @@ PyObject *dlbpy_asarray(PyObject *module, PyObject *const *args,
   }
   DLManagedTensorVersioned *mt;
   int values = 0;
-  if (dlbpy_is_producer(st, obj)) {
+  int producer = dlbpy_is_producer(st, obj);
+  if (producer < 0) return NULL;
+  if (producer) {
     if (dlbpy_import(st, obj, NULL, &mt) < 0) return NULL;
   } else if (PyObject_CheckBuffer(obj)) {
     if (dlbpy_import_buffer(obj, &mt) < 0) return NULL;
   } else if (!PyUnicode_Check(obj)) {
-    PyObject *seq = dlbpy_is_nested(obj) ? obj : NULL;
-    if (dlbpy_from_values(seq != NULL ? seq : obj, dtype_arg, &mt) < 0)
+    if (dlbpy_from_values(obj, has_dtype ? &dtype : NULL, &mt) < 0)
       return NULL;
     values = 1;
   } else {

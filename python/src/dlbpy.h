@@ -74,17 +74,24 @@ typedef struct {
   /* type->tp_version_tag when the entry was made: any change to the type
    * (a new __dlpack__, a new table) changes the tag and voids the entry. */
   unsigned int tag;
+  /* The same for the type's metaclass, whose attributes type(x).name
+   * finds too (the exchange table); unused when the metaclass is type. */
+  unsigned int meta_tag;
   /* The type's exchange table, or NULL when it has none usable. */
   const DLPackExchangeAPI *api;
   /* The capsule that holds api, kept so the table outlives the entry. */
   PyObject *api_owner;
-  /* The type's __dlpack__ attribute when the entry was made: a tag change
-   * that leaves it as it was (a class attribute counting calls) keeps the
+  /* What the type's MRO holds under __dlpack__ (the descriptor itself,
+   * not what it gives) when the entry was made, or NULL: a tag change that
+   * leaves it as it was (a class attribute counting calls) keeps the
    * learned form. */
   PyObject *method;
-  /* 1 when calling method with the object first is exactly x.__dlpack__
-   * (a plain function or method descriptor, and no instance dict to
-   * shadow it), saving the attribute lookup per call. */
+  /* 1 when calling method with the object first is exactly x.__dlpack__:
+   * a plain function or method descriptor, found by the generic attribute
+   * look-up with no instance dict to shadow it. Anything else (a
+   * staticmethod, a classmethod, a property, a callable object, an
+   * instance attribute, __getattr__) is looked up on the object per call,
+   * as Python looks up x.__dlpack__. */
   int direct;
   dlbpy_call_form form;
 } dlbpy_type_entry;
@@ -285,6 +292,12 @@ void dlbpy_light_release_holding_gil(DLManagedTensorVersioned *m);
 bool dlbpy_is_light_legacy(const DLManagedTensor *m);
 void dlbpy_light_legacy_release_holding_gil(DLManagedTensor *m);
 
+/* Turns such a legacy share back into a versioned one in place, with
+ * flags (never wider than its source's), and returns 1; returns 0, leaving
+ * m as it is, when a consumer rewrote its description. */
+int dlbpy_try_light_from_legacy(DLManagedTensor *m, uint64_t flags,
+                            DLManagedTensorVersioned **out);
+
 /* A core share of such a share's source tensor, in *out; the share itself
  * is left to the caller. */
 int dlbpy_light_to_core(const DLManagedTensorVersioned *light,
@@ -310,9 +323,11 @@ int dlbpy_import(dlbpy_state *st, PyObject *obj, const dlbpy_import_opts *opts,
 int dlbpy_import_apply(const dlbpy_import_opts *opts,
                        DLManagedTensorVersioned **mt);
 
-/* Whether obj can be imported by dlbpy_import (a Tensor, a capsule, or an
- * object whose type has __dlpack__). Never raises. */
-bool dlbpy_is_producer(dlbpy_state *st, PyObject *obj);
+/* 1 when obj can be imported by dlbpy_import (a Tensor, a capsule, or an
+ * object with a __dlpack__ attribute, as hasattr(obj, '__dlpack__') says),
+ * 0 when it cannot, -1 with an exception when the look-up raised anything
+ * but AttributeError. */
+int dlbpy_is_producer(dlbpy_state *st, PyObject *obj);
 
 /* from_dlpack(x, /, *, device=None, copy=None). */
 PyObject *dlbpy_from_dlpack(PyObject *module, PyObject *const *args,
@@ -364,7 +379,9 @@ void dlbpy_release(DLManagedTensorVersioned *m);
 /* Turns the accepted tensor *m into a dlbridge tensor in place. On failure
  * (an exception set) *m is unchanged and still owned by the caller. */
 int dlbpy_own(DLManagedTensorVersioned **m);
-/* The legacy struct has no flags; flags gives the new tensor's. */
+/* The legacy struct has no flags; flags gives the new tensor's. A legacy
+ * struct dlbridge made (a share's, or the core's of a dlbridge tensor)
+ * gives back what it was made from instead of a wrapper around it. */
 dlb_status dlbpy_adopt_legacy(DLManagedTensor *foreign, uint64_t flags,
                               DLManagedTensorVersioned **out);
 

@@ -439,8 +439,22 @@ PyObject *dlbpy_element_get(DLDataType dtype, const void *p) {
  * tolist
  * ---------------------------------------------------------------------- */
 
+/* Loops over a tensor's elements check for a signal (Ctrl-C) this often:
+ * a comparison costs tens of nanoseconds, so a check every few
+ * milliseconds is free. A power of two. */
+#define DLBPY_SIGNAL_PERIOD ((int64_t)1 << 14)
+
+/* Counts one step of a long loop in *ticks; -1 with the exception a
+ * signal handler raised, once per period. */
+static int dlbpy_tick(int64_t *ticks) {
+  if ((++*ticks & (DLBPY_SIGNAL_PERIOD - 1)) != 0) return 0;
+  return PyErr_CheckSignals();
+}
+
 static PyObject *dlbpy_tolist_at(const DLTensor *t, const int64_t *strides,
-                                 size_t itemsize, int32_t dim, const char *p) {
+                                 size_t itemsize, int32_t dim, const char *p,
+                                 int64_t *ticks) {
+  if (dlbpy_tick(ticks) < 0) return NULL;
   if (dim == t->ndim) return dlbpy_element_get(t->dtype, p);
   PyObject *list = PyList_New((Py_ssize_t)t->shape[dim]);
   if (list == NULL) return NULL;
@@ -449,7 +463,7 @@ static PyObject *dlbpy_tolist_at(const DLTensor *t, const int64_t *strides,
   int64_t step = t->shape[dim] > 1 ? strides[dim] * (int64_t)itemsize : 0;
   for (int64_t i = 0; i < t->shape[dim]; i++) {
     PyObject *item = dlbpy_tolist_at(t, strides, itemsize, dim + 1,
-                                     p + i * step);
+                                     p + i * step, ticks);
     if (item == NULL) {
       Py_DECREF(list);
       return NULL;
@@ -482,8 +496,9 @@ PyObject *dlbpy_tensor_tolist(PyObject *self, PyObject *unused) {
   const DLTensor *t = &((dlbpy_tensor *)self)->mt->dl_tensor;
   if (dlbpy_check_readable(t, "tolist()") < 0) return NULL;
   /* An accepted tensor has strides whenever ndim != 0. */
+  int64_t ticks = 0;
   return dlbpy_tolist_at(t, t->strides, dlb_dtype_itemsize(t->dtype), 0,
-                         (const char *)t->data + t->byte_offset);
+                         (const char *)t->data + t->byte_offset, &ticks);
 }
 
 /* ------------------------------------------------------------------------
@@ -491,10 +506,13 @@ PyObject *dlbpy_tensor_tolist(PyObject *self, PyObject *unused) {
  * ---------------------------------------------------------------------- */
 
 /* 1 when an element from dimension dim on equals value, 0 when none does,
- * -1 on error. */
+ * -1 on error. value's __eq__ may run any Python code: t stays valid, as a
+ * Tensor's struct is kept until the Tensor goes (see dlbpy_tensor), and
+ * the caller holds the Tensor. */
 static int dlbpy_contains_at(const DLTensor *t, size_t itemsize, int32_t dim,
-                             const char *p, PyObject *value) {
+                             const char *p, PyObject *value, int64_t *ticks) {
   if (dim == t->ndim) {
+    if (dlbpy_tick(ticks) < 0) return -1;
     PyObject *item = dlbpy_element_get(t->dtype, p);
     if (item == NULL) return -1;
     int eq = PyObject_RichCompareBool(item, value, Py_EQ);
@@ -503,7 +521,8 @@ static int dlbpy_contains_at(const DLTensor *t, size_t itemsize, int32_t dim,
   }
   int64_t step = t->shape[dim] > 1 ? t->strides[dim] * (int64_t)itemsize : 0;
   for (int64_t i = 0; i < t->shape[dim]; i++) {
-    int r = dlbpy_contains_at(t, itemsize, dim + 1, p + i * step, value);
+    int r = dlbpy_contains_at(t, itemsize, dim + 1, p + i * step, value,
+                              ticks);
     if (r != 0) return r;
   }
   return 0;
@@ -512,6 +531,14 @@ static int dlbpy_contains_at(const DLTensor *t, size_t itemsize, int32_t dim,
 int dlbpy_tensor_contains(PyObject *self, PyObject *value) {
   const DLTensor *t = &((dlbpy_tensor *)self)->mt->dl_tensor;
   if (dlbpy_check_readable(t, "'in'") < 0) return -1;
+  /* Without elements there is nothing to compare, whatever the other
+   * extents: the walk below would step through all of them. */
+  int64_t numel;
+  dlb_status s = dlb_tensor_numel(t, &numel);
+  if (s != DLB_OK) return dlbpy_fail(s, PyExc_ValueError, "shape");
+  if (numel == 0) return 0;
+  int64_t ticks = 0;
   return dlbpy_contains_at(t, dlb_dtype_itemsize(t->dtype), 0,
-                           (const char *)t->data + t->byte_offset, value);
+                           (const char *)t->data + t->byte_offset, value,
+                           &ticks);
 }

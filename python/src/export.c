@@ -144,11 +144,19 @@ static int dlbpy_check_stream(dlbpy_state *st, PyObject *obj, DLDevice device,
  * cost two allocations and a copy of the shape, the largest part of an
  * exchange. The deleter takes the GIL to drop the reference, so it may
  * run anywhere.
+ *
+ * The same block serves the legacy struct, so a share turns into the other
+ * struct in place: exporting the legacy struct and importing it again
+ * gives a share of the same source, never a wrapper around a wrapper.
  */
 typedef struct {
-  DLManagedTensorVersioned m;
-  /* Never a Tensor holding a share itself: a share of a share refers to
-   * the first one's source, so re-importing in a loop builds no chain. */
+  union {
+    DLManagedTensorVersioned versioned;
+    DLManagedTensor legacy;
+  } m;
+  /* Never a Tensor holding a share itself, nor one that replaced a share
+   * (see dlbpy_share_base): a share of a share refers to the first one's
+   * source, so re-importing in a loop builds no chain. */
   PyObject *source;
 } dlbpy_light;
 
@@ -162,6 +170,10 @@ static void dlbpy_light_deleter(DLManagedTensorVersioned *m) {
   dlbpy_call_with_gil(dlbpy_light_free, m->manager_ctx);
 }
 
+static void dlbpy_light_legacy_deleter(DLManagedTensor *m) {
+  dlbpy_call_with_gil(dlbpy_light_free, m->manager_ctx);
+}
+
 bool dlbpy_is_light(const DLManagedTensorVersioned *m) {
   return m->deleter == dlbpy_light_deleter;
 }
@@ -170,56 +182,97 @@ void dlbpy_light_release_holding_gil(DLManagedTensorVersioned *m) {
   dlbpy_light_free(m->manager_ctx);
 }
 
-static int dlbpy_light_new(PyObject *tensor, DLManagedTensorVersioned **out) {
-  const DLManagedTensorVersioned *mt = ((dlbpy_tensor *)tensor)->mt;
-  /* A share's struct describes its source's tensor and points into it. */
-  if (dlbpy_is_light(mt)) tensor = ((dlbpy_light *)mt->manager_ctx)->source;
-  dlbpy_light *l = PyMem_Malloc(sizeof *l);
-  if (l == NULL) {
-    PyErr_NoMemory();
-    return -1;
-  }
-  l->m.version.major = DLPACK_MAJOR_VERSION;
-  l->m.version.minor = DLPACK_MINOR_VERSION;
-  l->m.manager_ctx = l;
-  l->m.deleter = dlbpy_light_deleter;
-  /* The consumer shares the data with this tensor: it is not the only
-   * owner, whatever made this tensor. */
-  l->m.flags = mt->flags & ~(uint64_t)DLPACK_FLAG_BITMASK_IS_COPIED;
-  l->m.dl_tensor = mt->dl_tensor;
-  l->source = tensor;
-  Py_INCREF(tensor);
-  *out = &l->m;
-  return 0;
-}
-
-/*
- * The legacy struct for a share, made the same way: one allocation pointing
- * into the source's struct, where the core conversion of a share would cost
- * a second allocation, a copy of the shape and a validation of what the
- * Tensor already accepted.
- */
-typedef struct {
-  DLManagedTensor m;
-  PyObject *source;
-} dlbpy_light_legacy;
-
-static void dlbpy_light_legacy_free(void *ctx) {
-  dlbpy_light_legacy *l = ctx;
-  Py_DECREF(l->source);
-  PyMem_Free(l);
-}
-
-static void dlbpy_light_legacy_deleter(DLManagedTensor *m) {
-  dlbpy_call_with_gil(dlbpy_light_legacy_free, m->manager_ctx);
-}
-
 bool dlbpy_is_light_legacy(const DLManagedTensor *m) {
   return m->deleter == dlbpy_light_legacy_deleter;
 }
 
 void dlbpy_light_legacy_release_holding_gil(DLManagedTensor *m) {
-  dlbpy_light_legacy_free(m->manager_ctx);
+  dlbpy_light_free(m->manager_ctx);
+}
+
+/* The struct a share of *tensor describes, and in *tensor the Tensor the
+ * share must hold: the source of the share the Tensor holds or held
+ * (dlbpy_tensor_owned keeps that one as retired, still pointing into its
+ * source), else the Tensor itself. */
+static const DLManagedTensorVersioned *dlbpy_share_base(PyObject **tensor) {
+  const dlbpy_tensor *t = (const dlbpy_tensor *)*tensor;
+  const DLManagedTensorVersioned *base = t->mt;
+  if (!dlbpy_is_light(base) && t->retired != NULL) base = t->retired;
+  if (dlbpy_is_light(base)) *tensor = ((dlbpy_light *)base->manager_ctx)->source;
+  return base;
+}
+
+static dlbpy_light *dlbpy_light_alloc(PyObject *source) {
+  dlbpy_light *l = PyMem_Malloc(sizeof *l);
+  if (l == NULL) {
+    PyErr_NoMemory();
+    return NULL;
+  }
+  l->source = source;
+  Py_INCREF(source);
+  return l;
+}
+
+static int dlbpy_light_new(PyObject *tensor, DLManagedTensorVersioned **out) {
+  const DLManagedTensorVersioned *mt = dlbpy_share_base(&tensor);
+  dlbpy_light *l = dlbpy_light_alloc(tensor);
+  if (l == NULL) return -1;
+  DLManagedTensorVersioned *m = &l->m.versioned;
+  m->version.major = DLPACK_MAJOR_VERSION;
+  m->version.minor = DLPACK_MINOR_VERSION;
+  m->manager_ctx = l;
+  m->deleter = dlbpy_light_deleter;
+  /* The consumer shares the data with this tensor: it is not the only
+   * owner, whatever made this tensor. */
+  m->flags = mt->flags & ~(uint64_t)DLPACK_FLAG_BITMASK_IS_COPIED;
+  m->dl_tensor = mt->dl_tensor;
+  *out = m;
+  return 0;
+}
+
+/* The legacy struct of the share m, in place (m is gone). The caller has
+ * checked that the legacy struct can carry m's flags. */
+static DLManagedTensor *dlbpy_light_to_legacy(DLManagedTensorVersioned *m) {
+  dlbpy_light *l = m->manager_ctx;
+  /* The two structs overlap: read before writing. */
+  DLTensor t = m->dl_tensor;
+  l->m.legacy.dl_tensor = t;
+  l->m.legacy.manager_ctx = l;
+  l->m.legacy.deleter = dlbpy_light_legacy_deleter;
+  return &l->m.legacy;
+}
+
+static int dlbpy_same_tensor(const DLTensor *a, const DLTensor *b) {
+  if (a->data != b->data || a->byte_offset != b->byte_offset ||
+      a->ndim != b->ndim || !dlb_dtype_equal(a->dtype, b->dtype) ||
+      !dlb_device_equal(a->device, b->device) ||
+      (a->ndim > 0 && (a->shape == NULL || a->strides == NULL)))
+    return 0;
+  for (int32_t d = 0; d < a->ndim; d++)
+    if (a->shape[d] != b->shape[d] || a->strides[d] != b->strides[d])
+      return 0;
+  return 1;
+}
+
+int dlbpy_try_light_from_legacy(DLManagedTensor *m, uint64_t flags,
+                            DLManagedTensorVersioned **out) {
+  dlbpy_light *l = m->manager_ctx;
+  const dlbpy_tensor *source = (const dlbpy_tensor *)l->source;
+  const DLTensor *own = &source->mt->dl_tensor;
+  /* A consumer may have rewritten the struct: then it is a foreign one. */
+  if (!dlbpy_same_tensor(&m->dl_tensor, own)) return 0;
+  DLManagedTensorVersioned *v = &l->m.versioned;
+  /* The struct's own fields are all known: the source's. */
+  v->dl_tensor = *own;
+  v->version.major = DLPACK_MAJOR_VERSION;
+  v->version.minor = DLPACK_MINOR_VERSION;
+  v->manager_ctx = l;
+  v->deleter = dlbpy_light_deleter;
+  /* Never wider than the source allows; the consumer shares the data. */
+  v->flags = (flags | (source->mt->flags & DLPACK_FLAG_BITMASK_READ_ONLY)) &
+             ~(uint64_t)DLPACK_FLAG_BITMASK_IS_COPIED;
+  *out = v;
+  return 1;
 }
 
 /* Stores in *out a capsule of what dlb_tensor_to_legacy would make of a
@@ -228,7 +281,7 @@ void dlbpy_light_legacy_release_holding_gil(DLManagedTensor *m) {
  * would normalise: the core then raises or converts as before), -1 with an
  * exception set on failure. */
 static int dlbpy_try_light_legacy_capsule(PyObject *tensor, PyObject **out) {
-  const DLManagedTensorVersioned *mt = ((dlbpy_tensor *)tensor)->mt;
+  const DLManagedTensorVersioned *mt = dlbpy_share_base(&tensor);
   const DLTensor *t = &mt->dl_tensor;
   if ((mt->flags & (DLPACK_FLAG_BITMASK_READ_ONLY |
                     DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED)) ||
@@ -238,18 +291,12 @@ static int dlbpy_try_light_legacy_capsule(PyObject *tensor, PyObject **out) {
   if (dlb_device_normalize(&device) != DLB_OK ||
       device.device_id != t->device.device_id)
     return 0;
-  if (dlbpy_is_light(mt)) tensor = ((dlbpy_light *)mt->manager_ctx)->source;
-  dlbpy_light_legacy *l = PyMem_Malloc(sizeof *l);
-  if (l == NULL) {
-    PyErr_NoMemory();
-    return -1;
-  }
-  l->m.dl_tensor = *t;
-  l->m.manager_ctx = l;
-  l->m.deleter = dlbpy_light_legacy_deleter;
-  l->source = tensor;
-  Py_INCREF(tensor);
-  *out = dlbpy_capsule_legacy(&l->m);
+  dlbpy_light *l = dlbpy_light_alloc(tensor);
+  if (l == NULL) return -1;
+  l->m.legacy.dl_tensor = *t;
+  l->m.legacy.manager_ctx = l;
+  l->m.legacy.deleter = dlbpy_light_legacy_deleter;
+  *out = dlbpy_capsule_legacy(&l->m.legacy);
   return *out != NULL ? 1 : -1;
 }
 
@@ -365,6 +412,13 @@ PyObject *dlbpy_tensor_dlpack(PyObject *self, PyObject *const *args,
     return NULL;
   }
   if (versioned) return dlbpy_capsule_versioned(out);
+  /* A share turns into the legacy struct in place (it is neither
+   * read-only, refused above, nor padded); a copy goes through the core,
+   * whose legacy struct dlbpy_adopt_legacy unwraps. */
+  if (dlbpy_is_light(out) &&
+      !((out->flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED) &&
+        dlb_dtype_is_subbyte(out->dl_tensor.dtype)))
+    return dlbpy_capsule_legacy(dlbpy_light_to_legacy(out));
   DLManagedTensor *legacy;
   dlb_status s = dlb_tensor_to_legacy(out, &legacy);
   if (s != DLB_OK) {

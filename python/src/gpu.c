@@ -37,7 +37,9 @@ static int dlbpy_gpu_tensor_arg(PyObject *module, const char *fname,
     return 0;
   }
   dlbpy_state *st = dlbpy_state_of_module(module);
-  if (!dlbpy_is_producer(st, obj)) {
+  int producer = dlbpy_is_producer(st, obj);
+  if (producer < 0) return -1;
+  if (!producer) {
     PyErr_Format(PyExc_TypeError,
                  "%s(): expected a dlbridge.Tensor or a DLPack producer, not "
                  "%.100s",
@@ -64,7 +66,9 @@ static int dlbpy_pin_source(dlbpy_state *st, PyObject *obj,
     return *src == NULL ? -1 : 0;
   }
   DLManagedTensorVersioned *mt;
-  if (dlbpy_is_producer(st, obj)) {
+  int producer = dlbpy_is_producer(st, obj);
+  if (producer < 0) return -1;
+  if (producer) {
     if (dlbpy_import(st, obj, NULL, &mt) < 0) return -1;
     /* Pinning shares the tensor's owner, which a foreign one lacks. */
     if (dlbpy_own(&mt) < 0) {
@@ -204,6 +208,7 @@ PyObject *dlbpy_device_of(PyObject *module, PyObject *x) {
   }
   dlbpy_state *st = dlbpy_state_of_module(module);
   int producer = dlbpy_is_producer(st, x);
+  if (producer < 0) return NULL;
   /* A buffer needs no import; an exporter that refuses one may still be a
    * DLPack producer (a GPU array offering a host view only sometimes). */
   if (PyObject_CheckBuffer(x)) {
@@ -368,11 +373,12 @@ static int dlbpy_sync_device_arg(PyObject *module, PyObject *x,
     return 0;
   }
   dlbpy_state *st = dlbpy_state_of_module(module);
-  PyObject *attr = PyObject_GetAttr((PyObject *)Py_TYPE(x),
-                                    st->s_dlpack_device);
-  if (attr == NULL) {
-    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
-    PyErr_Clear();
+  /* x.__dlpack_device__(), looked up as Python looks it up: on the object,
+   * with every kind of descriptor, instance attributes and __getattr__. */
+  PyObject *method = NULL;
+  int found = DLBPY_GET_OPTIONAL_ATTR(x, st->s_dlpack_device, &method);
+  if (found < 0) return -1;
+  if (found == 0) {
     PyErr_Format(PyExc_TypeError,
                  "synchronize(): expected a device ('cuda:0', a "
                  "(device_type, device_id) tuple), a dlbridge.Tensor or a "
@@ -380,8 +386,8 @@ static int dlbpy_sync_device_arg(PyObject *module, PyObject *x,
                  Py_TYPE(x)->tp_name);
     return -1;
   }
-  Py_DECREF(attr);
-  PyObject *pair = PyObject_CallMethodNoArgs(x, st->s_dlpack_device);
+  PyObject *pair = PyObject_CallNoArgs(method);
+  Py_DECREF(method);
   if (pair == NULL) return -1;
   int rc;
   if (PyTuple_Check(pair)) {

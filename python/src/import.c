@@ -64,26 +64,35 @@ static int dlbpy_lookup_api(dlbpy_state *st, PyTypeObject *type,
   return 0;
 }
 
-/* The type's __dlpack__ attribute (NULL when it has none) and whether
- * calling it with the object first is exactly x.__dlpack__(...). */
+/* The descriptor the type's MRO holds under __dlpack__ (NULL when none),
+ * and whether calling it with the object first is exactly
+ * x.__dlpack__(...). The MRO is read without the metaclass, as the
+ * instance's look-up reads it: a metaclass's __dlpack__ is the class's,
+ * not its instances'. */
 static PyObject *dlbpy_lookup_method(dlbpy_state *st, PyTypeObject *type,
                                      int *direct) {
-  *direct = 0;
-  PyObject *method = PyObject_GetAttr((PyObject *)type, st->s_dlpack);
-  if (method == NULL) {
-    PyErr_Clear();
-    return NULL;
-  }
-  *direct = type->tp_dictoffset == 0 &&
+  PyObject *method = _PyType_Lookup(type, st->s_dlpack);
+  Py_XINCREF(method);
+  /* A staticmethod or classmethod is neither, and binds otherwise. */
+  *direct = method != NULL && type->tp_dictoffset == 0 &&
+            type->tp_getattro == PyObject_GenericGetAttr &&
             (PyFunction_Check(method) ||
              Py_IS_TYPE(method, &PyMethodDescr_Type));
   return method;
 }
 
+/* 1 when the entry still describes type: neither it nor its metaclass
+ * changed since. */
+static int dlbpy_entry_valid(const dlbpy_type_entry *e, PyTypeObject *type) {
+  if (!dlbpy_tag_valid(type, e->tag)) return 0;
+  PyTypeObject *meta = Py_TYPE(type);
+  return meta == &PyType_Type || dlbpy_tag_valid(meta, e->meta_tag);
+}
+
 static int dlbpy_route_for(dlbpy_state *st, PyTypeObject *type,
                            dlbpy_route *route) {
   dlbpy_type_entry *e = dlbpy_cache_find(st, type);
-  if (e == NULL || !dlbpy_tag_valid(type, e->tag)) {
+  if (e == NULL || !dlbpy_entry_valid(e, type)) {
     const DLPackExchangeAPI *api;
     PyObject *owner;
     if (dlbpy_lookup_api(st, type, &api, &owner) < 0) return -1;
@@ -104,8 +113,10 @@ static int dlbpy_route_for(dlbpy_state *st, PyTypeObject *type,
     Py_XSETREF(e->method, method);
     e->api = api;
     e->direct = direct;
-    /* The attribute lookups gave the type a tag if it had none. */
+    /* The attribute lookups gave the type and its metaclass a tag if they
+     * had none. */
     e->tag = type->tp_version_tag;
+    e->meta_tag = Py_TYPE(type)->tp_version_tag;
   }
   route->api = e->api;
   route->method = e->direct ? e->method : NULL;
@@ -462,15 +473,22 @@ int dlbpy_import(dlbpy_state *st, PyObject *obj, const dlbpy_import_opts *opts,
   return 0;
 }
 
-bool dlbpy_is_producer(dlbpy_state *st, PyObject *obj) {
-  if (PyCapsule_CheckExact(obj) || dlbpy_tensor_check(obj)) return true;
-  PyObject *attr = PyObject_GetAttr((PyObject *)Py_TYPE(obj), st->s_dlpack);
-  if (attr == NULL) {
-    PyErr_Clear();
-    return false;
-  }
-  Py_DECREF(attr);
-  return true;
+int dlbpy_is_producer(dlbpy_state *st, PyObject *obj) {
+  if (PyCapsule_CheckExact(obj) || dlbpy_tensor_check(obj)) return 1;
+  /* On the object, as the call x.__dlpack__(...) will find it: instance
+   * attributes and __getattr__ count, a metaclass's attribute does not.
+   * The generic look-up finds a function in the MRO whatever the instance
+   * holds, so that common case needs no bound method. */
+  PyTypeObject *type = Py_TYPE(obj);
+  PyObject *found_in_mro = _PyType_Lookup(type, st->s_dlpack);
+  if (found_in_mro != NULL && type->tp_getattro == PyObject_GenericGetAttr &&
+      (PyFunction_Check(found_in_mro) ||
+       Py_IS_TYPE(found_in_mro, &PyMethodDescr_Type)))
+    return 1;
+  PyObject *attr = NULL;
+  int found = DLBPY_GET_OPTIONAL_ATTR(obj, st->s_dlpack, &attr);
+  Py_XDECREF(attr);
+  return found;
 }
 
 PyObject *dlbpy_from_dlpack(PyObject *module, PyObject *const *args,

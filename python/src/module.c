@@ -42,6 +42,7 @@ void dlbpy_cache_clear(dlbpy_state *st) {
     e->direct = 0;
     e->form = DLBPY_FORM_UNKNOWN;
     e->tag = 0;
+    e->meta_tag = 0;
     Py_CLEAR(e->api_owner);
     Py_CLEAR(e->method);
     Py_CLEAR(e->type);

@@ -480,10 +480,12 @@ static int dlbpy_int_args(const char *fname, PyObject *const *args,
   PyObject *const *items = args;
   Py_ssize_t n = nargs;
   if (nargs == 1 && (PyTuple_Check(args[0]) || PyList_Check(args[0]))) {
-    seq = PySequence_Fast(args[0], "");
+    /* A tuple snapshot of a list: an item's __index__ may empty the list
+     * while the items are read. */
+    seq = PySequence_Tuple(args[0]);
     if (seq == NULL) return -1;
-    items = PySequence_Fast_ITEMS(seq);
-    n = PySequence_Fast_GET_SIZE(seq);
+    items = &PyTuple_GET_ITEM(seq, 0);
+    n = PyTuple_GET_SIZE(seq);
   }
   int rc = 0;
   if (n > DLB_MAX_NDIM) {
@@ -590,6 +592,9 @@ static PyObject *dlbpy_tensor_to(PyObject *self, PyObject *const *args,
 /* Iteration walks the first dimension, as NumPy's does: t[0], t[1], ...
  * A 0-d tensor is not iterable, as len() of it is an error. */
 static PyObject *dlbpy_tensor_sq_item(PyObject *self, Py_ssize_t i) {
+  /* list(t) and other C loops over an iterator never reach the bytecode
+   * loop that would notice Ctrl-C; a tensor may have 2**62 rows. */
+  if (PyErr_CheckSignals() < 0) return NULL;
   PyObject *key = PyLong_FromSsize_t(i);
   if (key == NULL) return NULL;
   PyObject *r = dlbpy_tensor_subscript(self, key);

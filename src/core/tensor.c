@@ -152,13 +152,15 @@ dlb_status dlb__tensor_derive(const dlb__tensor *base, int32_t ndim,
 }
 
 /*
- * Makes a tensor describing desc (already validated) with an owner of the
- * given kind whose union the caller fills in. NULL strides become compact
- * ones; host-type devices get device_id 0. Nothing is taken over here, so a
+ * Makes a tensor describing desc (already validated) with an owner: a new
+ * one of the given kind whose union the caller fills in, or, when shared is
+ * not NULL, a reference to shared. NULL strides become compact ones;
+ * host-type devices get device_id 0. Nothing is taken over here, so a
  * failure leaves the caller's input as it was.
  */
 static dlb_status tensor_import(const DLTensor *desc, uint64_t flags,
-                                dlb__owner_kind kind, dlb__tensor **out) {
+                                     dlb__owner_kind kind, dlb__owner *shared,
+                                     dlb__tensor **out) {
   int32_t ndim = desc->ndim;
   dlb__tensor *t = tensor_new(ndim);
   if (t == NULL) return DLB_E_NOMEM;
@@ -171,10 +173,15 @@ static dlb_status tensor_import(const DLTensor *desc, uint64_t flags,
   dl->dtype = desc->dtype;
   dl->byte_offset = desc->byte_offset;
   t->managed.flags = flags;
-  t->owner = owner_new(kind);
-  if (t->owner == NULL) {
-    dlb__free(t);
-    return DLB_E_NOMEM;
+  if (shared != NULL) {
+    owner_retain(shared);
+    t->owner = shared;
+  } else {
+    t->owner = owner_new(kind);
+    if (t->owner == NULL) {
+      dlb__free(t);
+      return DLB_E_NOMEM;
+    }
   }
   *out = t;
   return DLB_OK;
@@ -259,7 +266,7 @@ dlb_status dlb_tensor_wrap(const DLTensor *desc, uint64_t flags,
   dlb_status st = validate_desc(desc, flags);
   if (st != DLB_OK) return st;
   dlb__tensor *t = NULL;
-  st = tensor_import(desc, flags, DLB__OWNER_CALLBACK, &t);
+  st = tensor_import(desc, flags, DLB__OWNER_CALLBACK, NULL, &t);
   if (st != DLB_OK) return st;
   t->owner->u.callback.fn = release;
   t->owner->u.callback.ctx = ctx;
@@ -281,7 +288,7 @@ dlb_status dlb_tensor_adopt(DLManagedTensorVersioned *foreign,
   }
   dlb__tensor *t = NULL;
   st = tensor_import(&foreign->dl_tensor, foreign->flags,
-                          DLB__OWNER_VERSIONED, &t);
+                          DLB__OWNER_VERSIONED, NULL, &t);
   if (st != DLB_OK) return st;
   t->owner->u.versioned = foreign;
   *out = &t->managed;
@@ -321,22 +328,31 @@ dlb_status dlb_tensor_from_legacy(DLManagedTensor *legacy, uint64_t flags,
   if (legacy == NULL) return dlb__fail(DLB_E_INVAL, "legacy is NULL");
   dlb_status st = validate_desc(&legacy->dl_tensor, flags);
   if (st != DLB_OK) return st;
-  if (legacy->deleter == legacy_deleter &&
-      dlb__tensor_of(legacy->manager_ctx) != NULL &&
-      legacy_unchanged(legacy, legacy->manager_ctx)) {
+  if (dlb_legacy_is_ours(legacy)) {
     /* Our own conversion of one of our tensors: unwrap it instead of
-     * stacking a deleter on a deleter at every round trip. The wrapper owned
-     * the tensor alone, so its flags are ours to set. One whose description
-     * a consumer rewrote is wrapped like any other, so the result shows
-     * what the struct now says. */
+     * stacking a deleter on a deleter at every round trip, which would
+     * build a chain as long as the round trips, freed by recursion. The
+     * wrapper owned the tensor alone, so its flags are ours to set. One
+     * whose description a consumer rewrote gets a new tensor of what the
+     * struct now says, sharing the owner. */
     DLManagedTensorVersioned *t = legacy->manager_ctx;
-    t->flags = flags;
+    if (legacy_unchanged(legacy, t)) {
+      t->flags = flags;
+    } else {
+      dlb__tensor *n = NULL;
+      st = tensor_import(&legacy->dl_tensor, flags, DLB__OWNER_LEGACY,
+                              dlb__tensor_of(t)->owner, &n);
+      if (st != DLB_OK) return st;
+      dlb_tensor_release(t);
+      t = &n->managed;
+    }
     dlb__free(legacy);
     *out = t;
     return DLB_OK;
   }
   dlb__tensor *t = NULL;
-  st = tensor_import(&legacy->dl_tensor, flags, DLB__OWNER_LEGACY, &t);
+  st = tensor_import(&legacy->dl_tensor, flags, DLB__OWNER_LEGACY, NULL,
+                          &t);
   if (st != DLB_OK) return st;
   t->owner->u.legacy = legacy;
   *out = &t->managed;
@@ -390,6 +406,30 @@ dlb_status dlb_tensor_share(const DLManagedTensorVersioned *t,
   const DLTensor *dl = &t->dl_tensor;
   return dlb__tensor_derive(ours, dl->ndim, dl->shape, dl->strides, 0,
                             t->flags, out);
+}
+
+dlb_status dlb_tensor_redescribe(const DLManagedTensorVersioned *t,
+                                 const DLTensor *desc, uint64_t flags,
+                                 DLManagedTensorVersioned **out) {
+  if (out == NULL) return dlb__fail(DLB_E_INVAL, "out is NULL");
+  if (desc == NULL) return dlb__fail(DLB_E_INVAL, "desc is NULL");
+  const dlb__tensor *ours = dlb__tensor_of(t);
+  if (ours == NULL)
+    return dlb__fail(DLB_E_INVAL, t == NULL ? "t is NULL"
+                                            : "t is not a dlbridge tensor; "
+                                              "adopt it first");
+  dlb_status st = validate_desc(desc, flags);
+  if (st != DLB_OK) return st;
+  dlb__tensor *n = NULL;
+  st = tensor_import(desc, flags, DLB__OWNER_CALLBACK, ours->owner, &n);
+  if (st != DLB_OK) return st;
+  *out = &n->managed;
+  return DLB_OK;
+}
+
+int dlb_legacy_is_ours(const DLManagedTensor *t) {
+  return t != NULL && t->deleter == legacy_deleter &&
+         dlb__tensor_of(t->manager_ctx) != NULL;
 }
 
 int dlb_tensor_is_ours(const DLManagedTensorVersioned *t) {

@@ -196,7 +196,11 @@ static void tensors_and_views(void) {
 
   CHECK_OK(dlb_tensor_share(t, &out));
   KEEPS_OK(dlb_tensor_to_legacy(out, &legacy));
+  KEEPS(dlb_legacy_is_ours(legacy));
   KEEPS_VOID(dlb_legacy_release(legacy));
+
+  KEEPS_OK(dlb_tensor_redescribe(t, &t->dl_tensor, 0, &out));
+  dlb_tensor_release(out);
 
   dlb_slice rows[1] = {{1, 3, 1}};
   int32_t axes[2] = {1, 0};

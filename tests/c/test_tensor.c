@@ -495,6 +495,102 @@ DLB_TEST(tensor_legacy_round_trip_of_foreign) {
   CHECK_EQ_INT(count, 1);
 }
 
+/* A consumer that rewrites our legacy struct (a view of its own) and hands
+ * it back, many times over: each result shares the first tensor's owner, so
+ * nothing nests, memory stays flat and the last release frees the data
+ * once, without recursing through a chain of deleters. */
+DLB_TEST(tensor_legacy_rewritten_round_trips_share_the_owner) {
+  static int32_t buf[6];
+  int64_t shape[2] = {2, 3};
+  DLTensor desc = {buf, CPU, 2, I32, shape, NULL, 0};
+  int count = 0;
+  DLManagedTensorVersioned *t = NULL;
+  CHECK_OK(dlb_tensor_wrap(&desc, 0, count_release, &count, &t));
+  const dlb__owner *owner = dlb__tensor_of(t)->owner;
+  DLManagedTensorVersioned *x = NULL;
+  CHECK_OK(dlb_tensor_share(t, &x));
+  for (int i = 0; i < 200000; i++) {
+    DLManagedTensor *l = NULL;
+    CHECK_OK(dlb_tensor_to_legacy(x, &l));
+    CHECK(dlb_legacy_is_ours(l));
+    /* Row i % 4 / 2 of the 2x3 data as a 1x3 tensor, then the whole
+     * again, alternately (two dimensions each: the struct has room for
+     * two). */
+    l->dl_tensor.shape[0] = i % 2 == 0 ? 1 : 2;
+    l->dl_tensor.byte_offset = i % 2 == 0 ? (uint64_t)(i % 4 / 2) * 12 : 0;
+    DLManagedTensorVersioned *back = NULL;
+    CHECK_OK(dlb_tensor_from_legacy(l, DLPACK_FLAG_BITMASK_READ_ONLY, &back));
+    CHECK(dlb_tensor_is_ours(back));
+    CHECK(dlb__tensor_of(back)->owner == owner);
+    CHECK_EQ_INT(back->flags, DLPACK_FLAG_BITMASK_READ_ONLY);
+    CHECK_EQ_INT(back->dl_tensor.shape[0], i % 2 == 0 ? 1 : 2);
+    CHECK_EQ_INT(back->dl_tensor.byte_offset, i % 2 == 0 ? i % 4 / 2 * 12 : 0);
+    back->flags = 0;
+    x = back;
+  }
+  /* The owner's references: t and x, nothing else. */
+  CHECK_EQ_INT(atomic_load(&dlb__tensor_of(t)->owner->refs), 2);
+  dlb_tensor_release(t);
+  CHECK_EQ_INT(count, 0);
+  dlb_tensor_release(x);
+  CHECK_EQ_INT(count, 1);
+}
+
+DLB_TEST(tensor_redescribe_shares_the_owner) {
+  static int32_t buf[6];
+  int64_t shape[2] = {2, 3};
+  DLTensor desc = {buf, CPU, 2, I32, shape, NULL, 0};
+  int count = 0;
+  DLManagedTensorVersioned *t = NULL, *r = NULL;
+  CHECK_OK(dlb_tensor_wrap(&desc, 0, count_release, &count, &t));
+  int64_t row_shape[1] = {3}, row_strides[1] = {1};
+  DLTensor row = {buf, CPU, 1, I32, row_shape, row_strides, 12};
+  CHECK_OK(dlb_tensor_redescribe(t, &row, DLPACK_FLAG_BITMASK_READ_ONLY, &r));
+  CHECK(dlb__tensor_of(r)->owner == dlb__tensor_of(t)->owner);
+  CHECK(r->dl_tensor.shape != row_shape && r->dl_tensor.shape[0] == 3);
+  CHECK_EQ_INT(r->dl_tensor.byte_offset, 12);
+  CHECK_EQ_INT(r->flags, DLPACK_FLAG_BITMASK_READ_ONLY);
+  dlb_tensor_release(t);
+  CHECK_EQ_INT(count, 0);
+  /* Refusals leave nothing behind and name what is wrong. */
+  DLManagedTensorVersioned *bad = r;
+  row.ndim = -1;
+  CHECK_STATUS(dlb_tensor_redescribe(r, &row, 0, &bad), DLB_E_LAYOUT);
+  CHECK(bad == r);
+  row.ndim = 1;
+  CHECK_STATUS(dlb_tensor_redescribe(r, NULL, 0, &bad), DLB_E_INVAL);
+  CHECK_STATUS(dlb_tensor_redescribe(r, &row, 0, NULL), DLB_E_INVAL);
+  CHECK_STATUS(dlb_tensor_redescribe(NULL, &row, 0, &bad), DLB_E_INVAL);
+  int other = 0;
+  foreign *f = foreign_new(&other);
+  CHECK_STATUS(dlb_tensor_redescribe(&f->m, &row, 0, &bad), DLB_E_INVAL);
+  CHECK(strstr(dlb_last_error(), "not a dlbridge tensor") != NULL);
+  f->m.deleter(&f->m);
+  dlb_tensor_release(r);
+  CHECK_EQ_INT(count, 1);
+}
+
+DLB_TEST(tensor_legacy_is_ours) {
+  int count = 0;
+  CHECK(!dlb_legacy_is_ours(NULL));
+  foreign *f = foreign_new(&count);
+  DLManagedTensor *l = NULL;
+  /* A legacy struct around a foreign tensor is not ours to unwrap. */
+  CHECK_OK(dlb_tensor_to_legacy(&f->m, &l));
+  CHECK(!dlb_legacy_is_ours(l));
+  dlb_legacy_release(l);
+  CHECK_EQ_INT(count, 1);
+  int64_t shape[1] = {4};
+  DLManagedTensorVersioned *t = NULL;
+  CHECK_OK(dlb_tensor_alloc(CPU, I32, 1, shape, &t));
+  CHECK_OK(dlb_tensor_to_legacy(t, &l));
+  CHECK(dlb_legacy_is_ours(l));
+  DLManagedTensor copy = *l;
+  copy.deleter = NULL;
+  CHECK(!dlb_legacy_is_ours(&copy));
+  dlb_legacy_release(l);
+}
+
 /* ---- share, release ---------------------------------------------------- */
 
 DLB_TEST(tensor_share_keeps_data_until_both_are_released) {
