@@ -164,6 +164,11 @@ int dlbpy_parse_args(const char *fname, PyObject *const *args,
                      const char *const *names, Py_ssize_t posonly,
                      Py_ssize_t npos, Py_ssize_t required, PyObject **out);
 
+/* The UTF-8 text of str (borrowed from it), which names a what ("dtype",
+ * "device", ...); NULL with ValueError when it holds a NUL character, which
+ * would end the name early for the C parsers. */
+const char *dlbpy_name_text(PyObject *str, const char *what);
+
 /* copy: None -> -1, False -> 0, True -> 1; anything else TypeError. */
 int dlbpy_parse_copy(PyObject *obj, const char *what, int *out);
 
