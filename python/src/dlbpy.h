@@ -217,6 +217,9 @@ PyObject *dlbpy_tensor_dlpack_device(PyObject *self, PyObject *unused);
 
 /* Defined in buffer.c. */
 int dlbpy_tensor_getbuffer(PyObject *self, Py_buffer *view, int flags);
+/* Tensor.__array__(dtype=None, copy=None), NumPy 2's signature. */
+PyObject *dlbpy_tensor_array(PyObject *self, PyObject *const *args,
+                             Py_ssize_t nargsf, PyObject *kwnames);
 void dlbpy_tensor_releasebuffer(PyObject *self, Py_buffer *view);
 PyObject *dlbpy_tensor_cuda_array_interface(PyObject *self, void *closure);
 
@@ -412,6 +415,27 @@ int dlbpy_copy_to(const DLManagedTensorVersioned *mt, DLDevice device,
  * (bool, int, uint, float16/32/64, bfloat16, complex64/128), else 0. */
 int dlbpy_dtype_has_scalars(DLDataType dtype);
 
+/* 1 when elements of dtype can be read as Python numbers: the types above
+ * and int1..int4, uint1..uint4, complex32, the float8, float6 and float4
+ * types (as float), else 0. */
+int dlbpy_dtype_readable(DLDataType dtype);
+
+/* 1 when mt holds sub-byte elements packed (not one a byte). */
+int dlbpy_is_packed(const DLManagedTensorVersioned *mt);
+
+/* Element k of a compact run of packed sub-byte elements from base. */
+PyObject *dlbpy_element_get_packed(DLDataType dtype, const void *base,
+                                   int64_t k);
+
+/* The elements of packed mt that integer indices select (index[d] where
+ * is_index[d]; the other dimensions whole) as a new read-only compact
+ * tensor in *out, for selections no view can describe (they do not start
+ * on a byte). Returns Py_None (borrowed), or NULL with IndexError. */
+PyObject *dlbpy_packed_select_copy(const DLManagedTensorVersioned *mt,
+                                   const unsigned char *is_index,
+                                   const int64_t *index,
+                                   DLManagedTensorVersioned **out);
+
 /* Writes value, converted to dtype, at p. TypeError / OverflowError /
  * ValueError when value does not convert. */
 int dlbpy_element_set(DLDataType dtype, void *p, PyObject *value);
@@ -424,7 +448,8 @@ int dlbpy_element_set_double(DLDataType dtype, void *p, double v);
  * types), at p. */
 int dlbpy_element_set_int64(DLDataType dtype, void *p, int64_t v);
 
-/* The element at p as a Python number. */
+/* The element at p as a Python number (a sub-byte one in the low bits of
+ * the byte at p). */
 PyObject *dlbpy_element_get(DLDataType dtype, const void *p);
 
 /* The struct-module format of dtype for the buffer protocol, or NULL when

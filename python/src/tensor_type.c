@@ -297,7 +297,7 @@ static PyObject *dlbpy_tensor_repr(PyObject *self) {
   }
   int show_values = n <= DLBPY_REPR_MAX_ELEMENTS &&
                     dlb_device_type_cpu_accessible(t->device.device_type) &&
-                    dlbpy_dtype_has_scalars(t->dtype);
+                    dlbpy_dtype_readable(t->dtype);
   if (show_values) {
     PyObject *values = dlbpy_tensor_tolist(self, NULL);
     if (values == NULL) return NULL;
@@ -452,6 +452,13 @@ static PyObject *dlbpy_tensor_subscript(PyObject *self, PyObject *key) {
       DLManagedTensorVersioned *next;
       s = dlb_tensor_select(view, k, index[k], &next);
       dlb_tensor_release(view);
+      if (s != DLB_OK && s != DLB_E_RANGE && !any_slice &&
+          dlbpy_is_packed(mt)) {
+        /* Packed elements that start inside a byte: no view can say so. */
+        if (dlbpy_packed_select_copy(mt, is_index, index, &next) == NULL)
+          return NULL;
+        return dlbpy_tensor_like(self, next);
+      }
       if (s != DLB_OK) {
         if (s == DLB_E_RANGE)
           PyErr_Format(PyExc_IndexError,
@@ -614,6 +621,11 @@ static PyMethodDef dlbpy_tensor_methods[] = {
     {"__dlpack_device__", dlbpy_tensor_dlpack_device, METH_NOARGS,
      "__dlpack_device__()\n--\n\n"
      "Returns (device_type, device_id) of the tensor's memory."},
+    {"__array__", (PyCFunction)(void (*)(void))dlbpy_tensor_array,
+     METH_FASTCALL | METH_KEYWORDS,
+     "__array__(dtype=None, copy=None)\n--\n\n"
+     "Returns the tensor as a NumPy array: in place where NumPy has its "
+     "dtype, else widened to dtype (which is then required)."},
     {"copy", dlbpy_tensor_copy, METH_NOARGS,
      "copy()\n--\n\nReturns a compact copy on the same device."},
     {"to", (PyCFunction)(void (*)(void))dlbpy_tensor_to,
