@@ -59,8 +59,13 @@ def test_both_structs_share_memory():
     t = dlbridge.zeros(4, dtype="int32")
     for kwargs in (dict(), dict(max_version=(1, 0))):
         u = dlbridge.from_dlpack(t.__dlpack__(**kwargs))
-        np.from_dlpack(u)[1] += 7
-    assert t.tolist() == [0, 14, 0, 0]
+        assert u.data_ptr == t.data_ptr
+        # Writes go through the versioned struct only: the legacy one
+        # cannot say they are allowed, and imports read-only.
+        assert u.readonly == (kwargs == {})
+        if not u.readonly:
+            np.from_dlpack(u)[1] += 7
+    assert t.tolist() == [0, 7, 0, 0]
 
 
 def test_read_only_refuses_the_legacy_struct_and_flags_the_versioned(helper):
@@ -80,7 +85,8 @@ def test_read_only_with_copy_may_go_legacy(helper):
     a = np.arange(3, dtype=np.float32)
     t = dlbridge.from_dlpack(capsule_of(a, flags=READ_ONLY))
     u = dlbridge.from_dlpack(t.__dlpack__(copy=True))
-    assert not u.readonly
+    # Imported read-only, as every legacy struct is.
+    assert u.readonly
     assert u.data_ptr != a.ctypes.data
     assert u.tolist() == [0.0, 1.0, 2.0]
 
