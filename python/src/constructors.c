@@ -511,7 +511,7 @@ PyObject *dlbpy_asarray(PyObject *module, PyObject *const *args,
                        1, 1, v) < 0)
     return NULL;
   PyObject *obj = v[0];
-  dlbpy_import_opts opts = {-1, 0, {kDLCPU, 0}};
+  dlbpy_import_opts opts = {-1, 0, {kDLCPU, 0}, 0};
   if (dlbpy_parse_copy(v[3], "copy", &opts.copy) < 0) return NULL;
   if (v[2] != NULL && v[2] != Py_None) {
     if (dlbpy_parse_device(v[2], &opts.device) < 0) return NULL;

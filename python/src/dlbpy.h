@@ -273,6 +273,7 @@ typedef struct {
   int copy;           /* -1 None, 0 never copy, 1 always copy */
   int has_device;     /* 0: keep the producer's device */
   DLDevice device;
+  int in_place;       /* 1: device= relabels memory it can address */
 } dlbpy_import_opts;
 
 /*

@@ -589,6 +589,17 @@ static PyObject *dlbpy_tensor_to(PyObject *self, PyObject *const *args,
     Py_INCREF(self);
     return self;
   }
+  if (copy == 0) {
+    char from[DLB_DEVICE_NAME_MAX], to[DLB_DEVICE_NAME_MAX];
+    if (dlb_device_format(mt->dl_tensor.device, from, sizeof from) != DLB_OK)
+      from[0] = '\0';
+    if (dlb_device_format(device, to, sizeof to) != DLB_OK) to[0] = '\0';
+    PyErr_Format(PyExc_ValueError,
+                 "to(): copy=False, but the tensor is in %s memory, not on "
+                 "%s: only a copy puts it there",
+                 from, to);
+    return NULL;
+  }
   DLManagedTensorVersioned *out = NULL;
   if (dlbpy_copy_to(mt, device, PyExc_RuntimeError, &out) < 0) return NULL;
   return dlbpy_tensor_like(self, out);
@@ -630,9 +641,9 @@ static PyMethodDef dlbpy_tensor_methods[] = {
      "copy()\n--\n\nReturns a compact copy on the same device."},
     {"to", (PyCFunction)(void (*)(void))dlbpy_tensor_to,
      METH_FASTCALL | METH_KEYWORDS,
-     "to(device, *, copy=False)\n--\n\n"
+     "to(device, *, copy=None)\n--\n\n"
      "Returns the tensor on device: itself when it is there already (unless "
-     "copy=True), else a copy."},
+     "copy=True), else a copy (ValueError with copy=False)."},
     {"permute", (PyCFunction)(void (*)(void))dlbpy_tensor_permute,
      METH_FASTCALL,
      "permute(*axes)\n--\n\nReturns a view with the dimensions reordered."},
