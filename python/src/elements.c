@@ -645,7 +645,11 @@ int dlbpy_is_packed(const DLManagedTensorVersioned *mt) {
  * they are walked in row-major order: *k counts the elements read. */
 static PyObject *dlbpy_tolist_packed(const DLTensor *t, int32_t dim,
                                      const char *base, int64_t *k) {
-  if (dim == t->ndim) return dlbpy_element_get_packed(t->dtype, base, (*k)++);
+  if (dim == t->ndim) {
+    /* Long conversions notice Ctrl-C. */
+    if ((*k & 0xffff) == 0xffff && PyErr_CheckSignals() < 0) return NULL;
+    return dlbpy_element_get_packed(t->dtype, base, (*k)++);
+  }
   PyObject *list = PyList_New((Py_ssize_t)t->shape[dim]);
   if (list == NULL) return NULL;
   for (int64_t i = 0; i < t->shape[dim]; i++) {
@@ -681,7 +685,11 @@ PyObject *dlbpy_tensor_tolist(PyObject *self, PyObject *unused) {
   (void)unused;
   const DLTensor *t = &((dlbpy_tensor *)self)->mt->dl_tensor;
   if (dlbpy_check_readable(t, "tolist()") < 0) return NULL;
-  if (dlbpy_is_packed(((dlbpy_tensor *)self)->mt)) {
+  int64_t numel = 0;
+  /* Without elements there are no bits to find: the lists are built as for
+   * any other dtype. */
+  if (dlbpy_is_packed(((dlbpy_tensor *)self)->mt) &&
+      dlb_tensor_numel(t, &numel) == DLB_OK && numel > 0) {
     int64_t k = 0;
     return dlbpy_tolist_packed(t, 0, (const char *)t->data + t->byte_offset,
                                &k);
@@ -722,6 +730,7 @@ int dlbpy_tensor_contains(PyObject *self, PyObject *value) {
     if (dlb_tensor_numel(t, &n) != DLB_OK) n = 0;
     const char *base = (const char *)t->data + t->byte_offset;
     for (int64_t k = 0; k < n; k++) {
+      if ((k & 0xffff) == 0xffff && PyErr_CheckSignals() < 0) return -1;
       PyObject *item = dlbpy_element_get_packed(t->dtype, base, k);
       if (item == NULL) return -1;
       int eq = PyObject_RichCompareBool(item, value, Py_EQ);

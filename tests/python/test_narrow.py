@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import dlbridge
-from support import SUBBYTE_PADDED, capsule_of, needs_torch, torch
+from support import SUBBYTE_PADDED, capsule_of, measures_time, needs_torch, torch
 
 INT, UINT, FLOAT, BFLOAT, COMPLEX, BOOL = 0, 1, 2, 4, 5, 6
 F8 = {
@@ -278,3 +278,30 @@ def test_array_method_signature():
         t.__array__(copy=1)
     with pytest.raises(TypeError):
         t.__array__(None, None, None)
+
+
+@measures_time
+@pytest.mark.parametrize("op", ["in", "tolist"])
+def test_long_packed_loops_notice_signals(op):
+    import signal
+    import time
+
+    t = dlbridge.zeros((2, 1 << 24), dtype="int4")
+    run = {"in": lambda: 5 in t, "tolist": t.tolist}[op]
+
+    class Stop(Exception):
+        pass
+
+    def stop(signum, frame):
+        raise Stop
+
+    old = signal.signal(signal.SIGALRM, stop)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.05)
+        start = time.monotonic()
+        with pytest.raises(Stop):
+            run()
+        assert time.monotonic() - start < 1.5
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
