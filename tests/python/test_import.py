@@ -614,10 +614,12 @@ def test_device_moves_when_the_target_differs(helper):
     assert t.tolist() == [0.0, 1.0, 2.0]
 
 
-def test_device_without_copy_keeps_accessible_memory_in_place(helper):
+def test_device_without_copy_refuses_accessible_memory_elsewhere(helper):
     a = np.arange(3, dtype=np.float32)
-    t = dlbridge.from_dlpack(capsule_of(a, device=(KDLCUDAMANAGED, 0)), device="cpu", copy=False)
-    assert t.device == "cuda_managed"
+    with pytest.raises(ValueError, match="copy=False, but the data is in cuda_managed memory"):
+        dlbridge.from_dlpack(capsule_of(a, device=(KDLCUDAMANAGED, 0)), device="cpu", copy=False)
+    t = dlbridge.from_dlpack(capsule_of(a, device=(KDLCUDAMANAGED, 0)), device="cpu", in_place=True)
+    assert t.device == "cpu"
     assert t.data_ptr == a.ctypes.data
 
 

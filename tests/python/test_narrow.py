@@ -308,3 +308,12 @@ def test_long_packed_loops_notice_signals(op):
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
+
+
+def test_numpy_of_memory_the_cpu_cannot_read_raises(helper):
+    for dtype in ((2, 32, 1), (4, 16, 1)):
+        t = dlbridge.from_dlpack(helper.make_capsule(data=0x1000, shape=(2,), dtype=dtype, device=(2, 0)))
+        with pytest.raises(BufferError, match="CPU cannot read"):
+            np.asarray(t)
+        with pytest.raises(BufferError, match="CPU cannot read"):
+            np.asarray(t, dtype=np.float64)
