@@ -265,8 +265,9 @@ static int dlbpy_store_real(int kind, void *p, double v) {
   }
   /* Integer kinds: truncate toward zero, as NumPy's casts do. hi is
    * 2^k - 1, so hi + 1.0 is exactly 2^k even where hi is not a double. */
-  int64_t lo;
-  uint64_t hi;
+  /* Only integer kinds get here (callers refuse the read-only ones). */
+  int64_t lo = 0;
+  uint64_t hi = 0;
   dlbpy_int_range(kind, &lo, &hi);
   double t = trunc(v);
   if (!(t >= (double)lo && t < (double)hi + 1.0)) {
