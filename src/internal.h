@@ -59,6 +59,9 @@ void dlb__data_free(void *p);
  */
 dlb_status dlb__device_alloc(DLDevice device, size_t size, void **out);
 void dlb__device_free(DLDevice device, void *ptr);
+/* Writes a zero byte at at, in device memory from dlb__device_alloc, and
+ * waits for it. */
+dlb_status dlb__device_zero_byte(DLDevice device, void *at);
 
 /* The part of dlb_managed_validate before the tensor: m not NULL, its
  * major version, no unknown flags. */

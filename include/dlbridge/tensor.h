@@ -26,10 +26,12 @@ DLB_BEGIN_DECLS
 typedef void (*dlb_release_fn)(void *ctx);
 
 /*
- * Allocates a compact row-major tensor with uninitialised data, version
+ * Allocates a compact row-major tensor with uninitialised elements, version
  * DLPACK_MAJOR_VERSION.DLPACK_MINOR_VERSION, flags 0, strides set (even for
  * ndim 0 they are a valid pointer or NULL), byte_offset 0 and data aligned to
- * DLB_DATA_ALIGNMENT (never NULL, even when empty). shape is borrowed.
+ * DLB_DATA_ALIGNMENT (never NULL, even when empty). The byte no element
+ * fills whole (the last one of packed sub-byte elements that end inside it,
+ * the one byte behind an empty tensor) is zero. shape is borrowed.
  * The core allocates cpu memory; other kinds need their runtime and return
  * DLB_E_UNSUPPORTED, DLB_E_NO_RUNTIME or DLB_E_NO_DEVICE when it is missing.
  * New; release with dlb_tensor_release().

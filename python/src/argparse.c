@@ -64,6 +64,20 @@ int dlbpy_parse_args(const char *fname, PyObject *const *args,
   return 0;
 }
 
+const char *dlbpy_name_text(PyObject *str, const char *what) {
+  Py_ssize_t size = 0;
+  const char *text = PyUnicode_AsUTF8AndSize(str, &size);
+  if (text == NULL) return NULL;
+  const char *nul = memchr(text, '\0', (size_t)size);
+  if (nul != NULL) {
+    PyErr_Format(PyExc_ValueError,
+                 "%s %R has a NUL character at byte %zd; names hold none",
+                 what, str, (Py_ssize_t)(nul - text));
+    return NULL;
+  }
+  return text;
+}
+
 int dlbpy_parse_copy(PyObject *obj, const char *what, int *out) {
   if (obj == NULL || obj == Py_None) *out = -1;
   else if (obj == Py_True) *out = 1;
@@ -153,7 +167,7 @@ static int dlbpy_try_framework_device(PyObject *obj, DLDevice *out) {
   PyObject *name = index == Py_None ? PyUnicode_FromFormat("%U", type)
                                     : PyUnicode_FromFormat("%U:%S", type, index);
   if (name == NULL) goto done;
-  const char *text = PyUnicode_AsUTF8(name);
+  const char *text = dlbpy_name_text(name, "device");
   if (text != NULL) {
     dlb_status s = dlb_device_parse(text, out);
     rc = s == DLB_OK ? 1 : dlbpy_fail(s, PyExc_ValueError, "device");
@@ -168,7 +182,7 @@ done:
 int dlbpy_parse_device(PyObject *obj, DLDevice *out) {
   DLDevice device;
   if (PyUnicode_Check(obj)) {
-    const char *text = PyUnicode_AsUTF8(obj);
+    const char *text = dlbpy_name_text(obj, "device");
     if (text == NULL) return -1;
     dlb_status s = dlb_device_parse(text, &device);
     if (s != DLB_OK) return dlbpy_fail(s, PyExc_ValueError, "device");
@@ -230,7 +244,7 @@ int dlbpy_parse_dtype(PyObject *obj, DLDataType *out) {
       return -1;
     }
   }
-  const char *text = PyUnicode_AsUTF8(name);
+  const char *text = dlbpy_name_text(name, "dtype");
   if (text == NULL) {
     Py_DECREF(name);
     return -1;

@@ -413,3 +413,81 @@ int dlbpy_import_buffer(PyObject *obj, DLManagedTensorVersioned **out) {
   PyMem_RawFree(view);
   return rc;
 }
+
+/* ------------------------------------------------------------------------
+ * __array__: what numpy.asarray(t) and numpy.array(t) call
+ * ---------------------------------------------------------------------- */
+
+/*
+ * Without this method NumPy reads a Tensor it has no dtype for as a
+ * sequence of 0-d Tensors (an object array) or of nothing. Data NumPy has a
+ * dtype for goes through the buffer protocol, in place unless a copy or
+ * another dtype is asked for; the rest converts only to a dtype the caller
+ * names (through the Python numbers tolist() reads), never silently.
+ */
+PyObject *dlbpy_tensor_array(PyObject *self, PyObject *const *args,
+                             Py_ssize_t nargsf, PyObject *kwnames) {
+  PyObject *dtype = NULL, *copy_arg = NULL;
+  const dlbpy_param params[] = {{"dtype", DLBPY_OPTIONAL, &dtype},
+                                {"copy", DLBPY_OPTIONAL, &copy_arg}};
+  if (dlbpy_parse_args("__array__", args, nargsf, kwnames, params,
+                       DLBPY_NPARAMS(params)) < 0)
+    return NULL;
+  if (dtype == Py_None) dtype = NULL;
+  int copy = -1;
+  if (copy_arg != NULL && dlbpy_parse_copy(copy_arg, "copy", &copy) < 0)
+    return NULL;
+  const DLTensor *t = &((dlbpy_tensor *)self)->mt->dl_tensor;
+  char name[DLB_DTYPE_NAME_MAX];
+  if (dlb_dtype_format(t->dtype, name, sizeof name) != DLB_OK) name[0] = '\0';
+  if (!dlb_device_type_cpu_accessible(t->device.device_type)) {
+    PyErr_SetString(PyExc_BufferError,
+                    "__array__: the CPU cannot read this tensor's memory; "
+                    "copy it to 'cpu' first");
+    return NULL;
+  }
+  PyObject *source;
+  if (dlbpy_dtype_buffer_format(t->dtype) != NULL) {
+    source = PyMemoryView_FromObject(self);
+  } else if (!dlbpy_dtype_readable(t->dtype)) {
+    PyErr_Format(PyExc_TypeError,
+                 "__array__: %s elements have no NumPy dtype and no Python "
+                 "number type",
+                 name);
+    return NULL;
+  } else if (dtype == NULL) {
+    PyErr_Format(PyExc_TypeError,
+                 "__array__: NumPy has no %s dtype; pass one to widen to, "
+                 "as in numpy.asarray(t, dtype=numpy.float32)",
+                 name);
+    return NULL;
+  } else if (copy == 0) {
+    PyErr_Format(PyExc_ValueError,
+                 "__array__: %s elements become a NumPy dtype only in a "
+                 "copy, and copy=False forbids one",
+                 name);
+    return NULL;
+  } else {
+    source = dlbpy_tensor_tolist(self, NULL);
+  }
+  if (source == NULL) return NULL;
+  PyObject *r = NULL;
+  PyObject *numpy = PyImport_ImportModule("numpy");
+  PyObject *asarray =
+      numpy != NULL ? PyObject_GetAttrString(numpy, "asarray") : NULL;
+  PyObject *kw = asarray != NULL ? PyDict_New() : NULL;
+  /* copy= goes to NumPy only when given: NumPy 1 has no such keyword. */
+  if (kw != NULL &&
+      (dtype == NULL || PyDict_SetItemString(kw, "dtype", dtype) == 0) &&
+      (copy < 0 || PyDict_SetItemString(kw, "copy", copy ? Py_True
+                                                         : Py_False) == 0)) {
+    PyObject *pos = PyTuple_Pack(1, source);
+    if (pos != NULL) r = PyObject_Call(asarray, pos, kw);
+    Py_XDECREF(pos);
+  }
+  Py_XDECREF(kw);
+  Py_XDECREF(asarray);
+  Py_XDECREF(numpy);
+  Py_DECREF(source);
+  return r;
+}

@@ -252,7 +252,15 @@ int dlbpy_capsule_consume(PyObject *capsule, PyObject *bad_name_exc,
     DLManagedTensor *m = PyCapsule_GetPointer(capsule, name);
     if (m == NULL) return -1;
     if (PyCapsule_SetName(capsule, dlbpy_name_used_legacy) < 0) return -1;
-    dlb_status s = dlbpy_adopt_legacy(m, 0, out);
+    /* The legacy struct says nothing about writability: the data is read
+     * only, as NumPy imports it, so no export of it offers writes its
+     * producer never did. One dlbridge made is the exception: only a
+     * writable tensor gets a legacy struct, so a round trip through one
+     * keeps what its producer offered. */
+    uint64_t flags = dlbpy_is_light_legacy(m) || dlb_legacy_is_ours(m)
+                         ? 0
+                         : DLPACK_FLAG_BITMASK_READ_ONLY;
+    dlb_status s = dlbpy_adopt_legacy(m, flags, out);
     if (s != DLB_OK) {
       (void)PyCapsule_SetName(capsule, name);
       return dlbpy_fail(s, PyExc_BufferError, "DLPack capsule (legacy)");

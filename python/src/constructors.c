@@ -518,7 +518,7 @@ PyObject *dlbpy_asarray(PyObject *module, PyObject *const *args,
   if (dlbpy_parse_args("asarray", args, nargsf, kwnames, params,
                        DLBPY_NPARAMS(params)) < 0)
     return NULL;
-  dlbpy_import_opts opts = {-1, 0, {kDLCPU, 0}};
+  dlbpy_import_opts opts = {-1, 0, {kDLCPU, 0}, 0};
   if (dlbpy_parse_copy(copy_arg, "copy", &opts.copy) < 0) return NULL;
   if (device_arg != NULL && device_arg != Py_None) {
     if (dlbpy_parse_device(device_arg, &opts.device) < 0) return NULL;

@@ -201,6 +201,11 @@ int dlbpy_parse_args(const char *fname, PyObject *const *args,
                      const dlbpy_param *params, Py_ssize_t nparams);
 #define DLBPY_NPARAMS(params) ((Py_ssize_t)(sizeof(params) / sizeof *(params)))
 
+/* The UTF-8 text of str (borrowed from it), which names a what ("dtype",
+ * "device", ...); NULL with ValueError when it holds a NUL character, which
+ * would end the name early for the C parsers. */
+const char *dlbpy_name_text(PyObject *str, const char *what);
+
 /* copy: None -> -1, False -> 0, True -> 1; anything else TypeError. */
 int dlbpy_parse_copy(PyObject *obj, const char *what, int *out);
 
@@ -249,6 +254,9 @@ PyObject *dlbpy_tensor_dlpack_device(PyObject *self, PyObject *unused);
 
 /* Defined in buffer.c. */
 int dlbpy_tensor_getbuffer(PyObject *self, Py_buffer *view, int flags);
+/* Tensor.__array__(dtype=None, copy=None), NumPy 2's signature. */
+PyObject *dlbpy_tensor_array(PyObject *self, PyObject *const *args,
+                             Py_ssize_t nargsf, PyObject *kwnames);
 void dlbpy_tensor_releasebuffer(PyObject *self, Py_buffer *view);
 PyObject *dlbpy_tensor_cuda_array_interface(PyObject *self, void *closure);
 
@@ -308,6 +316,7 @@ typedef struct {
   int copy;           /* -1 None, 0 never copy, 1 always copy */
   int has_device;     /* 0: keep the producer's device */
   DLDevice device;
+  int in_place;       /* 1: device= relabels memory it can address */
 } dlbpy_import_opts;
 
 /*
@@ -454,6 +463,27 @@ int dlbpy_copy_to(const DLManagedTensorVersioned *mt, DLDevice device,
  * numbers (bool, int, uint, float16/32/64, bfloat16, complex64/128). */
 bool dlbpy_dtype_has_scalars(DLDataType dtype);
 
+/* Whether elements of dtype can be read as Python numbers: the types above
+ * and int1..int4, uint1..uint4, complex32, the float8, float6 and float4
+ * types (as float). */
+bool dlbpy_dtype_readable(DLDataType dtype);
+
+/* Whether mt holds sub-byte elements packed (not one a byte). */
+bool dlbpy_is_packed(const DLManagedTensorVersioned *mt);
+
+/* Element k of a compact run of packed sub-byte elements from base. */
+PyObject *dlbpy_element_get_packed(DLDataType dtype, const void *base,
+                                   int64_t k);
+
+/* The elements of packed mt that integer indices select (index[d] where
+ * is_index[d]; the other dimensions whole) as a new read-only compact
+ * tensor in *out, for selections no view can describe (they do not start
+ * on a byte). Returns Py_None (borrowed), or NULL with IndexError. */
+PyObject *dlbpy_packed_select_copy(const DLManagedTensorVersioned *mt,
+                                   const unsigned char *is_index,
+                                   const int64_t *index,
+                                   DLManagedTensorVersioned **out);
+
 /* Writes value, converted to dtype, at p. TypeError / OverflowError /
  * ValueError when value does not convert. */
 int dlbpy_element_set(DLDataType dtype, void *p, PyObject *value);
@@ -466,7 +496,8 @@ int dlbpy_element_set_double(DLDataType dtype, void *p, double v);
  * types), at p. */
 int dlbpy_element_set_int64(DLDataType dtype, void *p, int64_t v);
 
-/* The element at p as a Python number. */
+/* The element at p as a Python number (a sub-byte one in the low bits of
+ * the byte at p). */
 PyObject *dlbpy_element_get(DLDataType dtype, const void *p);
 
 /* The struct-module format of dtype for the buffer protocol, or NULL when

@@ -22,10 +22,18 @@ typedef enum {
   DLBPY_K_U8, DLBPY_K_U16, DLBPY_K_U32, DLBPY_K_U64,
   DLBPY_K_F16, DLBPY_K_BF16, DLBPY_K_F32, DLBPY_K_F64,
   DLBPY_K_C64, DLBPY_K_C128,
+  /* Read only: no Python number converts back to these without a rounding
+   * rule NumPy does not have either. */
+  DLBPY_K_NARROW_INT, DLBPY_K_NARROW_UINT, DLBPY_K_C32, DLBPY_K_MINIFLOAT,
 } dlbpy_scalar_kind;
+
+/* The kinds written from Python numbers end here. */
+#define DLBPY_K_LAST_WRITABLE DLBPY_K_C128
 
 static dlbpy_scalar_kind dlbpy_kind(DLDataType t) {
   if (t.lanes != 1) return DLBPY_K_NONE;
+  if (t.code >= kDLFloat8_e3m4 && t.code <= kDLFloat4_e2m1fn)
+    return dlb_dtype_check(t) == DLB_OK ? DLBPY_K_MINIFLOAT : DLBPY_K_NONE;
   switch (t.code) {
     case kDLBool:
       return t.bits == 8 ? DLBPY_K_BOOL : DLBPY_K_NONE;
@@ -35,6 +43,7 @@ static dlbpy_scalar_kind dlbpy_kind(DLDataType t) {
         case 16: return DLBPY_K_I16;
         case 32: return DLBPY_K_I32;
         case 64: return DLBPY_K_I64;
+        case 1: case 2: case 4: return DLBPY_K_NARROW_INT;
         default: return DLBPY_K_NONE;
       }
     case kDLUInt:
@@ -43,6 +52,7 @@ static dlbpy_scalar_kind dlbpy_kind(DLDataType t) {
         case 16: return DLBPY_K_U16;
         case 32: return DLBPY_K_U32;
         case 64: return DLBPY_K_U64;
+        case 1: case 2: case 4: return DLBPY_K_NARROW_UINT;
         default: return DLBPY_K_NONE;
       }
     case kDLFloat:
@@ -55,14 +65,21 @@ static dlbpy_scalar_kind dlbpy_kind(DLDataType t) {
     case kDLBfloat:
       return t.bits == 16 ? DLBPY_K_BF16 : DLBPY_K_NONE;
     case kDLComplex:
-      return t.bits == 64 ? DLBPY_K_C64
-                          : t.bits == 128 ? DLBPY_K_C128 : DLBPY_K_NONE;
+      return t.bits == 64    ? DLBPY_K_C64
+             : t.bits == 128 ? DLBPY_K_C128
+             : t.bits == 32  ? DLBPY_K_C32
+                             : DLBPY_K_NONE;
     default:
       return DLBPY_K_NONE;
   }
 }
 
 bool dlbpy_dtype_has_scalars(DLDataType dtype) {
+  dlbpy_scalar_kind kind = dlbpy_kind(dtype);
+  return kind != DLBPY_K_NONE && kind <= DLBPY_K_LAST_WRITABLE;
+}
+
+bool dlbpy_dtype_readable(DLDataType dtype) {
   return dlbpy_kind(dtype) != DLBPY_K_NONE;
 }
 
@@ -250,8 +267,9 @@ static int dlbpy_store_real(dlbpy_scalar_kind kind, void *p, double v) {
   }
   /* Integer kinds: truncate toward zero, as NumPy's casts do. hi is
    * 2^k - 1, so hi + 1.0 is exactly 2^k even where hi is not a double. */
-  int64_t lo;
-  uint64_t hi;
+  /* Only integer kinds get here (callers refuse the read-only ones). */
+  int64_t lo = 0;
+  uint64_t hi = 0;
   dlbpy_int_range(kind, &lo, &hi);
   double t = trunc(v);
   if (!(t >= (double)lo && t < (double)hi + 1.0)) {
@@ -267,7 +285,7 @@ static int dlbpy_store_real(dlbpy_scalar_kind kind, void *p, double v) {
 
 int dlbpy_element_set_double(DLDataType dtype, void *p, double v) {
   dlbpy_scalar_kind kind = dlbpy_kind(dtype);
-  if (kind == DLBPY_K_NONE) {
+  if (!dlbpy_dtype_has_scalars(dtype)) {
     PyErr_SetString(PyExc_TypeError, "dtype has no Python scalar type");
     return -1;
   }
@@ -294,7 +312,7 @@ int dlbpy_element_set_int64(DLDataType dtype, void *p, int64_t v) {
 
 int dlbpy_element_set(DLDataType dtype, void *p, PyObject *value) {
   dlbpy_scalar_kind kind = dlbpy_kind(dtype);
-  if (kind == DLBPY_K_NONE) {
+  if (!dlbpy_dtype_has_scalars(dtype)) {
     PyErr_SetString(PyExc_TypeError, "dtype has no Python scalar type");
     return -1;
   }
@@ -364,8 +382,170 @@ int dlbpy_element_set(DLDataType dtype, void *p, PyObject *value) {
  * Reading
  * ---------------------------------------------------------------------- */
 
+/*
+ * The small floats DLPack names, as (exponent bits, mantissa bits, bias,
+ * special values). IEEE: the top exponent holds infinities and NaNs. FN:
+ * only the all-ones pattern is NaN, no infinity. FNUZ: the pattern of
+ * negative zero is the one NaN, no infinity, no negative zero. NONE: every
+ * pattern is a finite number (the float6 and float4 types). E8M0: an
+ * unsigned power of two, all ones NaN.
+ */
+enum { DLBPY_SP_IEEE, DLBPY_SP_FN, DLBPY_SP_FNUZ, DLBPY_SP_NONE,
+       DLBPY_SP_E8M0 };
+
+typedef struct {
+  unsigned char ebits, mbits, special;
+  int bias;
+} dlbpy_minifloat;
+
+static dlbpy_minifloat dlbpy_minifloat_of(uint8_t code) {
+  switch (code) {
+    case kDLFloat8_e3m4: return (dlbpy_minifloat){3, 4, DLBPY_SP_IEEE, 3};
+    case kDLFloat8_e4m3: return (dlbpy_minifloat){4, 3, DLBPY_SP_IEEE, 7};
+    case kDLFloat8_e4m3b11fnuz:
+      return (dlbpy_minifloat){4, 3, DLBPY_SP_FNUZ, 11};
+    case kDLFloat8_e4m3fn: return (dlbpy_minifloat){4, 3, DLBPY_SP_FN, 7};
+    case kDLFloat8_e4m3fnuz: return (dlbpy_minifloat){4, 3, DLBPY_SP_FNUZ, 8};
+    case kDLFloat8_e5m2: return (dlbpy_minifloat){5, 2, DLBPY_SP_IEEE, 15};
+    case kDLFloat8_e5m2fnuz:
+      return (dlbpy_minifloat){5, 2, DLBPY_SP_FNUZ, 16};
+    case kDLFloat8_e8m0fnu: return (dlbpy_minifloat){8, 0, DLBPY_SP_E8M0, 127};
+    case kDLFloat6_e2m3fn: return (dlbpy_minifloat){2, 3, DLBPY_SP_NONE, 1};
+    case kDLFloat6_e3m2fn: return (dlbpy_minifloat){3, 2, DLBPY_SP_NONE, 3};
+    default: /* kDLFloat4_e2m1fn */
+      return (dlbpy_minifloat){2, 1, DLBPY_SP_NONE, 1};
+  }
+}
+
+static double dlbpy_minifloat_to_double(uint8_t code, unsigned raw) {
+  dlbpy_minifloat f = dlbpy_minifloat_of(code);
+  unsigned emax = (1u << f.ebits) - 1, mmax = (1u << f.mbits) - 1;
+  if (f.special == DLBPY_SP_E8M0)
+    return raw == 0xff ? NAN : ldexp(1.0, (int)raw - f.bias);
+  unsigned sign = raw >> (f.ebits + f.mbits) & 1u;
+  unsigned e = raw >> f.mbits & emax, m = raw & mmax;
+  if (f.special == DLBPY_SP_FNUZ && sign && e == 0 && m == 0) return NAN;
+  if (f.special == DLBPY_SP_IEEE && e == emax)
+    return m != 0 ? NAN : sign ? -INFINITY : INFINITY;
+  if (f.special == DLBPY_SP_FN && e == emax && m == mmax) return NAN;
+  double v = e == 0 ? ldexp((double)m, 1 - f.bias - f.mbits)
+                    : ldexp((double)(m | (mmax + 1)), (int)e - f.bias - f.mbits);
+  return sign ? -v : v;
+}
+
+/* An element of at most 8 bits, from its raw bits (the low ones of raw). */
+static PyObject *dlbpy_narrow_get(DLDataType dtype, int kind, unsigned raw) {
+  unsigned bits = dtype.bits;
+  raw &= (1u << bits) - 1;
+  if (kind == DLBPY_K_NARROW_UINT) return PyLong_FromLong((long)raw);
+  if (kind == DLBPY_K_NARROW_INT)
+    return PyLong_FromLong((long)raw - (raw >> (bits - 1) ? 1L << bits : 0));
+  return PyFloat_FromDouble(dlbpy_minifloat_to_double(dtype.code, raw));
+}
+
+/* The bits of packed element k of bits each from base, in the low bits. */
+static unsigned dlbpy_packed_load(const unsigned char *b, unsigned bits,
+                                  int64_t k) {
+  uint64_t bit = (uint64_t)k * bits;
+  unsigned shift = (unsigned)(bit % 8);
+  unsigned raw = (unsigned)b[bit / 8] >> shift;
+  /* A 6-bit element may run into the next byte. */
+  if (shift + bits > 8) raw |= (unsigned)b[bit / 8 + 1] << (8 - shift);
+  return raw & ((1u << bits) - 1);
+}
+
+/* Sets packed element k to raw; the other bits of its bytes stay. */
+static void dlbpy_packed_store(unsigned char *b, unsigned bits, int64_t k,
+                               unsigned raw) {
+  uint64_t bit = (uint64_t)k * bits;
+  unsigned shift = (unsigned)(bit % 8);
+  unsigned mask = ((1u << bits) - 1) << shift;
+  unsigned v = raw << shift;
+  b[bit / 8] = (unsigned char)((b[bit / 8] & ~mask) | (v & mask & 0xff));
+  if (shift + bits > 8)
+    b[bit / 8 + 1] = (unsigned char)((b[bit / 8 + 1] & ~(mask >> 8)) |
+                                     (v >> 8));
+}
+
+PyObject *dlbpy_element_get_packed(DLDataType dtype, const void *base,
+                                   int64_t k) {
+  return dlbpy_narrow_get(dtype, dlbpy_kind(dtype),
+                          dlbpy_packed_load(base, dtype.bits, k));
+}
+
+PyObject *dlbpy_packed_select_copy(const DLManagedTensorVersioned *mt,
+                                   const unsigned char *is_index,
+                                   const int64_t *index,
+                                   DLManagedTensorVersioned **out) {
+  const DLTensor *t = &mt->dl_tensor;
+  if (!dlb_device_type_cpu_accessible(t->device.device_type)) {
+    PyErr_SetString(PyExc_IndexError,
+                    "index: packed sub-byte elements that do not start on a "
+                    "byte are copied out, and the CPU cannot read this "
+                    "tensor's memory; copy it to 'cpu' first");
+    return NULL;
+  }
+  int64_t compact[DLB_MAX_NDIM], shape[DLB_MAX_NDIM], step[DLB_MAX_NDIM];
+  dlb_status s = dlb_compact_strides(t->ndim, t->shape, 0, compact);
+  if (s != DLB_OK) return dlbpy_raise(s, PyExc_IndexError, "index");
+  int64_t first = 0;
+  int32_t nd = 0;
+  for (int32_t d = 0; d < t->ndim; d++) {
+    if (!is_index[d]) {
+      shape[nd] = t->shape[d];
+      step[nd++] = compact[d];
+      continue;
+    }
+    int64_t v = index[d] < 0 ? index[d] + t->shape[d] : index[d];
+    if (v < 0 || v >= t->shape[d]) {
+      PyErr_Format(PyExc_IndexError,
+                   "index %lld is out of bounds for axis %d with size %lld",
+                   (long long)index[d], (int)d, (long long)t->shape[d]);
+      return NULL;
+    }
+    first += v * compact[d];
+  }
+  DLManagedTensorVersioned *copy = NULL;
+  s = dlb_tensor_alloc(t->device, t->dtype, nd, shape, &copy);
+  if (s != DLB_OK) return dlbpy_raise(s, PyExc_IndexError, "index");
+  int64_t n = 0, bytes = 0;
+  (void)dlb_tensor_numel(&copy->dl_tensor, &n);
+  (void)dlb_dtype_storage_bytes(t->dtype, n, 0, &bytes);
+  unsigned char *dst = copy->dl_tensor.data;
+  memset(dst, 0, (size_t)bytes);
+  const unsigned char *src = (const unsigned char *)t->data + t->byte_offset;
+  int64_t pos[DLB_MAX_NDIM] = {0}, at = first;
+  for (int64_t k = 0; k < n; k++) {
+    dlbpy_packed_store(dst, t->dtype.bits, k,
+                       dlbpy_packed_load(src, t->dtype.bits, at));
+    /* The next element in row-major order of the result. */
+    for (int32_t d = nd - 1; d >= 0; d--) {
+      at += step[d];
+      if (++pos[d] < shape[d]) break;
+      at -= step[d] * shape[d];
+      pos[d] = 0;
+    }
+  }
+  /* Writes to a copy would reach nobody: it says so by refusing them. */
+  copy->flags |= DLPACK_FLAG_BITMASK_READ_ONLY | DLPACK_FLAG_BITMASK_IS_COPIED;
+  *out = copy;
+  return Py_None;
+}
+
 PyObject *dlbpy_element_get(DLDataType dtype, const void *p) {
-  switch (dlbpy_kind(dtype)) {
+  dlbpy_scalar_kind kind = dlbpy_kind(dtype);
+  switch (kind) {
+    case DLBPY_K_NARROW_INT:
+    case DLBPY_K_NARROW_UINT:
+    case DLBPY_K_MINIFLOAT:
+      /* One element a byte (a padded sub-byte one in the low bits). */
+      return dlbpy_narrow_get(dtype, kind, *(const unsigned char *)p);
+    case DLBPY_K_C32: {
+      uint16_t x[2];
+      memcpy(x, p, 4);
+      return PyComplex_FromDoubles(dlbpy_half_to_double(x[0]),
+                                   dlbpy_half_to_double(x[1]));
+    }
     case DLBPY_K_BOOL: return PyBool_FromLong(*(const uint8_t *)p != 0);
     case DLBPY_K_I8: return PyLong_FromLong(*(const int8_t *)p);
     case DLBPY_K_I16: {
@@ -473,6 +653,33 @@ static PyObject *dlbpy_tolist_at(const DLTensor *t, const int64_t *strides,
   return list;
 }
 
+bool dlbpy_is_packed(const DLManagedTensorVersioned *mt) {
+  return dlb_dtype_is_subbyte(mt->dl_tensor.dtype) &&
+         !(mt->flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED);
+}
+
+/* Packed elements are compact (the validator lets no other layout in), so
+ * they are walked in row-major order: *k counts the elements read. */
+static PyObject *dlbpy_tolist_packed(const DLTensor *t, int32_t dim,
+                                     const char *base, int64_t *k) {
+  if (dim == t->ndim) {
+    /* Long conversions notice Ctrl-C. */
+    if ((*k & 0xffff) == 0xffff && PyErr_CheckSignals() < 0) return NULL;
+    return dlbpy_element_get_packed(t->dtype, base, (*k)++);
+  }
+  PyObject *list = PyList_New((Py_ssize_t)t->shape[dim]);
+  if (list == NULL) return NULL;
+  for (int64_t i = 0; i < t->shape[dim]; i++) {
+    PyObject *item = dlbpy_tolist_packed(t, dim + 1, base, k);
+    if (item == NULL) {
+      Py_DECREF(list);
+      return NULL;
+    }
+    PyList_SET_ITEM(list, (Py_ssize_t)i, item);
+  }
+  return list;
+}
+
 /* -1 with an exception when the CPU cannot read t's elements as Python
  * numbers; what names the caller. */
 static int dlbpy_check_readable(const DLTensor *t, const char *what) {
@@ -483,7 +690,7 @@ static int dlbpy_check_readable(const DLTensor *t, const char *what) {
                  what);
     return -1;
   }
-  if (!dlbpy_dtype_has_scalars(t->dtype)) {
+  if (!dlbpy_dtype_readable(t->dtype)) {
     PyErr_Format(PyExc_TypeError, "%s: this dtype has no Python scalar type",
                  what);
     return -1;
@@ -495,6 +702,15 @@ PyObject *dlbpy_tensor_tolist(PyObject *self, PyObject *unused) {
   (void)unused;
   const DLTensor *t = &((dlbpy_tensor *)self)->mt->dl_tensor;
   if (dlbpy_check_readable(t, "tolist()") < 0) return NULL;
+  int64_t numel = 0;
+  /* Without elements there are no bits to find: the lists are built as for
+   * any other dtype. */
+  if (dlbpy_is_packed(((dlbpy_tensor *)self)->mt) &&
+      dlb_tensor_numel(t, &numel) == DLB_OK && numel > 0) {
+    int64_t k = 0;
+    return dlbpy_tolist_packed(t, 0, (const char *)t->data + t->byte_offset,
+                               &k);
+  }
   /* An accepted tensor has strides whenever ndim != 0. */
   int64_t ticks = 0;
   return dlbpy_tolist_at(t, t->strides, dlb_dtype_itemsize(t->dtype), 0,
@@ -537,6 +753,18 @@ int dlbpy_tensor_contains(PyObject *self, PyObject *value) {
   dlb_status s = dlb_tensor_numel(t, &numel);
   if (s != DLB_OK) return dlbpy_fail(s, PyExc_ValueError, "shape");
   if (numel == 0) return 0;
+  if (dlbpy_is_packed(((dlbpy_tensor *)self)->mt)) {
+    const char *base = (const char *)t->data + t->byte_offset;
+    for (int64_t k = 0; k < numel; k++) {
+      if ((k & 0xffff) == 0xffff && PyErr_CheckSignals() < 0) return -1;
+      PyObject *item = dlbpy_element_get_packed(t->dtype, base, k);
+      if (item == NULL) return -1;
+      int eq = PyObject_RichCompareBool(item, value, Py_EQ);
+      Py_DECREF(item);
+      if (eq != 0) return eq;
+    }
+    return 0;
+  }
   int64_t ticks = 0;
   return dlbpy_contains_at(t, dlb_dtype_itemsize(t->dtype), 0,
                            (const char *)t->data + t->byte_offset, value,

@@ -313,7 +313,7 @@ static int dlbpy_advice_arg(PyObject *obj, dlb_advice *out) {
                  Py_TYPE(obj)->tp_name);
     return -1;
   }
-  const char *text = PyUnicode_AsUTF8(obj);
+  const char *text = dlbpy_name_text(obj, "advise(): advice");
   if (text == NULL) return -1;
   size_t n = sizeof dlbpy_advice_names / sizeof dlbpy_advice_names[0];
   for (size_t i = 0; i < n; i++) {

@@ -381,30 +381,36 @@ int dlbpy_import_apply(const dlbpy_import_opts *opts,
   DLDevice own = m->dl_tensor.device;
   DLDevice target = own;
   if (opts->has_device && !dlb_device_equal(opts->device, own)) {
-    /* Managed memory serves every device that can reach it where it is,
-     * and a copy would lose what makes it managed: it is copied only when
-     * copy=True asks. */
-    int in_place = opts->copy == 0 ||
-                   (opts->copy == -1 && own.device_type == kDLCUDAManaged &&
-                    dlb_device_can_access(opts->device, own));
-    if (in_place) {
-      /* Without a copy the data stays where it is; that is allowed only
-       * when the target device can use it there. */
+    char from[DLB_DEVICE_NAME_MAX], to[DLB_DEVICE_NAME_MAX];
+    dlbpy_device_name(own, from, sizeof from);
+    dlbpy_device_name(opts->device, to, sizeof to);
+    /* Memory a device can address is not memory placed on it: the result
+     * is on the device asked for, by a copy, unless the caller asks for
+     * the memory where it is under the device's name. */
+    if (opts->in_place) {
       if (!dlb_device_can_access(opts->device, own)) {
-        char from[DLB_DEVICE_NAME_MAX], to[DLB_DEVICE_NAME_MAX];
-        dlbpy_device_name(own, from, sizeof from);
-        dlbpy_device_name(opts->device, to, sizeof to);
         dlbpy_release(m);
         PyErr_Format(PyExc_ValueError,
-                     "copy=False, but the data is in %s memory, which %s "
-                     "cannot use without a copy",
+                     "in_place=True, but the data is in %s memory, which %s "
+                     "cannot address",
                      from, to);
         return -1;
       }
-    } else {
-      target = opts->device;
-      copied = 0;
+      /* The struct is this import's own: only its label changes. */
+      m->dl_tensor.device = opts->device;
+      return 0;
     }
+    if (opts->copy == 0) {
+      dlbpy_release(m);
+      PyErr_Format(PyExc_ValueError,
+                   "copy=False, but the data is in %s memory, not on %s: "
+                   "only a copy puts it there (in_place=True shares memory "
+                   "%s can address under its name)",
+                   from, to, to);
+      return -1;
+    }
+    target = opts->device;
+    copied = 0;
   }
   if ((opts->copy == 1 && !copied) || !dlb_device_equal(target, own)) {
     DLManagedTensorVersioned *copy;
@@ -499,18 +505,34 @@ PyObject *dlbpy_from_dlpack(PyObject *module, PyObject *const *args,
     if (dlbpy_import(st, args[0], NULL, &mt) < 0) return NULL;
     return dlbpy_tensor_new(st, mt);
   }
-  PyObject *x = NULL, *device_arg = NULL, *copy_arg = NULL;
+  PyObject *x = NULL, *device_arg = NULL, *copy_arg = NULL,
+           *in_place_arg = NULL;
   const dlbpy_param params[] = {{"x", DLBPY_POSONLY, &x},
                                 {"device", DLBPY_KWONLY, &device_arg},
-                                {"copy", DLBPY_KWONLY, &copy_arg}};
+                                {"copy", DLBPY_KWONLY, &copy_arg},
+                                {"in_place", DLBPY_KWONLY, &in_place_arg}};
   if (dlbpy_parse_args("from_dlpack", args, nargsf, kwnames, params,
                        DLBPY_NPARAMS(params)) < 0)
     return NULL;
-  dlbpy_import_opts opts = {-1, 0, {kDLCPU, 0}};
+  dlbpy_import_opts opts = {-1, 0, {kDLCPU, 0}, 0};
   if (dlbpy_parse_copy(copy_arg, "copy", &opts.copy) < 0) return NULL;
   if (device_arg != NULL && device_arg != Py_None) {
     if (dlbpy_parse_device(device_arg, &opts.device) < 0) return NULL;
     opts.has_device = 1;
+  }
+  if (in_place_arg != NULL && in_place_arg != Py_False) {
+    if (in_place_arg != Py_True) {
+      PyErr_Format(PyExc_TypeError, "in_place must be a bool, not %.100s",
+                   Py_TYPE(in_place_arg)->tp_name);
+      return NULL;
+    }
+    if (opts.copy == 1) {
+      PyErr_SetString(PyExc_ValueError,
+                      "in_place=True never copies; it cannot go with "
+                      "copy=True");
+      return NULL;
+    }
+    opts.in_place = 1;
   }
   if (dlbpy_import(st, x, &opts, &mt) < 0) return NULL;
   return dlbpy_tensor_new(st, mt);

@@ -108,13 +108,13 @@ void dlbpy_error_discard(dlbpy_saved_error *saved) {
 static PyMethodDef dlbpy_module_methods[] = {
     {"from_dlpack", (PyCFunction)(void (*)(void))dlbpy_from_dlpack,
      METH_FASTCALL | METH_KEYWORDS,
-     "from_dlpack(x, /, *, device=None, copy=None)\n--\n\n"
+     "from_dlpack(x, /, *, device=None, copy=None, in_place=False)\n--\n\n"
      "Returns a dlbridge.Tensor for any DLPack producer or capsule, "
-     "sharing its memory. device= asks for the data on that device: memory "
-     "elsewhere is copied there, except cuda_managed memory the device can "
-     "reach, which stays in place unless copy=True. copy=False never copies "
-     "(ValueError when the device cannot reach the memory); copy=True "
-     "always does."},
+     "sharing its memory. The result is on device= when given: memory "
+     "elsewhere is copied there (ValueError with copy=False). copy=True "
+     "always copies. in_place=True shares memory the device can address "
+     "where it is, under the device's name (pinned or managed memory as "
+     "'cpu'), and never copies."},
     {"empty", (PyCFunction)(void (*)(void))dlbpy_empty,
      METH_FASTCALL | METH_KEYWORDS,
      "empty(shape, dtype='float32', device='cpu')\n--\n\n"

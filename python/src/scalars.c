@@ -25,7 +25,7 @@ static PyObject *dlbpy_only_element(PyObject *self, const char *what) {
                  what);
     return NULL;
   }
-  if (!dlbpy_dtype_has_scalars(t->dtype)) {
+  if (!dlbpy_dtype_readable(t->dtype)) {
     PyErr_Format(PyExc_TypeError, "%s: this dtype has no Python scalar type",
                  what);
     return NULL;

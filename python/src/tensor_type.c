@@ -297,7 +297,7 @@ static PyObject *dlbpy_tensor_repr(PyObject *self) {
   }
   int show_values = n <= DLBPY_REPR_MAX_ELEMENTS &&
                     dlb_device_type_cpu_accessible(t->device.device_type) &&
-                    dlbpy_dtype_has_scalars(t->dtype);
+                    dlbpy_dtype_readable(t->dtype);
   if (show_values) {
     PyObject *values = dlbpy_tensor_tolist(self, NULL);
     if (values == NULL) return NULL;
@@ -452,6 +452,13 @@ static PyObject *dlbpy_tensor_subscript(PyObject *self, PyObject *key) {
       DLManagedTensorVersioned *next;
       s = dlb_tensor_select(view, k, index[k], &next);
       dlb_tensor_release(view);
+      if (s != DLB_OK && s != DLB_E_RANGE && !any_slice &&
+          dlbpy_is_packed(mt)) {
+        /* Packed elements that start inside a byte: no view can say so. */
+        if (dlbpy_packed_select_copy(mt, is_index, index, &next) == NULL)
+          return NULL;
+        return dlbpy_tensor_like(self, next);
+      }
       if (s != DLB_OK) {
         if (s == DLB_E_RANGE)
           PyErr_Format(PyExc_IndexError,
@@ -584,6 +591,17 @@ static PyObject *dlbpy_tensor_to(PyObject *self, PyObject *const *args,
     Py_INCREF(self);
     return self;
   }
+  if (copy == 0) {
+    char from[DLB_DEVICE_NAME_MAX], to[DLB_DEVICE_NAME_MAX];
+    if (dlb_device_format(mt->dl_tensor.device, from, sizeof from) != DLB_OK)
+      from[0] = '\0';
+    if (dlb_device_format(device, to, sizeof to) != DLB_OK) to[0] = '\0';
+    PyErr_Format(PyExc_ValueError,
+                 "to(): copy=False, but the tensor is in %s memory, not on "
+                 "%s: only a copy puts it there",
+                 from, to);
+    return NULL;
+  }
   DLManagedTensorVersioned *out = NULL;
   if (dlbpy_copy_to(mt, device, PyExc_RuntimeError, &out) < 0) return NULL;
   return dlbpy_tensor_like(self, out);
@@ -619,13 +637,18 @@ static PyMethodDef dlbpy_tensor_methods[] = {
     {"__dlpack_device__", dlbpy_tensor_dlpack_device, METH_NOARGS,
      "__dlpack_device__()\n--\n\n"
      "Returns (device_type, device_id) of the tensor's memory."},
+    {"__array__", (PyCFunction)(void (*)(void))dlbpy_tensor_array,
+     METH_FASTCALL | METH_KEYWORDS,
+     "__array__(dtype=None, copy=None)\n--\n\n"
+     "Returns the tensor as a NumPy array: in place where NumPy has its "
+     "dtype, else widened to dtype (which is then required)."},
     {"copy", dlbpy_tensor_copy, METH_NOARGS,
      "copy()\n--\n\nReturns a compact copy on the same device."},
     {"to", (PyCFunction)(void (*)(void))dlbpy_tensor_to,
      METH_FASTCALL | METH_KEYWORDS,
-     "to(device, *, copy=False)\n--\n\n"
+     "to(device, *, copy=None)\n--\n\n"
      "Returns the tensor on device: itself when it is there already (unless "
-     "copy=True), else a copy."},
+     "copy=True), else a copy (ValueError with copy=False)."},
     {"permute", (PyCFunction)(void (*)(void))dlbpy_tensor_permute,
      METH_FASTCALL,
      "permute(*axes)\n--\n\nReturns a view with the dimensions reordered."},

@@ -2,6 +2,8 @@
  * backend.c -- dispatch of non-cpu memory to the runtime that owns it, and
  * the public questions about the runtimes.
  */
+#include <string.h>
+
 #include "backend.h"
 
 const dlb__gpu *dlb__gpu_for_type(DLDeviceType type) {
@@ -63,6 +65,28 @@ dlb_status dlb__device_alloc(DLDevice device, size_t size, void **out) {
    * be NULL even when it holds no element. */
   return gpu->alloc(dlb__gpu_side(device.device_type), ordinal,
                     size > 0 ? size : 1, out);
+}
+
+dlb_status dlb__device_zero_byte(DLDevice device, void *at) {
+  if (dlb_device_type_cpu_accessible(device.device_type)) {
+    *(unsigned char *)at = 0;
+    return DLB_OK;
+  }
+  static const char zero = 0;
+  const dlb__gpu *gpu = dlb__gpu_for_type(device.device_type);
+  int ordinal = 0;
+  dlb_status s = dlb__gpu_device(gpu, device, &ordinal);
+  if (s != DLB_OK) return s;
+  dlb__pitched c;
+  memset(&c, 0, sizeof c);
+  c.src = &zero;
+  c.src_side = DLB__SIDE_HOST;
+  c.dst = at;
+  c.dst_side = dlb__gpu_side(device.device_type);
+  c.width = c.height = c.depth = 1;
+  s = gpu->copy(ordinal, &c, NULL);
+  if (s == DLB_OK) s = gpu->stream_sync(ordinal, NULL);
+  return s;
 }
 
 void dlb__device_free(DLDevice device, void *ptr) {

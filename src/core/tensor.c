@@ -244,6 +244,22 @@ dlb_status dlb_tensor_alloc(DLDevice device, DLDataType dtype, int32_t ndim,
     t->owner->u.device.device = device;
     t->owner->u.device.ptr = data;
   }
+  /* The byte that no element fills whole (the last of packed sub-byte
+   * elements that end inside it, or the one byte of an empty tensor) is
+   * zeroed: every byte handed out is defined, and copies into the tensor
+   * keep the bits they do not write. */
+  int64_t spare = bytes == 0 ? 0 : -1;
+  if (dlb_dtype_is_subbyte(dtype) && (numel % 8) * dlb_dtype_bits(dtype) % 8)
+    spare = bytes - 1;
+  if (st == DLB_OK && spare >= 0) {
+    st = dlb__device_zero_byte(device, (char *)data + spare);
+    if (st != DLB_OK) {
+      if (cpu)
+        dlb__data_free(data);
+      else
+        dlb__device_free(device, data);
+    }
+  }
   if (st != DLB_OK) {
     dlb__free(t->owner);
     dlb__free(t);

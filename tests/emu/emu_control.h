@@ -21,6 +21,9 @@
  *   PREFIX CONCURRENT_MANAGED  CUDA's CONCURRENT_MANAGED_ACCESS (default 1)
  *   PREFIX D2D_PITCH_ALIGN  device-to-device cuMemcpy2D(Async) refuses
  *                           pitches that are not multiples (default 1)
+ *   PREFIX FILL             a byte every new allocation is filled with, as
+ *                           a GPU's fresh memory holds anything (default:
+ *                           zeros)
  *   PREFIX HIDE             an entry point cuGetProcAddress_v2 denies
  */
 #ifndef DLB_TESTS_EMU_CONTROL_H

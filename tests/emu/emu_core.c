@@ -129,6 +129,7 @@ static void read_config(void) {
   emu_cfg.concurrent_managed = (int)env_number("CONCURRENT_MANAGED", 1);
   emu_cfg.d2d_pitch_align = (size_t)env_number("D2D_PITCH_ALIGN", 1);
   if (emu_cfg.d2d_pitch_align == 0) emu_cfg.d2d_pitch_align = 1;
+  emu_cfg.fill = (int)env_number("FILL", -1);
   char key[64];
   snprintf(key, sizeof key, "%sHIDE", cfg_prefix);
   const char *hide = getenv(key);
@@ -191,6 +192,7 @@ emu_region *emu_region_new(emu_kind kind, size_t size, int device,
     }
     r->base = r->shadow = p;
   }
+  if (emu_cfg.fill >= 0) memset(r->shadow, emu_cfg.fill & 0xff, mapped);
   r->kind = kind;
   r->size = size;
   r->mapped = mapped;

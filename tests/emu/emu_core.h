@@ -25,6 +25,7 @@ typedef struct emu_config {
   int max_pitch;
   int concurrent_managed;
   size_t d2d_pitch_align;
+  int fill; /* byte new allocations hold, or -1: zeros */
   char hide[64];
 } emu_config;
 

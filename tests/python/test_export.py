@@ -59,8 +59,19 @@ def test_both_structs_share_memory():
     t = dlbridge.zeros(4, dtype="int32")
     for kwargs in (dict(), dict(max_version=(1, 0))):
         u = dlbridge.from_dlpack(t.__dlpack__(**kwargs))
-        np.from_dlpack(u)[1] += 7
-    assert t.tolist() == [0, 14, 0, 0]
+        assert u.data_ptr == t.data_ptr
+        # A legacy struct cannot say writes are allowed, but dlbridge makes
+        # one only of a writable tensor, so its own comes back writable.
+        assert not u.readonly
+        np.from_dlpack(u)[len(kwargs) + 1] += 7
+    assert t.tolist() == [0, 7, 7, 0]
+
+
+def test_another_producers_legacy_struct_imports_read_only():
+    # Another producer's legacy struct stays read-only (see
+    # test_legacy_access.py); only dlbridge's own keeps its writability.
+    u = dlbridge.from_dlpack(np.zeros(3, dtype=np.int32).__dlpack__())
+    assert u.readonly
 
 
 def test_read_only_refuses_the_legacy_struct_and_flags_the_versioned(helper):
@@ -80,6 +91,8 @@ def test_read_only_with_copy_may_go_legacy(helper):
     a = np.arange(3, dtype=np.float32)
     t = dlbridge.from_dlpack(capsule_of(a, flags=READ_ONLY))
     u = dlbridge.from_dlpack(t.__dlpack__(copy=True))
+    # The copy is the consumer's own: dlbridge's legacy struct of it comes
+    # back writable.
     assert not u.readonly
     assert u.data_ptr != a.ctypes.data
     assert u.tolist() == [0.0, 1.0, 2.0]

@@ -474,7 +474,7 @@ def test_synchronize_waits_for_the_device(emulators):
 # ---------------------------------------------------------------------------
 
 
-def test_from_dlpack_to_cpu_copies_device_memory_but_not_managed(emulators):
+def test_from_dlpack_puts_the_result_on_the_device_asked_for(emulators):
     run(
         emulators,
         """
@@ -486,30 +486,53 @@ def test_from_dlpack_to_cpu_copies_device_memory_but_not_managed(emulators):
         (ctypes.c_double * 4).from_address(cuda.emu_shadow(d.data_ptr))[0] = 99.0
         assert d.to("cpu").tolist()[0] == 99.0 and c.tolist()[0] == 0.0
         raises(ValueError, lambda: dlbridge.from_dlpack(d, device="cpu", copy=False), "copy=False")
+        raises(ValueError, lambda: dlbridge.from_dlpack(d, device="cpu", in_place=True),
+               "in_place=True", "cuda:0 memory", "cpu cannot address")
 
+        # Memory a device can address is still not on it: copy=None copies
+        # there, copy=False refuses, whatever the source's form.
         m = dlbridge.arange(4, dtype="float64", device="cuda_managed")
-        sources = (lambda: m, lambda: m.__dlpack__(max_version=(1, 0)), lambda: m.__dlpack__())
-        for make in sources:
-            for device in ("cpu", "cuda:0", "cuda:1", "cuda_host"):
-                s = dlbridge.from_dlpack(make(), device=device)
-                assert s.data_ptr == m.data_ptr and s.device == "cuda_managed", device
-            assert dlbridge.asarray(make(), device="cpu").data_ptr == m.data_ptr
-        s = dlbridge.from_dlpack(m, device="cpu")
+        p = dlbridge.arange(4, dtype="float64", device="cuda_host")
+        for src in (m, p):
+            sources = (lambda: src, lambda: src.__dlpack__(max_version=(1, 0)), lambda: src.__dlpack__())
+            for make in sources:
+                for device in ("cpu", "cuda:0", "cuda:1", "cuda_host", "cuda_managed"):
+                    if device == src.device:
+                        continue
+                    s = dlbridge.from_dlpack(make(), device=device)
+                    assert s.device == device and s.data_ptr != src.data_ptr, device
+                    assert s.to("cpu").tolist() == [0.0, 1.0, 2.0, 3.0]
+                    raises(ValueError, lambda: dlbridge.from_dlpack(make(), device=device, copy=False),
+                           "copy=False", src.device, "in_place=True")
+                a = dlbridge.asarray(make(), device="cpu")
+                assert a.device == "cpu" and a.data_ptr != src.data_ptr
+                raises(ValueError, lambda: dlbridge.asarray(make(), device="cpu", copy=False), "copy=False")
+        # in_place=True: the memory where it is, under the name asked for.
+        s = dlbridge.from_dlpack(m, device="cpu", in_place=True)
+        assert s.device == "cpu" and s.data_ptr == m.data_ptr
+        assert s.__dlpack_device__() == (1, 0)
         np.from_dlpack(m)[1] = 7.0
         assert s.tolist()[1] == 7.0
-        # Unless asked.
+        g = dlbridge.from_dlpack(m.__dlpack__(max_version=(1, 0)), device="cuda:1", in_place=True, copy=False)
+        assert g.device == "cuda:1" and g.data_ptr == m.data_ptr
+        q = dlbridge.from_dlpack(p, device="cpu", in_place=True)
+        assert q.device == "cpu" and q.data_ptr == p.data_ptr
+        del s, g, q
+        raises(ValueError, lambda: dlbridge.from_dlpack(m, device="cpu", in_place=True, copy=True), "copy=True")
+        raises(ValueError, lambda: dlbridge.from_dlpack(m, device="rocm:0", in_place=True), "cannot address")
+        # copy=True always copies.
         k = dlbridge.from_dlpack(m, device="cpu", copy=True)
         assert k.device == "cpu" and k.data_ptr != m.data_ptr
         np.from_dlpack(m)[1] = 8.0
         assert k.tolist()[1] == 7.0
         k = dlbridge.from_dlpack(m, copy=True)
         assert k.device == "cuda_managed" and k.data_ptr != m.data_ptr
-        # A device that cannot reach managed memory gets a copy.
         r = dlbridge.from_dlpack(m, device="rocm:0")
         assert r.device == "rocm:0" and r.to("cpu").tolist() == [0.0, 8.0, 2.0, 3.0]
-        # Pinned host memory is copied to cpu, as before.
-        p = dlbridge.arange(2, device="cuda_host")
-        assert dlbridge.from_dlpack(p, device="cpu").data_ptr != p.data_ptr
+        # Tensor.to follows the same rule.
+        assert m.to("cpu").device == "cpu" and m.to("cpu").data_ptr != m.data_ptr
+        raises(ValueError, lambda: m.to("cpu", copy=False), "copy=False")
+        assert m.to("cuda_managed", copy=False) is m
         """,
     )
 

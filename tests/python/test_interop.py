@@ -55,8 +55,13 @@ def test_numpy_capsules_both_structs(legacy):
     a = np.arange(6, dtype=np.int32)
     cap = a.__dlpack__() if legacy else a.__dlpack__(max_version=(1, 0))
     t = dlbridge.from_dlpack(cap)
-    np.from_dlpack(t)[0] = 42
-    assert a[0] == 42
+    assert t.data_ptr == a.ctypes.data
+    if legacy:
+        # The legacy struct cannot say writes are allowed: read-only.
+        assert t.readonly and not np.from_dlpack(t).flags.writeable
+    else:
+        np.from_dlpack(t)[0] = 42
+        assert a[0] == 42
 
 
 def test_numpy_views_with_negative_and_non_unit_strides():

@@ -1,0 +1,93 @@
+"""device= puts the result on that device or fails: memory a device can
+read is not memory placed on it. in_place=True is the explicit way to take
+such memory where it is, under the device's name. Runs without a GPU:
+pinned and managed memory are host memory labelled so."""
+
+import numpy as np
+import pytest
+
+import dlbridge
+from support import KDLCUDAHOST, KDLCUDAMANAGED, capsule_of
+
+HOST_KINDS = [(KDLCUDAHOST, "cuda_host"), (KDLCUDAMANAGED, "cuda_managed")]
+
+
+def labelled(a, kind):
+    return capsule_of(a, device=(kind, 0))
+
+
+@pytest.mark.parametrize("kind,name", HOST_KINDS)
+def test_device_cpu_copies_pinned_and_managed_memory(kind, name):
+    a = np.arange(4.0)
+    t = dlbridge.from_dlpack(labelled(a, kind), device="cpu")
+    assert t.device == "cpu" and t.data_ptr != a.ctypes.data
+    assert t.tolist() == [0.0, 1.0, 2.0, 3.0]
+    # The same through the keyword-less form and asarray.
+    assert dlbridge.from_dlpack(labelled(a, kind), device="cpu", copy=None).device == "cpu"
+    u = dlbridge.asarray(labelled(a, kind), device="cpu")
+    assert u.device == "cpu" and u.data_ptr != a.ctypes.data
+
+
+@pytest.mark.parametrize("kind,name", HOST_KINDS)
+def test_copy_false_refuses_another_device(kind, name):
+    a = np.arange(4.0)
+    with pytest.raises(ValueError, match="copy=False, but the data is in %s memory, not on cpu" % name):
+        dlbridge.from_dlpack(labelled(a, kind), device="cpu", copy=False)
+    with pytest.raises(ValueError, match="copy=False"):
+        dlbridge.asarray(labelled(a, kind), device="cpu", copy=False)
+
+
+@pytest.mark.parametrize("kind,name", HOST_KINDS)
+def test_in_place_relabels_memory_the_device_can_address(kind, name):
+    a = np.arange(4.0)
+    t = dlbridge.from_dlpack(labelled(a, kind), device="cpu", in_place=True)
+    assert t.device == "cpu" and t.__dlpack_device__() == (1, 0)
+    assert t.data_ptr == a.ctypes.data
+    a[2] = 9.0
+    assert t.tolist() == [0.0, 1.0, 9.0, 3.0]
+    # It goes on as cpu memory: NumPy takes it.
+    assert np.from_dlpack(t).ctypes.data == a.ctypes.data
+    t2 = dlbridge.from_dlpack(labelled(a, kind), device="cpu", in_place=True, copy=False)
+    assert t2.data_ptr == a.ctypes.data
+
+
+def test_in_place_refuses_what_the_device_cannot_address():
+    a = np.arange(2.0)
+    with pytest.raises(ValueError, match="in_place=True, but the data is in cpu memory, which cuda:0 cannot address"):
+        dlbridge.from_dlpack(a, device="cuda:0", in_place=True)
+
+
+def test_in_place_arguments():
+    a = np.arange(2.0)
+    with pytest.raises(ValueError, match="cannot go with copy=True"):
+        dlbridge.from_dlpack(a, device="cpu", in_place=True, copy=True)
+    with pytest.raises(TypeError, match="in_place must be a bool"):
+        dlbridge.from_dlpack(a, in_place=1)
+    # Without device= or on the tensor's own device it changes nothing.
+    t = dlbridge.from_dlpack(a, in_place=True)
+    assert t.device == "cpu" and t.data_ptr == a.ctypes.data
+    t = dlbridge.from_dlpack(a, device="cpu", in_place=True)
+    assert t.data_ptr == a.ctypes.data
+    t = dlbridge.from_dlpack(a, in_place=False)
+    assert t.data_ptr == a.ctypes.data
+
+
+def test_to_follows_copy():
+    t = dlbridge.from_dlpack(labelled(np.arange(3.0), KDLCUDAHOST))
+    assert t.device == "cuda_host"
+    assert t.to("cuda_host") is t and t.to("cuda_host", copy=False) is t
+    # (copy=True would allocate pinned memory, which needs the driver.)
+    c = t.to("cpu")
+    assert c.device == "cpu" and c.data_ptr != t.data_ptr
+    with pytest.raises(ValueError, match="to\\(\\): copy=False, but the tensor is in cuda_host memory, not on cpu"):
+        t.to("cpu", copy=False)
+
+
+def test_dlpack_export_follows_dl_device_and_copy():
+    t = dlbridge.from_dlpack(labelled(np.arange(3.0), KDLCUDAHOST))
+    with pytest.raises(BufferError, match="copy=False"):
+        t.__dlpack__(max_version=(1, 0), dl_device=(1, 0), copy=False)
+    u = dlbridge.from_dlpack(t.__dlpack__(max_version=(1, 0), dl_device=(1, 0)))
+    assert u.device == "cpu" and u.data_ptr != t.data_ptr
+    v = dlbridge.from_dlpack(t.__dlpack__(max_version=(1, 0), dl_device=(KDLCUDAHOST, 0), copy=False))
+    assert v.device == "cuda_host" and v.data_ptr == t.data_ptr
