@@ -14,7 +14,7 @@ WERROR  ?= $(if $(CI),true,false)
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
 .PHONY: all deps deps-c build demo check test-c test-cli test-install test-asan \
-        test-python test-python-asan python bench clean
+        test-python test-python-asan python bench clean test-fuzz-replay fuzz
 
 all: build
 
@@ -76,7 +76,8 @@ python: deps
 test-python: python
 	$(VPY) -m pytest -q tests/python
 
-check: test-c test-cli test-install test-asan test-python test-python-asan
+check: test-c test-cli test-install test-asan test-python test-python-asan \
+       test-fuzz-replay
 
 # Every benchmark in one run (bench/run_bench.py): copy bandwidth against
 # memcpy, NumPy and PyTorch; exchange cost through the module; the C-level
@@ -90,3 +91,36 @@ bench: python build
 
 clean:
 	rm -rf $(BUILD) $(ASAN) $(ASANPY)
+
+# ---- fuzzing (tests/fuzz, docs/reliability.md) ----------------------------
+FUZZ         := build-fuzz
+FUZZ_TARGETS := layout view copy names
+FUZZ_SECONDS ?= 60
+
+# Replays each target's checked-in corpus under ASan and UBSan (gcc is
+# enough: the replay binaries have their own main()).
+test-fuzz-replay: deps-c $(ASAN)/build.ninja
+	$(NINJA) -C $(ASAN) $(foreach t,$(FUZZ_TARGETS),tests/fuzz/fuzz_$(t)_replay)
+	@for t in $(FUZZ_TARGETS); do \
+	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	    $(ASAN)/tests/fuzz/fuzz_$${t}_replay tests/fuzz/corpus/$$t || exit 1; \
+	done
+
+$(FUZZ)/build.ninja:
+	@./scripts/setup.sh fuzz
+	CC=clang $(MESON) setup $(FUZZ) -Dfuzz=true -Dbuildtype=debugoptimized \
+	  -Db_sanitize=address,undefined -Db_lundef=false \
+	  -Dc_args='-fsanitize=fuzzer-no-link -fno-sanitize-recover=all'
+
+# Runs each libFuzzer target for FUZZ_SECONDS seconds, starting from the
+# checked-in corpus; new inputs go to $(FUZZ)/corpus/<target>, findings to
+# $(FUZZ)/findings/. Stops at the first finding.
+fuzz: $(FUZZ)/build.ninja
+	$(NINJA) -C $(FUZZ) $(foreach t,$(FUZZ_TARGETS),tests/fuzz/fuzz_$(t))
+	@for t in $(FUZZ_TARGETS); do \
+	  mkdir -p $(FUZZ)/corpus/$$t $(FUZZ)/findings; \
+	  $(FUZZ)/tests/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) \
+	    -artifact_prefix=$(FUZZ)/findings/$$t- -print_final_stats=1 \
+	    $(FUZZ)/corpus/$$t tests/fuzz/corpus/$$t || exit 1; \
+	done
