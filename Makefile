@@ -14,7 +14,8 @@ WERROR  ?= $(if $(CI),true,false)
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
 .PHONY: all deps deps-c build demo check test-c test-cli test-install test-asan \
-        test-python test-python-asan python bench clean test-fuzz-replay fuzz
+        test-python test-python-asan python bench clean test-fuzz-replay fuzz \
+        test-tsan test-valgrind coverage
 
 all: build
 
@@ -77,7 +78,7 @@ test-python: python
 	$(VPY) -m pytest -q tests/python
 
 check: test-c test-cli test-install test-asan test-python test-python-asan \
-       test-fuzz-replay
+       test-fuzz-replay test-tsan
 
 # Every benchmark in one run (bench/run_bench.py): copy bandwidth against
 # memcpy, NumPy and PyTorch; exchange cost through the module; the C-level
@@ -124,3 +125,35 @@ fuzz: $(FUZZ)/build.ninja
 	    -artifact_prefix=$(FUZZ)/findings/$$t- -print_final_stats=1 \
 	    $(FUZZ)/corpus/$$t tests/fuzz/corpus/$$t || exit 1; \
 	done
+
+# ---- tools: ThreadSanitizer, valgrind, coverage (docs/reliability.md) -----
+TSAN := build-tsan
+
+$(TSAN)/build.ninja: | deps-c
+	$(MESON) setup $(TSAN) -Dwerror=$(WERROR) -Db_sanitize=thread \
+	  -Db_lundef=false -Dbuildtype=debug
+
+# The concurrency stress test, then the whole C suite, under ThreadSanitizer
+# with no suppressions (die_after_fork=0: one test forks a process that
+# starts threads, which TSan otherwise refuses).
+test-tsan: deps-c $(TSAN)/build.ninja
+	$(NINJA) -C $(TSAN)
+	TSAN_OPTIONS=halt_on_error=1:exitcode=66 $(TSAN)/tests/tsan/tsan_stress
+	TSAN_OPTIONS=halt_on_error=1:exitcode=66:die_after_fork=0 \
+	  $(TSAN)/tests/c/dlb_tests
+
+# valgrind memcheck over the C suite (every forked test, leaks included).
+# VALGRIND_TESTS picks tests by name, as dlb_tests' argument does; make
+# check runs VALGRIND_CHECK_TESTS, a subset (see docs/reliability.md).
+VALGRIND       := valgrind -q --trace-children=yes --error-exitcode=99 \
+                  --leak-check=full --errors-for-leak-kinds=definite,indirect \
+                  --show-leak-kinds=definite,indirect
+VALGRIND_TESTS ?=
+test-valgrind: build
+	@./scripts/setup.sh tools
+	$(VALGRIND) $(BUILD)/tests/c/dlb_tests $(VALGRIND_TESTS)
+
+# Line and branch coverage of src/ and python/src/ (scripts/coverage.sh).
+coverage: deps
+	@./scripts/setup.sh tools
+	./scripts/coverage.sh $(VPY)
