@@ -78,7 +78,7 @@ test-python: python
 	$(VPY) -m pytest -q tests/python
 
 check: test-c test-cli test-install test-asan test-python test-python-asan \
-       test-fuzz-replay test-tsan
+       test-fuzz-replay test-tsan test-valgrind
 
 # Every benchmark in one run (bench/run_bench.py): copy bandwidth against
 # memcpy, NumPy and PyTorch; exchange cost through the module; the C-level
@@ -142,16 +142,20 @@ test-tsan: deps-c $(TSAN)/build.ninja
 	TSAN_OPTIONS=halt_on_error=1:exitcode=66:die_after_fork=0 \
 	  $(TSAN)/tests/c/dlb_tests
 
-# valgrind memcheck over the C suite (every forked test, leaks included).
-# VALGRIND_TESTS picks tests by name, as dlb_tests' argument does; make
-# check runs VALGRIND_CHECK_TESTS, a subset (see docs/reliability.md).
+# valgrind memcheck over the whole C suite (every forked test, leaks
+# included); VALGRIND_TESTS picks tests by name, as dlb_tests' argument
+# does. VALGRIND_SKIP: packed sub-byte copies leave the spare bits of their
+# last byte undefined (issue 8, defect 5), which this test reads; empty it
+# once that is fixed.
 VALGRIND       := valgrind -q --trace-children=yes --error-exitcode=99 \
                   --leak-check=full --errors-for-leak-kinds=definite,indirect \
                   --show-leak-kinds=definite,indirect
 VALGRIND_TESTS ?=
+VALGRIND_SKIP  ?= fuzz_real_memory_through_every_entry_point
 test-valgrind: build
 	@./scripts/setup.sh tools
-	$(VALGRIND) $(BUILD)/tests/c/dlb_tests $(VALGRIND_TESTS)
+	DLB_TEST_SKIP=$(VALGRIND_SKIP) $(VALGRIND) $(BUILD)/tests/c/dlb_tests \
+	  $(VALGRIND_TESTS)
 
 # Line and branch coverage of src/ and python/src/ (scripts/coverage.sh).
 coverage: deps

@@ -243,3 +243,53 @@ def test_reimport_chains_keep_values(a):
             t = t[::-1]
             a = a[::-1]
     _same(np.asarray(t), a)
+
+
+class _Producer:
+    """A producer whose answers are drawn: the real capsule, junk, or an
+    exception, from __dlpack__ and from __dlpack_device__."""
+
+    def __init__(self, array, answer, device):
+        self.array, self.answer, self.device_answer = array, answer, device
+
+    def __dlpack__(self, **kwargs):
+        if self.answer == "capsule":
+            return self.array.__dlpack__(**kwargs)
+        if self.answer == "legacy":
+            return self.array.__dlpack__()
+        if isinstance(self.answer, type) and issubclass(self.answer, BaseException):
+            raise self.answer("refused")
+        return self.answer
+
+    def __dlpack_device__(self):
+        if isinstance(self.device_answer, type):
+            raise self.device_answer("no device")
+        return self.device_answer
+
+
+ANSWERS = st.sampled_from(["capsule", "legacy", None, 0, "dltensor", b"x", (),
+                           BufferError, TypeError, ValueError, RuntimeError,
+                           KeyError])
+DEVICE_ANSWERS = st.sampled_from([(1, 0), (1, 3), (2, 0), (1,), None, "cpu",
+                                  (1.5, 0), (-1, 0), (2**40, 0), ValueError])
+
+
+@PROFILE
+@given(layouts(max_dims=3), ANSWERS, DEVICE_ANSWERS)
+def test_hostile_producers(a, answer, device):
+    """A producer's answer is either imported faithfully or refused with an
+    exception; the exception it raised itself comes through unchanged."""
+    producer = _Producer(a, answer, device)
+    try:
+        t = dlbridge.from_dlpack(producer)
+    except Exception as e:  # noqa: BLE001 - the kind is checked below
+        if isinstance(answer, type):
+            assert isinstance(e, (answer, TypeError, ValueError, BufferError,
+                                  RuntimeError))
+        else:
+            assert isinstance(e, (TypeError, ValueError, BufferError,
+                                  RuntimeError, AttributeError)), repr(e)
+        return
+    # Accepted: only a real capsule can have been imported.
+    assert answer in ("capsule", "legacy")
+    _same(np.asarray(t), a)
