@@ -91,7 +91,7 @@ bench: python build
 	DLBRIDGE_PYTHON=$(VPY) $(BUILD)/tools/dlbridge bench
 
 clean:
-	rm -rf $(BUILD) $(ASAN) $(ASANPY)
+	rm -rf $(BUILD) $(ASAN) $(ASANPY) $(FUZZ) $(TSAN) build-cov build-cov-py
 
 # ---- fuzzing (tests/fuzz, docs/reliability.md) ----------------------------
 FUZZ         := build-fuzz
