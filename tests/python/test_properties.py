@@ -293,3 +293,20 @@ def test_hostile_producers(a, answer, device):
     # Accepted: only a real capsule can have been imported.
     assert answer in ("capsule", "legacy")
     _same(np.asarray(t), a)
+
+
+@PROFILE
+@given(layouts(), st.booleans())
+def test_buffer_protocol_import_matches_numpy(a, readonly):
+    """asarray of a memoryview (the buffer protocol, not DLPack) gives
+    NumPy's values, shares the memory, and never widens access."""
+    if readonly:
+        a = a.view()
+        a.flags.writeable = False
+    t = dlbridge.asarray(memoryview(a))
+    _same(np.asarray(t), a)
+    assert t.readonly == (not a.flags.writeable)
+    if a.size:
+        assert np.shares_memory(np.asarray(t), a)
+    # And back out through the buffer protocol.
+    _same(np.asarray(memoryview(t)), a)
