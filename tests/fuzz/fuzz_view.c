@@ -25,7 +25,6 @@ typedef struct {
 } model;
 
 static const uint8_t *g_block;
-static size_t g_block_size;
 static int released;
 
 static void on_release(void *ctx) {
@@ -137,7 +136,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (n < 0 || n > FZ_ENUM_MAX || dlb_tensor_validate(&f.t) != DLB_OK) goto done;
   if (!fz_inside(&f.t, f.block, f.block_size, offs, (int64_t)n)) goto done;
   g_block = f.block;
-  g_block_size = f.block_size;
   size_t item = dlb_dtype_itemsize(f.t.dtype);
   uint64_t flags = fz_below(&in, 4);
   released = 0;
