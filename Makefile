@@ -14,7 +14,8 @@ WERROR  ?= $(if $(CI),true,false)
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
 .PHONY: all deps deps-c build demo check test-c test-cli test-install test-asan \
-        test-python test-python-asan python bench clean
+        test-python test-python-asan python bench clean test-fuzz-replay fuzz \
+        test-tsan test-valgrind coverage
 
 all: build
 
@@ -76,7 +77,8 @@ python: deps
 test-python: python
 	$(VPY) -m pytest -q tests/python
 
-check: test-c test-cli test-install test-asan test-python test-python-asan
+check: test-c test-cli test-install test-asan test-python test-python-asan \
+       test-fuzz-replay test-tsan test-valgrind
 
 # Every benchmark in one run (bench/run_bench.py): copy bandwidth against
 # memcpy, NumPy and PyTorch; exchange cost through the module; the C-level
@@ -89,4 +91,69 @@ bench: python build
 	DLBRIDGE_PYTHON=$(VPY) $(BUILD)/tools/dlbridge bench
 
 clean:
-	rm -rf $(BUILD) $(ASAN) $(ASANPY)
+	rm -rf $(BUILD) $(ASAN) $(ASANPY) $(FUZZ) $(TSAN) build-cov build-cov-py
+
+# ---- fuzzing (tests/fuzz, docs/reliability.md) ----------------------------
+FUZZ         := build-fuzz
+FUZZ_TARGETS := layout view copy names
+FUZZ_SECONDS ?= 60
+
+# Replays each target's checked-in corpus under ASan and UBSan (gcc is
+# enough: the replay binaries have their own main()).
+test-fuzz-replay: deps-c $(ASAN)/build.ninja
+	$(NINJA) -C $(ASAN) $(foreach t,$(FUZZ_TARGETS),tests/fuzz/fuzz_$(t)_replay)
+	@for t in $(FUZZ_TARGETS); do \
+	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	    $(ASAN)/tests/fuzz/fuzz_$${t}_replay tests/fuzz/corpus/$$t || exit 1; \
+	done
+
+$(FUZZ)/build.ninja:
+	@./scripts/setup.sh fuzz
+	CC=clang $(MESON) setup $(FUZZ) -Dfuzz=true -Dbuildtype=debugoptimized \
+	  -Db_sanitize=address,undefined -Db_lundef=false \
+	  -Dc_args='-fsanitize=fuzzer-no-link -fno-sanitize-recover=all'
+
+# Runs each libFuzzer target for FUZZ_SECONDS seconds, starting from the
+# checked-in corpus; new inputs go to $(FUZZ)/corpus/<target>, findings to
+# $(FUZZ)/findings/. Stops at the first finding.
+fuzz: $(FUZZ)/build.ninja
+	$(NINJA) -C $(FUZZ) $(foreach t,$(FUZZ_TARGETS),tests/fuzz/fuzz_$(t))
+	@for t in $(FUZZ_TARGETS); do \
+	  mkdir -p $(FUZZ)/corpus/$$t $(FUZZ)/findings; \
+	  $(FUZZ)/tests/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) \
+	    -artifact_prefix=$(FUZZ)/findings/$$t- -print_final_stats=1 \
+	    $(FUZZ)/corpus/$$t tests/fuzz/corpus/$$t || exit 1; \
+	done
+
+# ---- tools: ThreadSanitizer, valgrind, coverage (docs/reliability.md) -----
+TSAN := build-tsan
+
+$(TSAN)/build.ninja: | deps-c
+	$(MESON) setup $(TSAN) -Dwerror=$(WERROR) -Db_sanitize=thread \
+	  -Db_lundef=false -Dbuildtype=debug
+
+# The concurrency stress test, then the whole C suite, under ThreadSanitizer
+# with no suppressions (die_after_fork=0: one test forks a process that
+# starts threads, which TSan otherwise refuses).
+test-tsan: deps-c $(TSAN)/build.ninja
+	$(NINJA) -C $(TSAN)
+	TSAN_OPTIONS=halt_on_error=1:exitcode=66 $(TSAN)/tests/tsan/tsan_stress
+	TSAN_OPTIONS=halt_on_error=1:exitcode=66:die_after_fork=0 \
+	  $(TSAN)/tests/c/dlb_tests
+
+# valgrind memcheck over the whole C suite (every forked test, leaks
+# included); VALGRIND_TESTS picks tests by name, as dlb_tests' argument
+# does.
+VALGRIND       := valgrind -q --trace-children=yes --error-exitcode=99 \
+                  --leak-check=full --errors-for-leak-kinds=definite,indirect \
+                  --show-leak-kinds=definite,indirect
+VALGRIND_TESTS ?=
+test-valgrind: build
+	@./scripts/setup.sh tools
+	$(VALGRIND) $(BUILD)/tests/c/dlb_tests $(VALGRIND_TESTS)
+
+# Line and branch coverage of src/ and python/src/ (scripts/coverage.sh).
+coverage: deps
+	@./scripts/setup.sh tools
+	./scripts/coverage.sh $(VPY)

@@ -1,11 +1,13 @@
 #!/bin/sh
 # setup.sh -- installs what building and testing dlbridge needs, then exits.
-#   scripts/setup.sh [c|python|bench]   (default: python)
+#   scripts/setup.sh [c|python|bench|fuzz|tools]   (default: python)
 # c:      the C toolchain (Debian packages, installed with apt-get when run as
 #         root; otherwise it says which are missing) and meson + ninja.
 # python: c, plus a virtual environment .venv with meson-python, NumPy,
 #         PyTorch (CPU) and pytest from PyPI.
 # bench:  python, plus valgrind for instruction counts.
+# fuzz:   c, plus clang and its libFuzzer runtime (make fuzz).
+# tools:  python, plus valgrind and gcovr (make test-valgrind, make coverage).
 # PYTHON=/path/to/python3 picks the interpreter that makes .venv.
 set -eu
 
@@ -26,7 +28,17 @@ if have "$python"; then
   inc=$("$python" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
   [ -f "$inc/Python.h" ] || need_debs="$need_debs python3-dev"
 fi
-if [ "$what" = bench ]; then have valgrind || need_debs="$need_debs valgrind"; fi
+if [ "$what" = bench ] || [ "$what" = tools ]; then
+  have valgrind || need_debs="$need_debs valgrind"
+fi
+if [ "$what" = tools ]; then have gcovr || need_debs="$need_debs gcovr"; fi
+if [ "$what" = fuzz ]; then
+  have clang || need_debs="$need_debs clang"
+  if ! have clang || ! ls "$(clang -print-resource-dir)"/lib/linux/libclang_rt.fuzzer-*.a \
+       >/dev/null 2>&1; then
+    need_debs="$need_debs libclang-rt-14-dev"
+  fi
+fi
 
 if [ -n "$need_debs" ]; then
   if [ "$(id -u)" = 0 ] && have apt-get; then
@@ -51,9 +63,9 @@ pip_install() {
 stamp="$venv/.dlbridge-$what"
 if [ ! -f "$stamp" ] || [ "$root/scripts/setup.sh" -nt "$stamp" ]; then
   pip_install meson ninja
-  if [ "$what" != c ]; then
+  if [ "$what" != c ] && [ "$what" != fuzz ]; then
     # torch is pinned: 2.13.0's CPU build is what the tests are written for.
-    pip_install meson-python 'numpy>=2,<3' pytest 'torch==2.13.0'
+    pip_install meson-python 'numpy>=2,<3' pytest 'torch==2.13.0' 'hypothesis>=6,<7'
   fi
   touch "$stamp"
 fi

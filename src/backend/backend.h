@@ -70,7 +70,7 @@ typedef struct dlb__gpu {
   int (*version)(void);
   const char *(*library)(void);
   /* 1 when work of this process may be pending on the device (its primary
-   * context is active), else 0. */
+   * context is active, or the runtime cannot tell), else 0. */
   int (*active)(int device);
   /* size > 0. DLB_E_NOMEM when the runtime is out of memory. */
   dlb_status (*alloc)(dlb__side side, int device, size_t size, void **out);

@@ -215,13 +215,22 @@ dlb_status dlb__cuda_attribute(int device, dlb__cu_enum attr, const char *name,
   return DLB_OK;
 }
 
-int dlb__cuda_active(int device) {
+dlb_status dlb__cuda_query_active(int device, int *active) {
   dlb__cu_device dev = 0;
   unsigned flags = 0;
-  int active = 0;
-  if (dlb__cu.cuDeviceGet(&dev, device) != DLB__CUDA_SUCCESS ||
-      dlb__cu.cuDevicePrimaryCtxGetState(dev, &flags, &active) !=
-          DLB__CUDA_SUCCESS)
-    return 0;
-  return active != 0;
+  int on = 0;
+  dlb__cu_result r = dlb__cu.cuDeviceGet(&dev, device);
+  if (r != DLB__CUDA_SUCCESS)
+    return dlb__cuda_fail(r, "cuDeviceGet(cuda:%d)", device);
+  r = dlb__cu.cuDevicePrimaryCtxGetState(dev, &flags, &on);
+  if (r != DLB__CUDA_SUCCESS)
+    return dlb__cuda_fail(r, "cuDevicePrimaryCtxGetState(cuda:%d)", device);
+  *active = on != 0;
+  return DLB_OK;
+}
+
+int dlb__cuda_active(int device) {
+  int active = 1;
+  if (dlb__cuda_query_active(device, &active) != DLB_OK) return 1;
+  return active;
 }

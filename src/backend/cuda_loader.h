@@ -19,7 +19,12 @@ int dlb__cuda_ready(void);
 int dlb__cuda_count(void);
 int dlb__cuda_version(void);
 const char *dlb__cuda_library(void);
+/* dlb__gpu.active: 1 when the driver cannot tell either, so that callers
+ * synchronising every active device never skip one that may have work. */
 int dlb__cuda_active(int device);
+/* Stores in *active whether device's primary context is active;
+ * DLB_E_RUNTIME (message set) when the driver cannot say. */
+dlb_status dlb__cuda_query_active(int device, int *active);
 
 /*
  * Makes the primary context of device current on this thread (retaining

@@ -94,11 +94,21 @@ static dlb__cu_result query(const void *p, unsigned *type,
   return dlb__cu.cuPointerGetAttributes(3, attrs, data, dlb__cuda_devptr(p));
 }
 
-/* The first device whose primary context is active, or -1. */
-static int active_device(void) {
-  for (int d = 0; d < dlb__cuda_count() && d < DLB__GPU_MAX_DEVICES; d++)
-    if (dlb__cuda_active(d)) return d;
-  return -1;
+/* Stores the first device whose primary context is active, or -1. A
+ * failed query fails: taking it for "inactive" could call device memory
+ * cpu memory. */
+static dlb_status active_device(int *out) {
+  *out = -1;
+  for (int d = 0; d < dlb__cuda_count() && d < DLB__GPU_MAX_DEVICES; d++) {
+    int active = 0;
+    dlb_status s = dlb__cuda_query_active(d, &active);
+    if (s != DLB_OK) return s;
+    if (active) {
+      *out = d;
+      return DLB_OK;
+    }
+  }
+  return DLB_OK;
 }
 
 dlb_status dlb__cuda_classify(const void *p, dlb__ptr_kind *out) {
@@ -113,12 +123,14 @@ dlb_status dlb__cuda_classify(const void *p, dlb__ptr_kind *out) {
     dlb__cu_result rc = dlb__cu.cuCtxGetCurrent(&cur);
     if (rc != DLB__CUDA_SUCCESS) return dlb__cuda_fail(rc, "cuCtxGetCurrent");
     if (cur == NULL) {
-      int device = active_device(), pushed = 0;
+      int device = -1, pushed = 0;
+      dlb_status s = active_device(&device);
+      if (s != DLB_OK) return s;
       if (device < 0) {
         *out = (dlb__ptr_kind){{kDLCPU, 0}, 0};
         return DLB_OK;
       }
-      dlb_status s = dlb__cuda_enter(device, &pushed);
+      s = dlb__cuda_enter(device, &pushed);
       if (s != DLB_OK) return s;
       r = query(p, &type, &managed, &ordinal);
       dlb__cuda_leave(pushed);

@@ -30,11 +30,13 @@ static void owner_retain(dlb__owner *o) {
 }
 
 static void owner_drop(dlb__owner *o) {
-  if (atomic_fetch_sub_explicit(&o->refs, 1, memory_order_release) != 1)
+  /* acq_rel: the release half publishes this holder's writes to the data,
+   * the acquire half makes the other holders' writes happen before the
+   * free. One acq_rel decrement rather than release plus an acquire fence,
+   * because ThreadSanitizer does not model fences and would report every
+   * free from a thread other than the last writer. */
+  if (atomic_fetch_sub_explicit(&o->refs, 1, memory_order_acq_rel) != 1)
     return;
-  /* Pairs with the other holders' release decrements: whatever they wrote
-   * to the data happens before it is freed. */
-  atomic_thread_fence(memory_order_acquire);
   switch (o->kind) {
     case DLB__OWNER_CPU_DATA:
       dlb__data_free(o->u.cpu_data);
