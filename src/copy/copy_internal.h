@@ -11,6 +11,15 @@
 
 #include "internal.h"
 
+/* For the kernels' building blocks: each is written once for any unit
+ * size and inlined where the size is a constant, so it compiles to the
+ * loads and stores of that size. */
+#if defined(__GNUC__)
+#define DLB__FORCE_INLINE inline __attribute__((always_inline))
+#else
+#define DLB__FORCE_INLINE inline
+#endif
+
 /* One extra dimension splits elements whose size is not a power of two
  * (float32x3: 12 bytes) into units of 1, 2, 4, 8 or 16 bytes. */
 #define DLB__COPY_DIMS (DLB_MAX_NDIM + 1)

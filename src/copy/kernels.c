@@ -11,82 +11,91 @@
 
 #include "copy/copy_internal.h"
 
-typedef struct {
-  uint64_t lo, hi;
-} dlb__u128;
+/* One unit from src to dst; with `unit` a constant at every call (the
+ * kernels below are force-inlined into one function per unit) this is a
+ * single load and store. */
+static DLB__FORCE_INLINE void move_unit(char *dst, const char *src,
+                                        size_t unit) {
+  memcpy(dst, src, unit);
+}
 
 /* A unit step on one side lets the compiler fold that side's address into
- * the loop counter; four independent moves per round hide load latency on
- * strided reads. Every kernel stores in order, so a dst that names one
+ * the loop counter; four independent loads per round, all before the
+ * stores, hide load latency on strided reads. Every kernel stores in order, so a dst that names one
  * address twice (zero strides) ends with the last value in row-major
  * order. */
-#define DLB__ROW_KERNELS(NAME, T)                                             \
-  static void gather_##NAME(char *dst, int64_t dst_step, const char *src,     \
-                            int64_t src_step, int64_t n) {                    \
-    (void)dst_step;                                                           \
-    int64_t i = 0;                                                            \
-    for (; i + 4 <= n; i += 4) {                                              \
-      T v0, v1, v2, v3;                                                       \
-      memcpy(&v0, src, sizeof(T));                                            \
-      memcpy(&v1, src + src_step, sizeof(T));                                 \
-      memcpy(&v2, src + 2 * src_step, sizeof(T));                             \
-      memcpy(&v3, src + 3 * src_step, sizeof(T));                             \
-      memcpy(dst, &v0, sizeof(T));                                            \
-      memcpy(dst + sizeof(T), &v1, sizeof(T));                                \
-      memcpy(dst + 2 * sizeof(T), &v2, sizeof(T));                            \
-      memcpy(dst + 3 * sizeof(T), &v3, sizeof(T));                            \
-      src += 4 * src_step;                                                    \
-      dst += 4 * sizeof(T);                                                   \
-    }                                                                         \
-    for (; i < n; i++) {                                                      \
-      T v;                                                                    \
-      memcpy(&v, src, sizeof(T));                                             \
-      memcpy(dst, &v, sizeof(T));                                             \
-      src += src_step;                                                        \
-      dst += sizeof(T);                                                       \
-    }                                                                         \
-  }                                                                           \
-  static void scatter_##NAME(char *dst, int64_t dst_step, const char *src,    \
-                             int64_t src_step, int64_t n) {                   \
-    (void)src_step;                                                           \
-    int64_t i = 0;                                                            \
-    for (; i + 4 <= n; i += 4) {                                              \
-      T v0, v1, v2, v3;                                                       \
-      memcpy(&v0, src, sizeof(T));                                            \
-      memcpy(&v1, src + sizeof(T), sizeof(T));                                \
-      memcpy(&v2, src + 2 * sizeof(T), sizeof(T));                            \
-      memcpy(&v3, src + 3 * sizeof(T), sizeof(T));                            \
-      memcpy(dst, &v0, sizeof(T));                                            \
-      memcpy(dst + dst_step, &v1, sizeof(T));                                 \
-      memcpy(dst + 2 * dst_step, &v2, sizeof(T));                             \
-      memcpy(dst + 3 * dst_step, &v3, sizeof(T));                             \
-      src += 4 * sizeof(T);                                                   \
-      dst += 4 * dst_step;                                                    \
-    }                                                                         \
-    for (; i < n; i++) {                                                      \
-      T v;                                                                    \
-      memcpy(&v, src, sizeof(T));                                             \
-      memcpy(dst, &v, sizeof(T));                                             \
-      src += sizeof(T);                                                       \
-      dst += dst_step;                                                        \
-    }                                                                         \
-  }                                                                           \
-  static void strided_##NAME(char *dst, int64_t dst_step, const char *src,    \
-                             int64_t src_step, int64_t n) {                   \
-    for (int64_t i = 0; i < n; i++) {                                         \
-      T v;                                                                    \
-      memcpy(&v, src, sizeof(T));                                             \
-      memcpy(dst, &v, sizeof(T));                                             \
-      src += src_step;                                                        \
-      dst += dst_step;                                                        \
-    }                                                                         \
+static DLB__FORCE_INLINE void gather(char *dst, const char *src,
+                                     int64_t src_step, int64_t n,
+                                     size_t unit) {
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    unsigned char v[4][16];
+    memcpy(v[0], src, unit);
+    memcpy(v[1], src + src_step, unit);
+    memcpy(v[2], src + 2 * src_step, unit);
+    memcpy(v[3], src + 3 * src_step, unit);
+    memcpy(dst, v[0], unit);
+    memcpy(dst + unit, v[1], unit);
+    memcpy(dst + 2 * unit, v[2], unit);
+    memcpy(dst + 3 * unit, v[3], unit);
+    src += 4 * src_step;
+    dst += 4 * unit;
   }
+  for (; i < n; i++) {
+    move_unit(dst, src, unit);
+    src += src_step;
+    dst += unit;
+  }
+}
 
-DLB__ROW_KERNELS(u8, uint8_t)
-DLB__ROW_KERNELS(u16, uint16_t)
-DLB__ROW_KERNELS(u32, uint32_t)
-DLB__ROW_KERNELS(u64, uint64_t)
-DLB__ROW_KERNELS(u128, dlb__u128)
+static DLB__FORCE_INLINE void scatter(char *dst, int64_t dst_step,
+                                      const char *src, int64_t n,
+                                      size_t unit) {
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    unsigned char v[4][16];
+    memcpy(v[0], src, unit);
+    memcpy(v[1], src + unit, unit);
+    memcpy(v[2], src + 2 * unit, unit);
+    memcpy(v[3], src + 3 * unit, unit);
+    memcpy(dst, v[0], unit);
+    memcpy(dst + dst_step, v[1], unit);
+    memcpy(dst + 2 * dst_step, v[2], unit);
+    memcpy(dst + 3 * dst_step, v[3], unit);
+    src += 4 * unit;
+    dst += 4 * dst_step;
+  }
+  for (; i < n; i++) {
+    move_unit(dst, src, unit);
+    src += unit;
+    dst += dst_step;
+  }
+}
+
+static DLB__FORCE_INLINE void strided(char *dst, int64_t dst_step,
+                                      const char *src, int64_t src_step,
+                                      int64_t n, size_t unit) {
+  for (int64_t i = 0; i < n; i++) {
+    move_unit(dst, src, unit);
+    src += src_step;
+    dst += dst_step;
+  }
+}
+
+/* The three kernels for one unit size, as dlb__row_fn. */
+#define DLB__ROW_FNS(U)                                                      \
+  static void gather_##U(char *d, int64_t ds, const char *s, int64_t ss,     \
+                         int64_t n) { (void)ds; gather(d, s, ss, n, U); }    \
+  static void scatter_##U(char *d, int64_t ds, const char *s, int64_t ss,    \
+                          int64_t n) { (void)ss; scatter(d, ds, s, n, U); }  \
+  static void strided_##U(char *d, int64_t ds, const char *s, int64_t ss,    \
+                          int64_t n) { strided(d, ds, s, ss, n, U); }
+DLB__ROW_FNS(1)
+DLB__ROW_FNS(2)
+DLB__ROW_FNS(4)
+DLB__ROW_FNS(8)
+DLB__ROW_FNS(16)
+#undef DLB__ROW_FNS
 
 /* Both steps are the unit, so the row is one block: n * unit bytes. The
  * unit is known from the plan; memcpy needs the byte count, and the steps
@@ -102,11 +111,9 @@ typedef struct {
 } dlb__row_set;
 
 static const dlb__row_set dlb__rows[5] = {
-    {gather_u8, scatter_u8, strided_u8},
-    {gather_u16, scatter_u16, strided_u16},
-    {gather_u32, scatter_u32, strided_u32},
-    {gather_u64, scatter_u64, strided_u64},
-    {gather_u128, scatter_u128, strided_u128},
+    {gather_1, scatter_1, strided_1},    {gather_2, scatter_2, strided_2},
+    {gather_4, scatter_4, strided_4},    {gather_8, scatter_8, strided_8},
+    {gather_16, scatter_16, strided_16},
 };
 
 static int unit_index(size_t unit) {

@@ -84,33 +84,22 @@ static inline void ahead(dlb__ahead *c, int64_t n) {
   }
 }
 
-typedef struct {
-  uint64_t lo, hi;
-} dlb__u128;
-
 /* Element by element over rows [b0, b1) and columns [a0, a1) of a plane. */
-#define DLB__SCALAR_BLOCK(NAME, T)                                        \
-  static void NAME(char *dst, int64_t dst_b, int64_t dst_a,               \
-                   const char *src, int64_t src_b, int64_t src_a,         \
-                   int64_t b0, int64_t b1, int64_t a0, int64_t a1) {      \
-    for (int64_t b = b0; b < b1; b++) {                                   \
-      const char *s = src + b * src_b + a0 * src_a;                       \
-      char *d = dst + b * dst_b + a0 * dst_a;                             \
-      for (int64_t a = a0; a < a1; a++) {                                 \
-        T v;                                                              \
-        memcpy(&v, s, sizeof(T));                                         \
-        memcpy(d, &v, sizeof(T));                                         \
-        s += src_a;                                                       \
-        d += dst_a;                                                       \
-      }                                                                   \
-    }                                                                     \
+static DLB__FORCE_INLINE void scalar_block(char *dst, int64_t dst_b,
+                                           int64_t dst_a, const char *src,
+                                           int64_t src_b, int64_t src_a,
+                                           int64_t b0, int64_t b1, int64_t a0,
+                                           int64_t a1, size_t unit) {
+  for (int64_t b = b0; b < b1; b++) {
+    const char *s = src + b * src_b + a0 * src_a;
+    char *d = dst + b * dst_b + a0 * dst_a;
+    for (int64_t a = a0; a < a1; a++) {
+      memcpy(d, s, unit);
+      s += src_a;
+      d += dst_a;
+    }
   }
-
-DLB__SCALAR_BLOCK(block_u8, uint8_t)
-DLB__SCALAR_BLOCK(block_u16, uint16_t)
-DLB__SCALAR_BLOCK(block_u32, uint32_t)
-DLB__SCALAR_BLOCK(block_u64, uint64_t)
-DLB__SCALAR_BLOCK(block_u128, dlb__u128)
+}
 
 #if DLB__HAVE_SSE2
 /* Micro-tiles: M rows of src (consecutive a, M units along b each) become
@@ -209,84 +198,119 @@ static inline void micro_u64(char *dst, int64_t dst_b, const char *src,
   store16(dst + dst_b, _mm_unpackhi_epi64(r0, r1));
 }
 
-/* A block with unit steps on the fast sides: micro-tiles of M x M, the
- * ragged edges element by element. */
-#define DLB__FAST_BLOCK(NAME, M, MICRO, SCALAR, UNIT)                       \
-  static void NAME(char *dst, int64_t dst_b, int64_t dst_a,                 \
-                   const char *src, int64_t src_b, int64_t src_a,           \
-                   int64_t b0, int64_t b1, int64_t a0, int64_t a1) {        \
-    int64_t bm = b0 + (b1 - b0) / (M) * (M);                                \
-    int64_t am = a0 + (a1 - a0) / (M) * (M);                                \
-    for (int64_t b = b0; b < bm; b += (M))                                  \
-      for (int64_t a = a0; a < am; a += (M))                                \
-        MICRO(dst + b * dst_b + a * (UNIT), dst_b,                          \
-              src + a * src_a + b * (UNIT), src_a);                         \
-    SCALAR(dst, dst_b, dst_a, src, src_b, src_a, b0, bm, am, a1);           \
-    SCALAR(dst, dst_b, dst_a, src, src_b, src_a, bm, b1, a0, a1);           \
-  }
+/* The micro-tile for `unit`: M x M units, M = 16 bytes over the unit
+ * (8 for single bytes, which move 8 at a time). */
+static DLB__FORCE_INLINE int64_t micro_edge(size_t unit) {
+  return unit == 1 ? 8 : 16 / (int64_t)unit;
+}
 
-DLB__FAST_BLOCK(fast_u8, 8, micro_u8, block_u8, 1)
-DLB__FAST_BLOCK(fast_u16, 8, micro_u16, block_u16, 2)
-DLB__FAST_BLOCK(fast_u32, 4, micro_u32, block_u32, 4)
-DLB__FAST_BLOCK(fast_u64, 2, micro_u64, block_u64, 8)
+static DLB__FORCE_INLINE void micro(char *dst, int64_t dst_b,
+                                    const char *src, int64_t src_a,
+                                    size_t unit) {
+  switch (unit) {
+    case 1:
+      micro_u8(dst, dst_b, src, src_a);
+      break;
+    case 2:
+      micro_u16(dst, dst_b, src, src_a);
+      break;
+    case 4:
+      micro_u32(dst, dst_b, src, src_a);
+      break;
+    default:
+      micro_u64(dst, dst_b, src, src_a);
+      break;
+  }
+}
+
+/* A block with unit steps on the fast sides (units of 1 to 8 bytes):
+ * micro-tiles, the ragged edges element by element. */
+static DLB__FORCE_INLINE void fast_block(char *dst, int64_t dst_b,
+                                         int64_t dst_a, const char *src,
+                                         int64_t src_b, int64_t src_a,
+                                         int64_t b0, int64_t b1, int64_t a0,
+                                         int64_t a1, size_t unit) {
+  const int64_t m = micro_edge(unit), u = (int64_t)unit;
+  const int64_t bm = b0 + (b1 - b0) / m * m;
+  const int64_t am = a0 + (a1 - a0) / m * m;
+  for (int64_t b = b0; b < bm; b += m)
+    for (int64_t a = a0; a < am; a += m)
+      micro(dst + b * dst_b + a * u, dst_b, src + a * src_a + b * u, src_a,
+            unit);
+  scalar_block(dst, dst_b, dst_a, src, src_b, src_a, b0, bm, am, a1, unit);
+  scalar_block(dst, dst_b, dst_a, src, src_b, src_a, bm, b1, a0, a1, unit);
+}
 #endif
 
 /* The plane in outer tiles, each in blocks (edges DLB__TILE_BYTES and
- * DLB__BLOCK_BYTES over the unit, along both sides). With AHEAD (unit
- * steps: rows are contiguous) a small plane prefetches the next one, its
- * lines spread evenly over this one's blocks. */
-#define DLB__PLANE(NAME, BLOCK, UNIT, AHEAD)                                \
-  static void NAME(char *dst, int64_t dst_b, int64_t dst_a,                 \
-                   const char *src, int64_t src_b, int64_t src_a,           \
-                   int64_t nb, int64_t na, const char *next_dst,            \
-                   const char *next_src) {                                  \
-    const int64_t tile = DLB__TILE_BYTES / (UNIT);                          \
-    const int64_t edge = DLB__BLOCK_BYTES / (UNIT);                         \
-    const int64_t blocks =                                                  \
-        ((nb + edge - 1) / edge) * ((na + edge - 1) / edge);                \
-    dlb__ahead as, ad;                                                      \
-    if (!(AHEAD) || nb * na * (UNIT) > DLB__PREFETCH_PLANE_MAX)             \
-      next_src = next_dst = NULL;                                           \
-    ahead_init(&as, next_src, src_a, na, nb * (UNIT));                      \
-    ahead_init(&ad, next_dst, dst_b, nb, na * (UNIT));                      \
-    const int64_t per_s = (as.rows * as.lines + blocks - 1) / blocks;       \
-    const int64_t per_d = (ad.rows * ad.lines + blocks - 1) / blocks;       \
-    for (int64_t tb = 0; tb < nb; tb += tile) {                             \
-      const int64_t tb1 = tb + tile < nb ? tb + tile : nb;                  \
-      for (int64_t ta = 0; ta < na; ta += tile) {                           \
-        const int64_t ta1 = ta + tile < na ? ta + tile : na;                \
-        for (int64_t b0 = tb; b0 < tb1; b0 += edge) {                       \
-          const int64_t b1 = b0 + edge < tb1 ? b0 + edge : tb1;             \
-          for (int64_t a0 = ta; a0 < ta1; a0 += edge) {                     \
-            const int64_t a1 = a0 + edge < ta1 ? a0 + edge : ta1;           \
-            ahead(&as, per_s);                                              \
-            ahead(&ad, per_d);                                              \
-            BLOCK(dst, dst_b, dst_a, src, src_b, src_a, b0, b1, a0, a1);    \
-          }                                                                 \
-        }                                                                   \
-      }                                                                     \
-    }                                                                       \
-  }
-
-DLB__PLANE(tile_u8, block_u8, 1, 0)
-DLB__PLANE(tile_u16, block_u16, 2, 0)
-DLB__PLANE(tile_u32, block_u32, 4, 0)
-DLB__PLANE(tile_u64, block_u64, 8, 0)
+ * DLB__BLOCK_BYTES over the unit, along both sides). With unit_steps
+ * (dst_a and src_b are the unit: rows are contiguous) a small plane
+ * prefetches the next one, its lines spread evenly over this one's blocks,
+ * and blocks of units up to 8 bytes move in SSE2 micro-tiles. */
+static DLB__FORCE_INLINE void plane(char *dst, int64_t dst_b, int64_t dst_a,
+                                    const char *src, int64_t src_b,
+                                    int64_t src_a, int64_t nb, int64_t na,
+                                    const char *next_dst,
+                                    const char *next_src, size_t unit,
+                                    int unit_steps) {
+  const int64_t u = (int64_t)unit;
+  const int64_t tile = DLB__TILE_BYTES / u;
+  const int64_t edge = DLB__BLOCK_BYTES / u;
+  const int64_t blocks = ((nb + edge - 1) / edge) * ((na + edge - 1) / edge);
+  dlb__ahead as, ad;
+  if (!unit_steps || nb * na * u > DLB__PREFETCH_PLANE_MAX)
+    next_src = next_dst = NULL;
+  ahead_init(&as, next_src, src_a, na, nb * u);
+  ahead_init(&ad, next_dst, dst_b, nb, na * u);
+  const int64_t per_s = (as.rows * as.lines + blocks - 1) / blocks;
+  const int64_t per_d = (ad.rows * ad.lines + blocks - 1) / blocks;
+  for (int64_t tb = 0; tb < nb; tb += tile) {
+    const int64_t tb1 = tb + tile < nb ? tb + tile : nb;
+    for (int64_t ta = 0; ta < na; ta += tile) {
+      const int64_t ta1 = ta + tile < na ? ta + tile : na;
+      for (int64_t b0 = tb; b0 < tb1; b0 += edge) {
+        const int64_t b1 = b0 + edge < tb1 ? b0 + edge : tb1;
+        for (int64_t a0 = ta; a0 < ta1; a0 += edge) {
+          const int64_t a1 = a0 + edge < ta1 ? a0 + edge : ta1;
+          ahead(&as, per_s);
+          ahead(&ad, per_d);
 #if DLB__HAVE_SSE2
-DLB__PLANE(tile_fast_u8, fast_u8, 1, 1)
-DLB__PLANE(tile_fast_u16, fast_u16, 2, 1)
-DLB__PLANE(tile_fast_u32, fast_u32, 4, 1)
-DLB__PLANE(tile_fast_u64, fast_u64, 8, 1)
+          if (unit_steps && unit <= 8)
+            fast_block(dst, dst_b, dst_a, src, src_b, src_a, b0, b1, a0, a1,
+                       unit);
+          else
 #endif
-/* A 16-byte unit is already a full register: blocking is all it needs
- * (and, with unit steps, the next plane's prefetch). */
-DLB__PLANE(tile_u128, block_u128, 16, 0)
-DLB__PLANE(tile_fast_u128, block_u128, 16, 1)
+            scalar_block(dst, dst_b, dst_a, src, src_b, src_a, b0, b1, a0,
+                         a1, unit);
+        }
+      }
+    }
+  }
+}
+
+/* The plane kernel for one unit size and whether steps are units, as
+ * dlb__tile_fn. */
+#define DLB__TILE_FN(NAME, UNIT, UNIT_STEPS)                                 \
+  static void NAME(char *d, int64_t db, int64_t da, const char *s,           \
+                   int64_t sb, int64_t sa, int64_t nb, int64_t na,           \
+                   const char *nd, const char *ns) {                         \
+    plane(d, db, da, s, sb, sa, nb, na, nd, ns, UNIT, UNIT_STEPS);           \
+  }
+DLB__TILE_FN(tile_u8, 1, 0)
+DLB__TILE_FN(tile_u16, 2, 0)
+DLB__TILE_FN(tile_u32, 4, 0)
+DLB__TILE_FN(tile_u64, 8, 0)
+DLB__TILE_FN(tile_u128, 16, 0)
+DLB__TILE_FN(tile_fast_u8, 1, 1)
+DLB__TILE_FN(tile_fast_u16, 2, 1)
+DLB__TILE_FN(tile_fast_u32, 4, 1)
+DLB__TILE_FN(tile_fast_u64, 8, 1)
+DLB__TILE_FN(tile_fast_u128, 16, 1)
+#undef DLB__TILE_FN
 
 dlb__tile_fn dlb__tile_kernel(size_t unit, int64_t dst_a, int64_t src_b) {
   const int unit_steps = dst_a == (int64_t)unit && src_b == (int64_t)unit;
   switch (unit) {
-#if DLB__HAVE_SSE2
     case 1:
       return unit_steps ? tile_fast_u8 : tile_u8;
     case 2:
@@ -295,16 +319,6 @@ dlb__tile_fn dlb__tile_kernel(size_t unit, int64_t dst_a, int64_t src_b) {
       return unit_steps ? tile_fast_u32 : tile_u32;
     case 8:
       return unit_steps ? tile_fast_u64 : tile_u64;
-#else
-    case 1:
-      return tile_u8;
-    case 2:
-      return tile_u16;
-    case 4:
-      return tile_u32;
-    case 8:
-      return tile_u64;
-#endif
     default:
       return unit_steps ? tile_fast_u128 : tile_u128;
   }
