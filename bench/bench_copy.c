@@ -1,13 +1,16 @@
 /*
- * bench_copy.c -- the CPU copy engine against memcpy, into preallocated
- * output.
+ * bench_copy.c -- the CPU copy engine against memcpy and against the
+ * machine's copy limit, into preallocated output.
  *
  * Usage: bench_copy [--quick] [--reps N] [--json PATH]
  *
  * Every case copies into memory already written once (no page faults in
  * the timings) and reports the median and spread (min, max) of N runs.
  * Bandwidth counts bytes read plus bytes written, as memcpy's does, so the
- * ratio column compares like with like. The threshold sweep times small
+ * ratio columns compare like with like. The limit (bench_limit.h) is the
+ * fastest contiguous copy of the bytes a case writes, on one thread for
+ * the one-thread runs and on up to all threads for the others, timed in
+ * the same reps as the case. The threshold sweep times small
  * contiguous copies and transposes on one thread and on all of them, to
  * place DLB__COPY_PARALLEL_MIN.
  */
@@ -19,10 +22,11 @@
 #include <time.h>
 
 #include "bench_clock.h"
+#include "bench_limit.h"
 #include "dlbridge.h"
 
 #define MAX_REPS 101
-#define MAX_ROWS 64
+#define MAX_ROWS 128
 
 typedef struct {
   char name[64];
@@ -30,6 +34,9 @@ typedef struct {
   double bytes; /* read + written */
   double median, min, max; /* seconds */
   double ratio;            /* bandwidth / memcpy's of the same size */
+  double vs_limit;         /* bandwidth / the limit's at these threads */
+  double vs_limit_min, vs_limit_max;
+  int is_limit; /* a reference copy, not dlb_copy */
 } row;
 
 static row rows[MAX_ROWS];
@@ -79,7 +86,7 @@ static double time_once(void (*fn)(const job *), const job *j) {
 }
 
 static void summarise(row *w, const char *name, int threads, double bytes,
-                      double *t, double *ratio) {
+                      double *t, double *ratio, double *vs_limit) {
   sort_samples(t, reps);
   snprintf(w->name, sizeof w->name, "%s", name);
   w->threads = threads;
@@ -92,6 +99,13 @@ static void summarise(row *w, const char *name, int threads, double bytes,
     w->ratio = ratio[reps / 2];
   } else {
     w->ratio = 1.0;
+  }
+  w->vs_limit = w->vs_limit_min = w->vs_limit_max = 0.0;
+  if (vs_limit != NULL) {
+    sort_samples(vs_limit, reps);
+    w->vs_limit = vs_limit[reps / 2];
+    w->vs_limit_min = vs_limit[0];
+    w->vs_limit_max = vs_limit[reps - 1];
   }
 }
 
@@ -132,16 +146,39 @@ static DLTensor view(void *data, int32_t ndim, int64_t *shape,
   return t;
 }
 
-/* memcpy, dlb_copy on one thread and on `all`, taken in turn in every rep
- * so that the machine's drift (other tenants) hits them alike; the ratio
- * is the median of the per-rep ratios. The memcpy copies as many bytes as
- * the case writes. */
+/* Times of every limit method on 1 and on `all` threads for the bytes of
+ * one case, and the fastest of them per rep. */
+typedef struct {
+  double t[LIMIT_METHODS][2][MAX_REPS];
+  double best1[MAX_REPS], bestn[MAX_REPS];
+} limits;
+
+static void time_limits(limits *l, int r, const job *j, int all) {
+  l->best1[r] = l->bestn[r] = 1e30;
+  for (size_t m = 0; m < LIMIT_METHODS; m++)
+    for (int k = 0; k < 2; k++) {
+      const int threads = k == 0 ? 1 : all;
+      double t0 = now();
+      limit_copy(limit_methods[m].fn, j->mdst, j->msrc, j->mbytes, threads);
+      double t = now() - t0;
+      l->t[m][k][r] = t;
+      /* Up to `all` threads: one thread's best counts for both. */
+      if (k == 0 && t < l->best1[r]) l->best1[r] = t;
+      if (t < l->bestn[r]) l->bestn[r] = t;
+    }
+}
+
+/* memcpy, the limit methods, and dlb_copy on one thread and on `all`,
+ * taken in turn in every rep so that the machine's drift (other tenants)
+ * hits them alike; each ratio is the median of the per-rep ratios. The
+ * reference copies move as many bytes as the case writes. */
 static void bench_case(const char *name, const DLTensor *src,
                        const DLTensor *dst, size_t out_bytes, void *mdst,
                        const void *msrc, int all) {
   job j = {src, dst, mdst, msrc, out_bytes};
+  static limits l;
   double tm[MAX_REPS], t1[MAX_REPS], tn[MAX_REPS], r1[MAX_REPS],
-      rn[MAX_REPS];
+      rn[MAX_REPS], l1[MAX_REPS], ln[MAX_REPS], b1[MAX_REPS], bn[MAX_REPS];
   const double moved = 2.0 * (double)out_bytes;
   /* Warm: the pool starts, caches and TLBs fill. */
   run_memcpy(&j);
@@ -149,19 +186,43 @@ static void bench_case(const char *name, const DLTensor *src,
   run_copy(&j);
   for (int r = 0; r < reps; r++) {
     tm[r] = time_once(run_memcpy, &j);
+    time_limits(&l, r, &j, all);
     dlb_copy_set_threads(1);
     t1[r] = time_once(run_copy, &j);
     dlb_copy_set_threads(all);
     tn[r] = time_once(run_copy, &j);
     r1[r] = tm[r] / t1[r];
     rn[r] = tm[r] / tn[r];
+    l1[r] = l.best1[r] / t1[r];
+    ln[r] = l.bestn[r] / tn[r];
   }
   char label[64];
   snprintf(label, sizeof label, "memcpy %.0f MiB",
            (double)out_bytes / (1 << 20));
-  summarise(&rows[nrows++], label, 0, moved, tm, NULL);
-  summarise(&rows[nrows++], name, 1, moved, t1, r1);
-  if (all > 1) summarise(&rows[nrows++], name, all, moved, tn, rn);
+  double ones[MAX_REPS];
+  for (int r = 0; r < reps; r++) ones[r] = 1.0;
+  summarise(&rows[nrows++], label, 0, moved, tm, NULL, NULL);
+  for (size_t m = 0; m < LIMIT_METHODS; m++)
+    for (int k = 0; k < (all > 1 ? 2 : 1); k++) {
+      double rm[MAX_REPS];
+      for (int r = 0; r < reps; r++) rm[r] = tm[r] / l.t[m][k][r];
+      snprintf(label, sizeof label, "limit: %s", limit_methods[m].name);
+      summarise(&rows[nrows++], label, k == 0 ? 1 : all, moved, l.t[m][k],
+                rm, NULL);
+      rows[nrows - 1].is_limit = 1;
+    }
+  for (int r = 0; r < reps; r++) {
+    b1[r] = tm[r] / l.best1[r];
+    bn[r] = tm[r] / l.bestn[r];
+  }
+  summarise(&rows[nrows++], "limit (best)", 1, moved, l.best1, b1, ones);
+  rows[nrows - 1].is_limit = 1;
+  if (all > 1) {
+    summarise(&rows[nrows++], "limit (best)", all, moved, l.bestn, bn, ones);
+    rows[nrows - 1].is_limit = 1;
+  }
+  summarise(&rows[nrows++], name, 1, moved, t1, r1, l1);
+  if (all > 1) summarise(&rows[nrows++], name, all, moved, tn, rn, ln);
 }
 
 /* Microseconds for copies of growing size on 1 and on `all` threads, and
@@ -223,6 +284,7 @@ int main(int argc, char **argv) {
   if (reps > MAX_REPS) reps = MAX_REPS;
   dlb_copy_set_threads(0);
   const int all = dlb_copy_get_threads();
+  limit_start(all);
 
   const int64_t n = 4096;
   const size_t bytes = (size_t)(n * n) * sizeof(float);
@@ -255,31 +317,43 @@ int main(int argc, char **argv) {
     perror(json_path);
     return 1;
   }
-  printf("%-24s %7s %10s %10s %10s %9s %9s\n", "case", "threads",
-         "median ms", "min ms", "max ms", "GB/s", "x memcpy");
+  printf("%-24s %7s %9s %9s %9s %8s %8s %8s %11s\n", "case", "threads",
+         "median ms", "min ms", "max ms", "GB/s", "x memcpy", "x limit",
+         "limit range");
   printf("(GB/s: bytes read + written over the median; x memcpy: median of\n"
-         " per-rep ratios to the memcpy run just before)\n");
+         " per-rep ratios to the one-thread memcpy of the same rep; x limit:\n"
+         " median (min-max) of per-rep ratios to the fastest reference copy\n"
+         " of the same rep on as many threads)\n");
   fprintf(json, "{\n  \"reps\": %d,\n  \"threads_all\": %d,\n", reps, all);
   fprintf(json, "  \"cases\": [\n");
   for (int i = 0; i < nrows; i++) {
     const row *w = &rows[i];
-    printf("%-24s %7s %10.3f %10.3f %10.3f %9.2f %9.2f\n", w->name,
+    char lim[16] = "-", range[32] = "";
+    if (w->vs_limit > 0) snprintf(lim, sizeof lim, "%.2f", w->vs_limit);
+    if (w->vs_limit > 0 && !w->is_limit)
+      snprintf(range, sizeof range, "%.2f-%.2f", w->vs_limit_min,
+               w->vs_limit_max);
+    printf("%-24s %7s %9.3f %9.3f %9.3f %8.2f %8.2f %8s %11s\n", w->name,
            w->threads == 0 ? "-" : w->threads == 1 ? "1" : "all",
            w->median * 1e3, w->min * 1e3, w->max * 1e3,
-           w->bytes / w->median * 1e-9, w->ratio);
+           w->bytes / w->median * 1e-9, w->ratio, lim, range);
     fprintf(json,
             "    {\"name\": \"%s\", \"threads\": %d, \"bytes\": %.0f, "
             "\"median_s\": %.6f, \"min_s\": %.6f, \"max_s\": %.6f, "
-            "\"gbps\": %.3f, \"vs_memcpy\": %.3f}%s\n",
+            "\"gbps\": %.3f, \"vs_memcpy\": %.3f, \"vs_limit\": %.3f, "
+            "\"vs_limit_min\": %.3f, \"vs_limit_max\": %.3f, "
+            "\"reference\": %s}%s\n",
             w->name, w->threads == 0 ? 0 : w->threads == 1 ? 1 : all,
             w->bytes, w->median, w->min, w->max, w->bytes / w->median * 1e-9,
-            w->ratio, i + 1 < nrows ? "," : "");
+            w->ratio, w->vs_limit, w->vs_limit_min, w->vs_limit_max,
+            w->is_limit ? "true" : "false", i + 1 < nrows ? "," : "");
   }
   fprintf(json, "  ],\n");
   sweep(json, all, a, b);
   fprintf(json, "  \"memcpy_bytes\": %zu\n}\n", bytes);
   fclose(json);
   printf("\nwrote %s\n", json_path);
+  limit_stop();
   free(a);
   free(b);
   return 0;
