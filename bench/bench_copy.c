@@ -8,9 +8,9 @@
  * the timings) and reports the median and spread (min, max) of N runs.
  * Bandwidth counts bytes read plus bytes written, as memcpy's does, so the
  * ratio columns compare like with like. The limit (bench_limit.h) is the
- * fastest contiguous copy of the bytes a case writes, on one thread for
- * the one-thread runs and on up to all threads for the others, timed in
- * the same reps as the case. The threshold sweep times small
+ * fastest contiguous copy of the bytes a case writes (the reference with
+ * the best median), on one thread for the one-thread runs and on up to all
+ * threads for the others, timed in the same reps as the case. The threshold sweep times small
  * contiguous copies and transposes on one thread and on all of them, to
  * place DLB__COPY_PARALLEL_MIN.
  */
@@ -147,25 +147,47 @@ static DLTensor view(void *data, int32_t ndim, int64_t *shape,
 }
 
 /* Times of every limit method on 1 and on `all` threads for the bytes of
- * one case, and the fastest of them per rep. */
+ * one case, per rep. */
 typedef struct {
   double t[LIMIT_METHODS][2][MAX_REPS];
-  double best1[MAX_REPS], bestn[MAX_REPS];
 } limits;
 
 static void time_limits(limits *l, int r, const job *j, int all) {
-  l->best1[r] = l->bestn[r] = 1e30;
   for (size_t m = 0; m < LIMIT_METHODS; m++)
     for (int k = 0; k < 2; k++) {
-      const int threads = k == 0 ? 1 : all;
       double t0 = now();
-      limit_copy(limit_methods[m].fn, j->mdst, j->msrc, j->mbytes, threads);
-      double t = now() - t0;
-      l->t[m][k][r] = t;
-      /* Up to `all` threads: one thread's best counts for both. */
-      if (k == 0 && t < l->best1[r]) l->best1[r] = t;
-      if (t < l->bestn[r]) l->bestn[r] = t;
+      limit_copy(limit_methods[m].fn, j->mdst, j->msrc, j->mbytes,
+                 k == 0 ? 1 : all);
+      l->t[m][k][r] = now() - t0;
     }
+}
+
+static double median_of(const double *t) {
+  double s[MAX_REPS];
+  memcpy(s, t, sizeof(double) * (size_t)reps);
+  sort_samples(s, reps);
+  return s[reps / 2];
+}
+
+/* The reference with the best median among methods on one thread
+ * (k_max 0) or on one or `all` threads (k_max 1): the limit. Its own
+ * time in each rep is compared with the case's in that rep (the fastest
+ * of six references per rep would favour the limit by noise alone). */
+static const double *best_limit(const limits *l, int k_max, size_t *method,
+                                int *k_out) {
+  double best = 1e30;
+  const double *times = l->t[0][0];
+  for (size_t m = 0; m < LIMIT_METHODS; m++)
+    for (int k = 0; k <= k_max; k++) {
+      double med = median_of(l->t[m][k]);
+      if (med < best) {
+        best = med;
+        times = l->t[m][k];
+        *method = m;
+        *k_out = k;
+      }
+    }
+  return times;
 }
 
 /* memcpy, the limit methods, and dlb_copy on one thread and on `all`,
@@ -178,7 +200,8 @@ static void bench_case(const char *name, const DLTensor *src,
   job j = {src, dst, mdst, msrc, out_bytes};
   static limits l;
   double tm[MAX_REPS], t1[MAX_REPS], tn[MAX_REPS], r1[MAX_REPS],
-      rn[MAX_REPS], l1[MAX_REPS], ln[MAX_REPS], b1[MAX_REPS], bn[MAX_REPS];
+      rn[MAX_REPS], l1[MAX_REPS], ln[MAX_REPS], b1[MAX_REPS], bn[MAX_REPS],
+      lt1[MAX_REPS], ltn[MAX_REPS];
   const double moved = 2.0 * (double)out_bytes;
   /* Warm: the pool starts, caches and TLBs fill. */
   run_memcpy(&j);
@@ -193,8 +216,17 @@ static void bench_case(const char *name, const DLTensor *src,
     tn[r] = time_once(run_copy, &j);
     r1[r] = tm[r] / t1[r];
     rn[r] = tm[r] / tn[r];
-    l1[r] = l.best1[r] / t1[r];
-    ln[r] = l.bestn[r] / tn[r];
+  }
+  size_t m1 = 0, mn = 0;
+  int k1 = 0, kn = 0;
+  memcpy(lt1, best_limit(&l, 0, &m1, &k1), sizeof(double) * (size_t)reps);
+  memcpy(ltn, best_limit(&l, all > 1, &mn, &kn),
+         sizeof(double) * (size_t)reps);
+  for (int r = 0; r < reps; r++) {
+    l1[r] = lt1[r] / t1[r];
+    ln[r] = ltn[r] / tn[r];
+    b1[r] = tm[r] / lt1[r];
+    bn[r] = tm[r] / ltn[r];
   }
   char label[64];
   snprintf(label, sizeof label, "memcpy %.0f MiB",
@@ -211,14 +243,13 @@ static void bench_case(const char *name, const DLTensor *src,
                 rm, NULL);
       rows[nrows - 1].is_limit = 1;
     }
-  for (int r = 0; r < reps; r++) {
-    b1[r] = tm[r] / l.best1[r];
-    bn[r] = tm[r] / l.bestn[r];
-  }
-  summarise(&rows[nrows++], "limit (best)", 1, moved, l.best1, b1, ones);
+  snprintf(label, sizeof label, "limit = %s", limit_methods[m1].name);
+  summarise(&rows[nrows++], label, 1, moved, lt1, b1, ones);
   rows[nrows - 1].is_limit = 1;
   if (all > 1) {
-    summarise(&rows[nrows++], "limit (best)", all, moved, l.bestn, bn, ones);
+    snprintf(label, sizeof label, "limit = %s%s", limit_methods[mn].name,
+             kn == 0 ? " x1" : "");
+    summarise(&rows[nrows++], label, all, moved, ltn, bn, ones);
     rows[nrows - 1].is_limit = 1;
   }
   summarise(&rows[nrows++], name, 1, moved, t1, r1, l1);
@@ -262,6 +293,53 @@ static void sweep(FILE *json, int all, float *a, float *b) {
   }
   fprintf(json, "  ],\n");
 }
+
+#if defined(__SSE2__)
+/* Contiguous copies of growing size on one thread: memcpy against the
+ * non-temporal copy (median per-rep ratio of their times) and dlb_copy
+ * against memcpy, to place DLB__STREAM_MIN (src/copy/copy_internal.h). */
+static void stream_sweep(FILE *json, float *a, float *b) {
+  static const int64_t mib[] = {1, 2, 4, 6, 8, 10, 12, 16, 24, 32, 64};
+  printf("\nstream sweep, one thread (median per-rep ratios of times: "
+         ">1 means the first is slower)\n");
+  printf("%6s %14s %14s\n", "MiB", "memcpy/stream", "dlb/memcpy");
+  fprintf(json, "  \"stream_sweep\": [\n");
+  const size_t n = sizeof mib / sizeof mib[0];
+  dlb_copy_set_threads(1);
+  for (size_t k = 0; k < n; k++) {
+    const size_t bytes = (size_t)mib[k] << 20;
+    int64_t flat[1] = {(int64_t)(bytes / 4)};
+    DLTensor cs = view(a, 1, flat, NULL), cd = view(b, 1, flat, NULL);
+    job j = {&cs, &cd, b, a, bytes};
+    double ms[MAX_REPS], dm[MAX_REPS];
+    /* Each method runs twice and the second is timed: a non-temporal copy
+     * leaves dst out of the cache, which would slow whatever runs next. */
+    for (int r = 0; r < reps; r++) {
+      run_memcpy(&j);
+      double tm = time_once(run_memcpy, &j);
+      limit_stream(b, a, bytes);
+      double t0 = now();
+      limit_stream(b, a, bytes);
+      double ts = now() - t0;
+      run_copy(&j);
+      double td = time_once(run_copy, &j);
+      ms[r] = tm / ts;
+      dm[r] = td / tm;
+    }
+    sort_samples(ms, reps);
+    sort_samples(dm, reps);
+    printf("%6lld %8.2f (%.2f-%.2f) %8.2f (%.2f-%.2f)\n", (long long)mib[k],
+           ms[reps / 2], ms[0], ms[reps - 1], dm[reps / 2], dm[0],
+           dm[reps - 1]);
+    fprintf(json,
+            "    {\"mib\": %lld, \"memcpy_over_stream\": %.3f, "
+            "\"dlb_over_memcpy\": %.3f}%s\n",
+            (long long)mib[k], ms[reps / 2], dm[reps / 2],
+            k + 1 < n ? "," : "");
+  }
+  fprintf(json, "  ],\n");
+}
+#endif
 
 int main(int argc, char **argv) {
   const char *json_path = "bench_copy.json";
@@ -322,8 +400,9 @@ int main(int argc, char **argv) {
          "limit range");
   printf("(GB/s: bytes read + written over the median; x memcpy: median of\n"
          " per-rep ratios to the one-thread memcpy of the same rep; x limit:\n"
-         " median (min-max) of per-rep ratios to the fastest reference copy\n"
-         " of the same rep on as many threads)\n");
+         " median (min-max) of per-rep ratios to the limit (the reference\n"
+         " copy with the best median, on up to as many threads) in the same\n"
+         " rep)\n");
   fprintf(json, "{\n  \"reps\": %d,\n  \"threads_all\": %d,\n", reps, all);
   fprintf(json, "  \"cases\": [\n");
   for (int i = 0; i < nrows; i++) {
@@ -350,6 +429,9 @@ int main(int argc, char **argv) {
   }
   fprintf(json, "  ],\n");
   sweep(json, all, a, b);
+#if defined(__SSE2__)
+  stream_sweep(json, a, b);
+#endif
   fprintf(json, "  \"memcpy_bytes\": %zu\n}\n", bytes);
   fclose(json);
   printf("\nwrote %s\n", json_path);

@@ -173,10 +173,11 @@ def summary(steps, started):
                 name = c["name"]
                 row[c["threads"]] = c
         lim = [c for c in cp.result["cases"]
-               if c.get("reference") and c["name"] == "limit (best)"]
+               if c.get("reference") and c["name"].startswith("limit =")]
         if lim:
             p("  %-24s %s" % ("limit (64 MiB)", "  ".join(
-                "%d thread(s) %.2f GB/s" % (c["threads"], c["gbps"])
+                "%d thread(s) %.2f GB/s (%s)" % (c["threads"], c["gbps"],
+                                                 c["name"][8:])
                 for c in lim[:2])))
 
     peers = steps_by(steps, "peers")

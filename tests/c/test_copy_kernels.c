@@ -1,0 +1,145 @@
+/*
+ * test_copy_kernels.c -- the copy engine's kernels at their edges: the
+ * non-temporal block copy (every head and tail alignment, the size
+ * threshold that selects it) and the portable paths behind the test hook.
+ */
+#include "copy/copy_internal.h"
+#include "test.h"
+
+static void fill(unsigned char *p, size_t n, unsigned seed) {
+  for (size_t i = 0; i < n; i++)
+    p[i] = (unsigned char)((i + seed) * 2654435761u >> 11);
+}
+
+/* Every length up to 4 lines plus one, from and to every offset in a line:
+ * the bytes copied match and the bytes around dst stay as they were. */
+DLB_TEST(stream_copy_every_alignment_and_length) {
+  enum { PAD = 64, MAXN = 4 * 64 + 65 };
+  static unsigned char src[PAD + MAXN + PAD], dst[PAD + MAXN + PAD + 64],
+      want[sizeof dst];
+  fill(src, sizeof src, 1);
+  for (size_t so = 0; so < 64; so += 7)
+    for (size_t d0 = 0; d0 < 64; d0++)
+      for (size_t n = 0; n <= MAXN; n += n < 130 ? 1 : 37) {
+        fill(dst, sizeof dst, 3);
+        memcpy(want, dst, sizeof dst);
+        memcpy(want + PAD + d0, src + PAD + so, n);
+        dlb__stream_copy((char *)dst + PAD + d0,
+                         (const char *)src + PAD + so, n);
+        if (memcmp(dst, want, sizeof dst) != 0)
+          dlb_test_failed(__FILE__, __LINE__,
+                          "src offset %zu dst offset %zu length %zu", so, d0,
+                          n);
+      }
+}
+
+/* The plan picks the non-temporal kernel from DLB__STREAM_MIN bytes on,
+ * for rows of at least DLB__STREAM_ROW_MIN, and memcpy below. */
+DLB_TEST(copy_plan_streams_from_the_threshold_on) {
+  dlb__copy_plan p;
+  static char a[1], b[1];
+  const dlb__row_fn stream = dlb__row_kernel(4, 4, 4, 1);
+  const dlb__row_fn plain = dlb__row_kernel(4, 4, 4, 0);
+  CHECK(stream != plain);
+  int64_t at[1] = {DLB__STREAM_MIN / 4}, below[1] = {DLB__STREAM_MIN / 4 - 1};
+  dlb__copy_plan_build(&p, b, NULL, a, NULL, 1, at, 4);
+  CHECK(p.row == stream);
+  dlb__copy_plan_build(&p, b, NULL, a, NULL, 1, below, 4);
+  CHECK(p.row == plain);
+  /* Rows: 2-D, dst rows padded so dims do not merge. */
+  const int64_t row = DLB__STREAM_ROW_MIN / 4;
+  int64_t shape[2] = {DLB__STREAM_MIN / DLB__STREAM_ROW_MIN, row};
+  int64_t dstr[2] = {row + 16, 1};
+  dlb__copy_plan_build(&p, b, dstr, a, NULL, 2, shape, 4);
+  CHECK(p.row == stream);
+  int64_t short_rows[2] = {DLB__STREAM_MIN / DLB__STREAM_ROW_MIN * 2,
+                           row / 2};
+  dlb__copy_plan_build(&p, b, dstr, a, NULL, 2, short_rows, 4);
+  CHECK(p.row == plain);
+  /* The test hook turns it off. */
+  dlb__copy_force_portable(1);
+  dlb__copy_plan_build(&p, b, NULL, a, NULL, 1, at, 4);
+  CHECK(p.row == plain);
+  dlb__copy_force_portable(0);
+}
+
+static DLTensor flat_u8(void *data, int64_t *shape, uint64_t offset) {
+  DLTensor t;
+  memset(&t, 0, sizeof t);
+  t.data = data;
+  t.device.device_type = kDLCPU;
+  t.ndim = 1;
+  t.dtype.code = kDLUInt;
+  t.dtype.bits = 8;
+  t.dtype.lanes = 1;
+  t.shape = shape;
+  t.byte_offset = offset;
+  return t;
+}
+
+/* dlb_copy just below, at and above the threshold, from and to odd
+ * offsets, on one thread and on several: every byte lands, none around. */
+DLB_TEST(copy_contiguous_around_the_stream_threshold) {
+  const size_t cap = (size_t)DLB__STREAM_MIN + 4096;
+  unsigned char *src = malloc(cap), *dst = malloc(cap);
+  CHECK(src != NULL && dst != NULL);
+  fill(src, cap, 5);
+  const int64_t sizes[] = {DLB__STREAM_MIN - 1, DLB__STREAM_MIN,
+                           DLB__STREAM_MIN + 61};
+  const uint64_t offs[][2] = {{0, 0}, {3, 17}, {63, 1}};
+  for (int threads = 1; threads <= 3; threads += 2) {
+    dlb_copy_set_threads(threads);
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++)
+      for (size_t o = 0; o < sizeof offs / sizeof offs[0]; o++) {
+        memset(dst, 0xa5, cap);
+        int64_t shape[1] = {sizes[k]};
+        DLTensor s = flat_u8(src, shape, offs[o][0]);
+        DLTensor d = flat_u8(dst, shape, offs[o][1]);
+        CHECK_OK(dlb_copy(&s, &d));
+        const size_t n = (size_t)sizes[k], d0 = (size_t)offs[o][1];
+        if (memcmp(dst + d0, src + offs[o][0], n) != 0)
+          dlb_test_failed(__FILE__, __LINE__, "size %zu offsets %d: bytes",
+                          n, (int)o);
+        for (size_t i = 0; i < d0; i++) CHECK_EQ_INT(dst[i], 0xa5);
+        for (size_t i = d0 + n; i < cap; i++) CHECK_EQ_INT(dst[i], 0xa5);
+      }
+  }
+  free(src);
+  free(dst);
+}
+
+/* Rows of a large padded 2-D copy stream one by one; the padding between
+ * them stays. */
+DLB_TEST(copy_streamed_rows_keep_the_gaps) {
+  const int64_t cols = 1000, rows = DLB__STREAM_MIN / cols / 4 + 3;
+  const int64_t pitch = cols + 9; /* elements */
+  uint32_t *src = malloc((size_t)(rows * cols) * 4);
+  uint32_t *dst = malloc((size_t)(rows * pitch) * 4);
+  CHECK(src != NULL && dst != NULL);
+  for (int64_t i = 0; i < rows * cols; i++) src[i] = (uint32_t)(i * 7 + 1);
+  for (int64_t i = 0; i < rows * pitch; i++) dst[i] = 0xdeadbeefu;
+  int64_t shape[2] = {rows, cols}, dstr[2] = {pitch, 1};
+  DLTensor s, d;
+  memset(&s, 0, sizeof s);
+  s.data = src;
+  s.device.device_type = kDLCPU;
+  s.ndim = 2;
+  s.dtype.code = kDLUInt;
+  s.dtype.bits = 32;
+  s.dtype.lanes = 1;
+  s.shape = shape;
+  d = s;
+  d.data = dst;
+  d.strides = dstr;
+  dlb_copy_set_threads(1);
+  CHECK_OK(dlb_copy(&s, &d));
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t c = 0; c < pitch; c++) {
+      uint32_t want = c < cols ? src[r * cols + c] : 0xdeadbeefu;
+      if (dst[r * pitch + c] != want)
+        dlb_test_failed(__FILE__, __LINE__, "dst[%lld][%lld]", (long long)r,
+                        (long long)c);
+    }
+  free(src);
+  free(dst);
+}
