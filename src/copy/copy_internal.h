@@ -67,9 +67,12 @@ void dlb__stream_copy(char *dst, const char *src, size_t n);
 void dlb__copy_force_portable(int on);
 int dlb__copy_portable(void);
 
-/* The cache-blocked tile kernel for `unit`; the fast paths expect
- * dst_a == unit and src_b == unit (rows in, columns out). */
-dlb__tile_fn dlb__tile_kernel(size_t unit, int64_t dst_a, int64_t src_b);
+/* The tile kernel for `unit`; the fast paths expect dst_a == unit and
+ * src_b == unit (rows in, columns out), and with `stream` write dst with
+ * non-temporal stores where its rows are line-aligned (see
+ * DLB__STREAM_MIN). */
+dlb__tile_fn dlb__tile_kernel(size_t unit, int64_t dst_a, int64_t src_b,
+                              int stream);
 
 /* The edge in bytes of a tile kernel's blocks, along both sides: a cache
  * line. Threads split tiles at multiples of it. */

@@ -143,3 +143,62 @@ DLB_TEST(copy_streamed_rows_keep_the_gaps) {
   free(src);
   free(dst);
 }
+
+/* One plane through a tile kernel against element-by-element reference:
+ * nb x na units, src rows (along a) src_a bytes apart, dst rows (along b)
+ * dst_b bytes apart, dst at offset doff from a line; bytes between rows
+ * and around the plane stay. */
+static void check_plane(size_t unit, int64_t nb, int64_t na, int64_t pad_s,
+                        int64_t pad_d, int64_t doff, int stream) {
+  const int64_t u = (int64_t)unit;
+  const int64_t src_a = nb * u + pad_s, dst_b = na * u + pad_d;
+  const size_t sbytes = (size_t)(na * src_a + 64);
+  const size_t dbytes = (size_t)(nb * dst_b + 128);
+  unsigned char *sbuf = NULL, *dbuf = NULL, *want = malloc(dbytes);
+  CHECK(posix_memalign((void **)&sbuf, 64, sbytes) == 0);
+  CHECK(posix_memalign((void **)&dbuf, 64, dbytes) == 0);
+  CHECK(want != NULL);
+  fill(sbuf, sbytes, (unsigned)(nb * 31 + na));
+  fill(dbuf, dbytes, 9);
+  memcpy(want, dbuf, dbytes);
+  const unsigned char *src = sbuf + 16;
+  unsigned char *dst = dbuf + doff;
+  for (int64_t b = 0; b < nb; b++)
+    for (int64_t a = 0; a < na; a++)
+      memcpy(want + doff + b * dst_b + a * u, src + a * src_a + b * u, unit);
+  dlb__tile_fn fn = dlb__tile_kernel(unit, u, u, stream);
+  /* The next plane is this one again: only prefetched, never read. */
+  fn((char *)dst, dst_b, u, (const char *)src, u, src_a, nb, na,
+     (const char *)dst, (const char *)src);
+  if (memcmp(dbuf, want, dbytes) != 0)
+    dlb_test_failed(__FILE__, __LINE__,
+                    "unit %zu plane %lld x %lld pads %lld/%lld dst offset "
+                    "%lld stream %d",
+                    unit, (long long)nb, (long long)na, (long long)pad_s,
+                    (long long)pad_d, (long long)doff, stream);
+  free(sbuf);
+  free(dbuf);
+  free(want);
+}
+
+/* Planes that fill whole strips, partial strips, ragged rows and columns,
+ * for every unit, aligned (non-temporal stores) and not. */
+DLB_TEST(tile_kernels_every_unit_shape_and_alignment) {
+  const size_t units[] = {1, 2, 4, 8, 16};
+  for (size_t k = 0; k < 5; k++) {
+    const int64_t line = 64 / (int64_t)units[k];
+    const int64_t sizes[] = {1, line - 1, line, line + 3, 2 * line,
+                             3 * line + 5, 4 * line};
+    for (size_t i = 0; i < 7; i++)
+      for (size_t j = 0; j < 7; j += (i % 2) + 1)
+        for (int stream = 0; stream < 2; stream++) {
+          const int64_t nb = sizes[i] > 0 ? sizes[i] : 1;
+          const int64_t na = sizes[j] > 0 ? sizes[j] : 1;
+          check_plane(units[k], nb, na, 0, 0, 0, stream);
+          check_plane(units[k], nb, na, 64 - (int64_t)units[k],
+                      64 - (na * (int64_t)units[k]) % 64, 0, stream);
+          check_plane(units[k], nb, na, 7 * (int64_t)units[k],
+                      (int64_t)units[k], 3, stream);
+        }
+  }
+}
