@@ -149,6 +149,84 @@ static void contiguous_stream(char *dst, int64_t dst_step, const char *src,
   dlb__stream_copy(dst, src, (size_t)(n * dst_step));
 }
 
+#if defined(__SSE2__)
+/* Gathers with a src step of two units (a slice [::2]) read whole
+ * 16-byte vectors and pick the units out with shuffles: 16 bytes of dst
+ * per round from two loads instead of 16 / unit single-unit loads. On the
+ * development VM a 4096^2 float32 [::2, ::2] slice ran 1.1-1.4x faster
+ * than the unrolled scalar gather; steps of 3 and 4 units (shuffles
+ * written the same way) gained nothing: those slices are bound by reading
+ * every line of every src row they visit. A round reads src units
+ * [2i, 2i + 2 per), of which the last needed is 2 (i + per - 1): rounds
+ * stop one short of the end so no load passes the row's last unit, and
+ * the rest go one by one. */
+static DLB__FORCE_INLINE __m128i ld(const char *p) {
+  return _mm_loadu_si128((const __m128i *)(const void *)p);
+}
+
+static DLB__FORCE_INLINE __m128i pick(const char *src, size_t unit) {
+  if (unit == 1) { /* the low byte of each 16-bit pair */
+    const __m128i lo = _mm_set1_epi16(0xff);
+    return _mm_packus_epi16(_mm_and_si128(ld(src), lo),
+                            _mm_and_si128(ld(src + 16), lo));
+  }
+  if (unit == 2) { /* sign-extended, so packing is exact */
+    __m128i a = _mm_srai_epi32(_mm_slli_epi32(ld(src), 16), 16);
+    __m128i b = _mm_srai_epi32(_mm_slli_epi32(ld(src + 16), 16), 16);
+    return _mm_packs_epi32(a, b);
+  }
+  if (unit == 8)
+    return _mm_unpacklo_epi64(ld(src), ld(src + 16));
+  /* unit 4 */
+  return _mm_castps_si128(_mm_shuffle_ps(_mm_castsi128_ps(ld(src)),
+                                         _mm_castsi128_ps(ld(src + 16)),
+                                         _MM_SHUFFLE(2, 0, 2, 0)));
+}
+
+static DLB__FORCE_INLINE void gather_by_2(char *dst, const char *src,
+                                          int64_t n, size_t unit) {
+  const int64_t per = 16 / (int64_t)unit;
+  int64_t i = 0;
+  for (; i + per + 1 <= n; i += per) {
+    _mm_storeu_si128((__m128i *)(void *)dst, pick(src, unit));
+    src += 32;
+    dst += 16;
+  }
+  for (; i < n; i++) {
+    memcpy(dst, src, unit);
+    src += 2 * unit;
+    dst += unit;
+  }
+}
+
+#define DLB__GATHER_FN(UNIT)                                               \
+  static void gather_##UNIT##_by_2(char *d, int64_t ds, const char *s,     \
+                                   int64_t ss, int64_t n) {                \
+    (void)ds; (void)ss; gather_by_2(d, s, n, UNIT); }
+DLB__GATHER_FN(1)
+DLB__GATHER_FN(2)
+DLB__GATHER_FN(4)
+DLB__GATHER_FN(8)
+#undef DLB__GATHER_FN
+
+/* The shuffling gather for this unit and src step, or NULL. */
+static dlb__row_fn gather_shuffled(size_t unit, int64_t src_step) {
+  if (src_step != 2 * (int64_t)unit) return NULL;
+  switch (unit) {
+    case 1:
+      return gather_1_by_2;
+    case 2:
+      return gather_2_by_2;
+    case 4:
+      return gather_4_by_2;
+    case 8:
+      return gather_8_by_2;
+    default:
+      return NULL;
+  }
+}
+#endif
+
 typedef struct {
   dlb__row_fn gather, scatter, strided;
 } dlb__row_set;
@@ -180,6 +258,12 @@ dlb__row_fn dlb__row_kernel(size_t unit, int64_t dst_step, int64_t src_step,
   const dlb__row_set *set = &dlb__rows[unit_index(unit)];
   if (dst_step == u && src_step == u)
     return stream && !dlb__copy_portable() ? contiguous_stream : contiguous;
+#if defined(__SSE2__)
+  if (dst_step == u && !dlb__copy_portable()) {
+    dlb__row_fn fn = gather_shuffled(unit, src_step);
+    if (fn != NULL) return fn;
+  }
+#endif
   if (dst_step == u) return set->gather;
   if (src_step == u) return set->scatter;
   return set->strided;

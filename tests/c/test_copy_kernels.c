@@ -202,3 +202,42 @@ DLB_TEST(tile_kernels_every_unit_shape_and_alignment) {
         }
   }
 }
+
+/* Gathers of every unit with src steps of 1 to 5 units and both signs,
+ * rows of 0 to 70 units, from odd offsets: src is allocated to the byte
+ * it needs (AddressSanitizer sees any read past it) and dst's
+ * neighbours stay. */
+DLB_TEST(gather_kernels_every_step_and_length) {
+  const size_t units[] = {1, 2, 4, 8, 16};
+  for (size_t ui = 0; ui < 5; ui++) {
+    const int64_t u = (int64_t)units[ui];
+    for (int64_t k = -5; k <= 5; k++) {
+      for (int stream = 0; stream < 2 && k != 0; stream++) {
+      /* stream only changes contiguous rows; gathers ignore it. */
+      const dlb__row_fn fn = dlb__row_kernel(units[ui], u, k * u, stream);
+      for (int64_t n = 0; n <= 70; n++) {
+        const int64_t span = n == 0 ? 0 : ((n - 1) * (k < 0 ? -k : k) + 1) * u;
+        unsigned char *src = malloc((size_t)span + 3);
+        unsigned char *dst = malloc((size_t)(n * u) + 8);
+        unsigned char *want = malloc((size_t)(n * u) + 8);
+        CHECK(src != NULL && dst != NULL && want != NULL);
+        fill(src, (size_t)span + 3, (unsigned)(n + k));
+        fill(dst, (size_t)(n * u) + 8, 77);
+        memcpy(want, dst, (size_t)(n * u) + 8);
+        /* The first unit read: the last of the span for a negative step. */
+        const unsigned char *first =
+            src + 3 + (k < 0 ? span - u : 0);
+        for (int64_t i = 0; i < n; i++)
+          memcpy(want + 5 + i * u, first + i * k * u, (size_t)u);
+        if (n > 0) fn((char *)dst + 5, u, (const char *)first, k * u, n);
+        if (memcmp(dst, want, (size_t)(n * u) + 8) != 0)
+          dlb_test_failed(__FILE__, __LINE__, "unit %lld step %lld n %lld",
+                          (long long)u, (long long)k, (long long)n);
+        free(src);
+        free(dst);
+        free(want);
+      }
+      }
+    }
+  }
+}
