@@ -20,6 +20,9 @@ static void *dlb__default_alloc(void *ctx, size_t size, size_t alignment) {
   void *p = NULL;
   int huge = size >= DLB__HUGE_THRESHOLD;
   if (huge && alignment < DLB__HUGE_PAGE) alignment = DLB__HUGE_PAGE;
+  /* malloc already aligns to max_align_t, at half posix_memalign's cost
+   * (a tensor's block is the common case: bench/bench_import.c). */
+  if (!huge && alignment <= _Alignof(max_align_t)) return malloc(size);
   if (alignment < sizeof(void *)) alignment = sizeof(void *);
   if (posix_memalign(&p, alignment, size) != 0) return NULL;
 #ifdef MADV_HUGEPAGE

@@ -14,13 +14,15 @@
 
 /* ---- owners ------------------------------------------------------------ */
 
-static dlb__owner *dlb__owner_new(dlb__owner_kind kind) {
-  dlb__owner *o = dlb__malloc(sizeof *o);
-  if (o == NULL) return NULL;
+/* Makes t's embedded owner its owner, with one reference; the caller
+ * fills in the union. */
+static void dlb__owner_init(dlb__tensor *t, dlb__owner_kind kind) {
+  dlb__owner *o = &t->own;
   atomic_init(&o->refs, 1);
   o->kind = kind;
+  o->home = t;
   memset(&o->u, 0, sizeof o->u);
-  return o;
+  t->owner = o;
 }
 
 static void dlb__owner_retain(dlb__owner *o) {
@@ -53,7 +55,7 @@ static void dlb__owner_drop(dlb__owner *o) {
       if (o->u.callback.fn != NULL) o->u.callback.fn(o->u.callback.ctx);
       break;
   }
-  dlb__free(o);
+  dlb__free(o->home);
 }
 
 /* ---- tensor blocks ----------------------------------------------------- */
@@ -63,7 +65,8 @@ static void dlb__owner_drop(dlb__owner *o) {
 static void dlb__tensor_deleter(DLManagedTensorVersioned *self) {
   dlb__tensor *t = self->manager_ctx;
   dlb__owner *o = t->owner;
-  dlb__free(t);
+  /* The block holding the owner goes with the owner's last reference. */
+  if (o->home != t) dlb__free(t);
   dlb__owner_drop(o);
 }
 
@@ -167,16 +170,13 @@ static dlb_status dlb__tensor_import(const DLTensor *desc, uint64_t flags,
   dlb__set_dims(dl, desc->shape, desc->strides);
   dl->data = desc->data;
   dl->device = desc->device;
-  /* Cannot fail: validation accepted the device. */
-  (void)dlb_device_normalize(&dl->device);
+  /* Cannot fail: validation accepted the device; cpu:0 is normal. */
+  if (dl->device.device_type != kDLCPU || dl->device.device_id != 0)
+    (void)dlb_device_normalize(&dl->device);
   dl->dtype = desc->dtype;
   dl->byte_offset = desc->byte_offset;
   t->managed.flags = flags;
-  t->owner = dlb__owner_new(kind);
-  if (t->owner == NULL) {
-    dlb__free(t);
-    return DLB_E_NOMEM;
-  }
+  dlb__owner_init(t, kind);
   *out = t;
   return DLB_OK;
 }
@@ -222,11 +222,7 @@ dlb_status dlb_tensor_alloc(DLDevice device, DLDataType dtype, int32_t ndim,
   dlb__tensor *t = dlb__tensor_new(ndim);
   if (t == NULL) return DLB_E_NOMEM;
   int cpu = device.device_type == kDLCPU;
-  t->owner = dlb__owner_new(cpu ? DLB__OWNER_CPU_DATA : DLB__OWNER_DEVICE);
-  if (t->owner == NULL) {
-    dlb__free(t);
-    return DLB_E_NOMEM;
-  }
+  dlb__owner_init(t, cpu ? DLB__OWNER_CPU_DATA : DLB__OWNER_DEVICE);
   void *data = NULL;
   if (cpu) {
     /* At least one byte, so data is never NULL even when empty. */
@@ -239,7 +235,6 @@ dlb_status dlb_tensor_alloc(DLDevice device, DLDataType dtype, int32_t ndim,
     t->owner->u.device.ptr = data;
   }
   if (st != DLB_OK) {
-    dlb__free(t->owner);
     dlb__free(t);
     return st;
   }
@@ -268,12 +263,9 @@ dlb_status dlb_tensor_wrap(const DLTensor *desc, uint64_t flags,
   return DLB_OK;
 }
 
-dlb_status dlb_tensor_adopt(DLManagedTensorVersioned *foreign,
-                            DLManagedTensorVersioned **out) {
-  if (out == NULL) return dlb__fail(DLB_E_INVAL, "out is NULL");
-  if (foreign == NULL) return dlb__fail(DLB_E_INVAL, "foreign is NULL");
-  dlb_status st = dlb_managed_validate(foreign);
-  if (st != DLB_OK) return st;
+/* dlb_tensor_adopt after validation. */
+static dlb_status adopt_valid(DLManagedTensorVersioned *foreign,
+                              DLManagedTensorVersioned **out) {
   if (dlb__tensor_of(foreign) != NULL) {
     /* Already ours, at the current version: wrapping it again would only
      * lengthen the chain of deleters. */
@@ -281,12 +273,28 @@ dlb_status dlb_tensor_adopt(DLManagedTensorVersioned *foreign,
     return DLB_OK;
   }
   dlb__tensor *t = NULL;
-  st = dlb__tensor_import(&foreign->dl_tensor, foreign->flags,
-                          DLB__OWNER_VERSIONED, &t);
+  dlb_status st = dlb__tensor_import(&foreign->dl_tensor, foreign->flags,
+                                     DLB__OWNER_VERSIONED, &t);
   if (st != DLB_OK) return st;
   t->owner->u.versioned = foreign;
   *out = &t->managed;
   return DLB_OK;
+}
+
+dlb_status dlb_tensor_adopt(DLManagedTensorVersioned *foreign,
+                            DLManagedTensorVersioned **out) {
+  if (out == NULL) return dlb__fail(DLB_E_INVAL, "out is NULL");
+  if (foreign == NULL) return dlb__fail(DLB_E_INVAL, "foreign is NULL");
+  dlb_status st = dlb_managed_validate(foreign);
+  if (st != DLB_OK) return st;
+  return adopt_valid(foreign, out);
+}
+
+dlb_status dlb_tensor_adopt_validated(DLManagedTensorVersioned *foreign,
+                                      DLManagedTensorVersioned **out) {
+  if (out == NULL) return dlb__fail(DLB_E_INVAL, "out is NULL");
+  if (foreign == NULL) return dlb__fail(DLB_E_INVAL, "foreign is NULL");
+  return adopt_valid(foreign, out);
 }
 
 /* A legacy tensor made by dlb_tensor_to_legacy(): one block with its shape

@@ -359,6 +359,42 @@ DLB_TEST(tensor_adopt_of_ours_is_the_same_tensor) {
   dlb_tensor_release(a);
 }
 
+/* What a consumer that validated first gets: the same tensor as from
+ * dlb_tensor_adopt, one allocation, the deleter called once; NULLs refused;
+ * one of ours given back as it is. */
+DLB_TEST(tensor_adopt_validated_matches_adopt) {
+  int count = 0;
+  foreign *f = foreign_new(&count);
+  f->m.flags = DLPACK_FLAG_BITMASK_READ_ONLY;
+  f->m.dl_tensor.device.device_type = kDLCUDAHost;
+  f->m.dl_tensor.device.device_id = 2;
+  CHECK_OK(dlb_managed_validate(&f->m));
+  DLManagedTensorVersioned *t = UNTOUCHED;
+  CHECK_STATUS(dlb_tensor_adopt_validated(NULL, &t), DLB_E_INVAL);
+  CHECK_ERROR_MENTIONS("foreign");
+  CHECK_STATUS(dlb_tensor_adopt_validated(&f->m, NULL), DLB_E_INVAL);
+  CHECK_ERROR_MENTIONS("out");
+  CHECK(t == UNTOUCHED);
+  dlb_test_failalloc_install(0);
+  CHECK_OK(dlb_tensor_adopt_validated(&f->m, &t));
+  CHECK_EQ_INT(dlb_test_failalloc_calls(), 1);
+  CHECK(t != &f->m && dlb_tensor_is_ours(t));
+  CHECK_EQ_INT(t->flags, DLPACK_FLAG_BITMASK_READ_ONLY);
+  CHECK(t->dl_tensor.data == f->data);
+  check_shape2(&t->dl_tensor, 2, 3, 3, 1);
+  CHECK_EQ_INT(t->dl_tensor.device.device_type, kDLCUDAHost);
+  CHECK_EQ_INT(t->dl_tensor.device.device_id, 0);
+  DLManagedTensorVersioned *again = NULL;
+  CHECK_OK(dlb_tensor_adopt_validated(t, &again));
+  CHECK(again == t);
+  CHECK_EQ_INT(dlb_test_failalloc_calls(), 1);
+  CHECK_EQ_INT(count, 0);
+  dlb_tensor_release(t);
+  CHECK_EQ_INT(count, 1);
+  CHECK_EQ_INT(dlb_test_failalloc_live(), 0);
+  dlb_test_failalloc_remove();
+}
+
 /* ---- legacy ------------------------------------------------------------ */
 
 DLB_TEST(tensor_from_legacy_calls_deleter_once) {
