@@ -60,6 +60,11 @@ dlb_status dlb_set_allocator(const dlb_allocator *allocator) {
   return DLB_OK;
 }
 
+int dlb__allocator_is_default(void) {
+  return dlb__allocator.alloc == dlb__default_alloc &&
+         dlb__allocator.free == dlb__default_free;
+}
+
 void dlb_get_allocator(dlb_allocator *out) {
   if (out != NULL) *out = dlb__allocator;
 }

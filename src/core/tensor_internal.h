@@ -57,6 +57,7 @@ typedef struct dlb__tensor {
   /* The owner of a tensor made for new data lives in its block, so making
    * one costs one allocation; shares and views point at their base's. */
   dlb__owner own;
+  int32_t dims_room; /* dims has room for this many dimensions, twice */
   int64_t dims[];
 } dlb__tensor;
 

@@ -395,6 +395,51 @@ DLB_TEST(tensor_adopt_validated_matches_adopt) {
   dlb_test_failalloc_remove();
 }
 
+/* A released tensor's block serves this thread's next tensor (of up to 8
+ * dimensions) under the default allocator; an installed allocator sees
+ * every block come back. */
+DLB_TEST(tensor_block_is_reused_by_the_next_tensor_on_the_thread) {
+  int count = 0;
+  DLManagedTensorVersioned *a = NULL, *b = NULL;
+  foreign *f = foreign_new(&count);
+  CHECK_OK(dlb_tensor_adopt(&f->m, &a));
+  dlb_tensor_release(a);
+  f = foreign_new(&count);
+  CHECK_OK(dlb_tensor_adopt(&f->m, &b));
+  CHECK(b == a);
+  dlb_tensor_release(b);
+  CHECK_EQ_INT(count, 2);
+  dlb_test_failalloc_install(0);
+  f = foreign_new(&count);
+  CHECK_OK(dlb_tensor_adopt(&f->m, &a));
+  CHECK_EQ_INT(dlb_test_failalloc_calls(), 1);
+  dlb_tensor_release(a);
+  CHECK_EQ_INT(dlb_test_failalloc_live(), 0);
+  dlb_test_failalloc_remove();
+  CHECK_EQ_INT(count, 3);
+}
+
+static void *import_and_exit(void *arg) {
+  int *count = arg;
+  DLManagedTensorVersioned *t = NULL;
+  foreign *f = foreign_new(count);
+  CHECK_OK(dlb_tensor_adopt(&f->m, &t));
+  dlb_tensor_release(t);
+  return NULL;
+}
+
+/* A thread's spare block is freed when the thread exits (the leak check
+ * of the sanitizer build sees it otherwise). */
+DLB_TEST(tensor_spare_block_freed_at_thread_exit) {
+  int count = 0;
+  for (int i = 0; i < 4; i++) {
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, import_and_exit, &count) == 0);
+    CHECK(pthread_join(th, NULL) == 0);
+  }
+  CHECK_EQ_INT(count, 4);
+}
+
 /* ---- legacy ------------------------------------------------------------ */
 
 DLB_TEST(tensor_from_legacy_calls_deleter_once) {
