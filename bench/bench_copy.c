@@ -294,6 +294,54 @@ static void sweep(FILE *json, int all, float *a, float *b) {
   fprintf(json, "  ],\n");
 }
 
+/* Transposes of 64 MiB of every element size (1, 2, 4, 8, 16 bytes) on
+ * one thread, each against the one-thread limit (the reference with the
+ * best median) in the same reps: the kernels should move bytes at the
+ * same rate whatever the element size. */
+static void size_sweep(FILE *json, float *a, float *b, size_t bytes) {
+  static const int sizes[] = {1, 2, 4, 8, 16};
+  printf("\ntranspose of 64 MiB by element size, one thread (median ms, "
+         "GB/s read + written, x limit median (min-max))\n");
+  fprintf(json, "  \"size_sweep\": [\n");
+  dlb_copy_set_threads(1);
+  job ref = {NULL, NULL, b, a, bytes};
+  for (size_t k = 0; k < 5; k++) {
+    const int es = sizes[k];
+    /* rows x cols elements, as square as powers of two allow. */
+    int64_t elems = (int64_t)(bytes / (size_t)es), height = 1;
+    while (height * height * 4 <= elems) height *= 2;
+    int64_t cols = elems / height;
+    int64_t shape[2] = {cols, height}, str[2] = {1, cols};
+    DLTensor ts = view(a, 2, shape, str), td = view(b, 2, shape, NULL);
+    ts.dtype.code = td.dtype.code = es == 16 ? kDLComplex : kDLUInt;
+    ts.dtype.bits = td.dtype.bits = (uint8_t)(es == 16 ? 128 : 8 * es);
+    job j = {&ts, &td, NULL, NULL, 0};
+    static limits l;
+    double t[MAX_REPS], r[MAX_REPS], lt[MAX_REPS];
+    run_copy(&j);
+    for (int i = 0; i < reps; i++) {
+      time_limits(&l, i, &ref, 1);
+      t[i] = time_once(run_copy, &j);
+    }
+    size_t m = 0;
+    int kk = 0;
+    memcpy(lt, best_limit(&l, 0, &m, &kk), sizeof(double) * (size_t)reps);
+    for (int i = 0; i < reps; i++) r[i] = lt[i] / t[i];
+    sort_samples(t, reps);
+    sort_samples(r, reps);
+    printf("%3d bytes %6lld x %-6lld %8.3f %8.2f %6.2f (%.2f-%.2f)\n", es,
+           (long long)cols, (long long)height, t[reps / 2] * 1e3,
+           2.0 * (double)bytes / t[reps / 2] * 1e-9, r[reps / 2], r[0],
+           r[reps - 1]);
+    fprintf(json,
+            "    {\"itemsize\": %d, \"median_s\": %.6f, \"gbps\": %.3f, "
+            "\"vs_limit\": %.3f}%s\n",
+            es, t[reps / 2], 2.0 * (double)bytes / t[reps / 2] * 1e-9,
+            r[reps / 2], k + 1 < 5 ? "," : "");
+  }
+  fprintf(json, "  ],\n");
+}
+
 #if defined(__SSE2__)
 /* Contiguous copies of growing size on one thread: memcpy against the
  * non-temporal copy (median per-rep ratio of their times) and dlb_copy
@@ -429,6 +477,7 @@ int main(int argc, char **argv) {
   }
   fprintf(json, "  ],\n");
   sweep(json, all, a, b);
+  size_sweep(json, a, b, bytes);
 #if defined(__SSE2__)
   stream_sweep(json, a, b);
 #endif
