@@ -365,12 +365,12 @@ static void stream_sweep(FILE *json, float *a, float *b) {
     for (int r = 0; r < reps; r++) {
       run_memcpy(&j);
       double tm = time_once(run_memcpy, &j);
+      run_copy(&j);
+      double td = time_once(run_copy, &j);
       limit_stream(b, a, bytes);
       double t0 = now();
       limit_stream(b, a, bytes);
       double ts = now() - t0;
-      run_copy(&j);
-      double td = time_once(run_copy, &j);
       ms[r] = tm / ts;
       dm[r] = td / tm;
     }

@@ -2,29 +2,31 @@
  * transpose.c -- the tile kernels: copies where dst writes in order along
  * one dimension (a) and src reads in order along another (b).
  *
- * A plain loop either reads or writes a new cache line per element. The
- * plane is cut twice. Outer tiles have rows of DLB__TILE_BYTES on both
- * sides, so memory sees runs of 16 lines rather than one line per row (a
- * row per DRAM page and prefetch stream). Inside them, blocks have one cache
- * line per row on both sides, so a block's lines stay in L1 while it is
- * copied and each line is fetched once. Within a block, where both fast
- * sides have unit steps, SSE2 registers transpose square micro-tiles (16
- * bytes per row), so each load and store moves 16 bytes rather than one
- * element. Shuffles move bits exactly: no value is ever interpreted.
+ * A plain loop either reads or writes a new cache line per element. Where
+ * both fast sides have unit steps (the common transpose and permutation),
+ * the plane goes in strips: 128 bytes of every dst row at a time (128 /
+ * unit src rows), walked along b one src line at a time. Each src line is
+ * read whole, square micro-tiles of 16 bytes a row are transposed in SSE2
+ * registers (shuffles move bits exactly: no value is ever interpreted),
+ * and each dst row's two lines are written by consecutive stores, so
+ * memory sees runs of whole lines on both sides; in copies of
+ * DLB__STREAM_MIN bytes or more those stores are non-temporal, which
+ * saves reading dst's lines first. The next chunk of the strip's rows (or
+ * the next strip's, or the next plane's: a permutation copies many small
+ * planes, between which no hardware prefetcher follows) is prefetched into
+ * L2 in bursts of a row's lines. Non-temporal stores pay only with such
+ * runs: 16 x 16 blocks that wrote one line per row gained nothing from
+ * them.
  *
- * Small planes (a permutation copies many) jump in memory from one to the
- * next, where no hardware prefetcher follows: a plane prefetches the next
- * one's lines in address order on both sides, a share before each block.
- * (One line per row of the block, the same block in the next plane, gained
- * half as much: rows far apart make poor runs for memory.)
+ * Everything else (strided fast sides, ragged edges, builds without SSE2)
+ * goes through the blocked path: outer tiles with rows of
+ * DLB__TILE_BYTES, blocks of one cache line a row inside them, small
+ * planes prefetching the next one.
  *
- * Measured with bench/bench_copy.c (single thread, x memcpy's bandwidth):
- * a 4096 x 4096 float32 transpose, 0.3 with single-level 128-byte blocks,
- * 0.5 with these two levels; (64, 64, 64, 64) permuted (3, 1, 0, 2), planes
- * of 64 x 64, 0.4 without the next-plane prefetch, 0.5 with it. Prefetching
- * within a plane, non-temporal stores and AVX2 / AVX-512 micro-tiles
- * (8 x 8, 16 x 16) gained nothing measurable: the limit is the memory
- * system, not instructions.
+ * Measured with bench/bench_copy.c (one thread, x memcpy of the same
+ * rep): a 4096 x 4096 float32 transpose 0.3 with single-level blocks, 0.5
+ * with two levels, 0.65 with strips under heavy load (docs/performance.md
+ * has the figures and the load).
  */
 #include <string.h>
 
