@@ -369,7 +369,7 @@ static DLB__FORCE_INLINE void strip_block(char *dst, int64_t dst_b,
   const int64_t m = unit >= 16 ? 1 : 16 / (int64_t)unit;
   const int64_t out_rows = 64 / (int64_t)unit;
   const int64_t run = rows * (int64_t)unit; /* bytes per dst row */
-  _Alignas(64) char buf[64 / 1][DLB__STRIP_BYTES];
+  _Alignas(64) char buf[64][DLB__STRIP_BYTES]; /* 64 / unit rows used */
   for (int64_t g = 0; g < rows; g += m) {
     DLB__UNROLL
     for (int t = 0; t < 4; t++) {
