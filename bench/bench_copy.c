@@ -1,13 +1,16 @@
 /*
- * bench_copy.c -- the CPU copy engine against memcpy, into preallocated
- * output.
+ * bench_copy.c -- the CPU copy engine against memcpy and against the
+ * machine's copy limit, into preallocated output.
  *
  * Usage: bench_copy [--quick] [--reps N] [--json PATH]
  *
  * Every case copies into memory already written once (no page faults in
  * the timings) and reports the median and spread (min, max) of N runs.
  * Bandwidth counts bytes read plus bytes written, as memcpy's does, so the
- * ratio column compares like with like. The threshold sweep times small
+ * ratio columns compare like with like. The limit (bench_limit.h) is the
+ * fastest contiguous copy of the bytes a case writes (the reference with
+ * the best median), on one thread for the one-thread runs and on up to all
+ * threads for the others, timed in the same reps as the case. The threshold sweep times small
  * contiguous copies and transposes on one thread and on all of them, to
  * place DLB__COPY_PARALLEL_MIN.
  */
@@ -19,10 +22,11 @@
 #include <time.h>
 
 #include "bench_clock.h"
+#include "bench_limit.h"
 #include "dlbridge.h"
 
 #define MAX_REPS 101
-#define MAX_ROWS 64
+#define MAX_ROWS 128
 
 typedef struct {
   char name[64];
@@ -30,6 +34,9 @@ typedef struct {
   double bytes; /* read + written */
   double median, min, max; /* seconds */
   double ratio;            /* bandwidth / memcpy's of the same size */
+  double vs_limit;         /* bandwidth / the limit's at these threads */
+  double vs_limit_min, vs_limit_max;
+  int is_limit; /* a reference copy, not dlb_copy */
 } row;
 
 static row rows[MAX_ROWS];
@@ -79,7 +86,7 @@ static double time_once(void (*fn)(const job *), const job *j) {
 }
 
 static void summarise(row *w, const char *name, int threads, double bytes,
-                      double *t, double *ratio) {
+                      double *t, double *ratio, double *vs_limit) {
   sort_samples(t, reps);
   snprintf(w->name, sizeof w->name, "%s", name);
   w->threads = threads;
@@ -92,6 +99,13 @@ static void summarise(row *w, const char *name, int threads, double bytes,
     w->ratio = ratio[reps / 2];
   } else {
     w->ratio = 1.0;
+  }
+  w->vs_limit = w->vs_limit_min = w->vs_limit_max = 0.0;
+  if (vs_limit != NULL) {
+    sort_samples(vs_limit, reps);
+    w->vs_limit = vs_limit[reps / 2];
+    w->vs_limit_min = vs_limit[0];
+    w->vs_limit_max = vs_limit[reps - 1];
   }
 }
 
@@ -132,16 +146,62 @@ static DLTensor view(void *data, int32_t ndim, int64_t *shape,
   return t;
 }
 
-/* memcpy, dlb_copy on one thread and on `all`, taken in turn in every rep
- * so that the machine's drift (other tenants) hits them alike; the ratio
- * is the median of the per-rep ratios. The memcpy copies as many bytes as
- * the case writes. */
+/* Times of every limit method on 1 and on `all` threads for the bytes of
+ * one case, per rep. */
+typedef struct {
+  double t[LIMIT_METHODS][2][MAX_REPS];
+} limits;
+
+static void time_limits(limits *l, int r, const job *j, int all) {
+  for (size_t m = 0; m < LIMIT_METHODS; m++)
+    for (int k = 0; k < 2; k++) {
+      double t0 = now();
+      limit_copy(limit_methods[m].fn, j->mdst, j->msrc, j->mbytes,
+                 k == 0 ? 1 : all);
+      l->t[m][k][r] = now() - t0;
+    }
+}
+
+static double median_of(const double *t) {
+  double s[MAX_REPS];
+  memcpy(s, t, sizeof(double) * (size_t)reps);
+  sort_samples(s, reps);
+  return s[reps / 2];
+}
+
+/* The reference with the best median among methods on one thread
+ * (k_max 0) or on one or `all` threads (k_max 1): the limit. Its own
+ * time in each rep is compared with the case's in that rep (the fastest
+ * of six references per rep would favour the limit by noise alone). */
+static const double *best_limit(const limits *l, int k_max, size_t *method,
+                                int *k_out) {
+  double best = 1e30;
+  const double *times = l->t[0][0];
+  for (size_t m = 0; m < LIMIT_METHODS; m++)
+    for (int k = 0; k <= k_max; k++) {
+      double med = median_of(l->t[m][k]);
+      if (med < best) {
+        best = med;
+        times = l->t[m][k];
+        *method = m;
+        *k_out = k;
+      }
+    }
+  return times;
+}
+
+/* memcpy, the limit methods, and dlb_copy on one thread and on `all`,
+ * taken in turn in every rep so that the machine's drift (other tenants)
+ * hits them alike; each ratio is the median of the per-rep ratios. The
+ * reference copies move as many bytes as the case writes. */
 static void bench_case(const char *name, const DLTensor *src,
                        const DLTensor *dst, size_t out_bytes, void *mdst,
                        const void *msrc, int all) {
   job j = {src, dst, mdst, msrc, out_bytes};
+  static limits l;
   double tm[MAX_REPS], t1[MAX_REPS], tn[MAX_REPS], r1[MAX_REPS],
-      rn[MAX_REPS];
+      rn[MAX_REPS], l1[MAX_REPS], ln[MAX_REPS], b1[MAX_REPS], bn[MAX_REPS],
+      lt1[MAX_REPS], ltn[MAX_REPS];
   const double moved = 2.0 * (double)out_bytes;
   /* Warm: the pool starts, caches and TLBs fill. */
   run_memcpy(&j);
@@ -149,6 +209,7 @@ static void bench_case(const char *name, const DLTensor *src,
   run_copy(&j);
   for (int r = 0; r < reps; r++) {
     tm[r] = time_once(run_memcpy, &j);
+    time_limits(&l, r, &j, all);
     dlb_copy_set_threads(1);
     t1[r] = time_once(run_copy, &j);
     dlb_copy_set_threads(all);
@@ -156,12 +217,43 @@ static void bench_case(const char *name, const DLTensor *src,
     r1[r] = tm[r] / t1[r];
     rn[r] = tm[r] / tn[r];
   }
+  size_t m1 = 0, mn = 0;
+  int k1 = 0, kn = 0;
+  memcpy(lt1, best_limit(&l, 0, &m1, &k1), sizeof(double) * (size_t)reps);
+  memcpy(ltn, best_limit(&l, all > 1, &mn, &kn),
+         sizeof(double) * (size_t)reps);
+  for (int r = 0; r < reps; r++) {
+    l1[r] = lt1[r] / t1[r];
+    ln[r] = ltn[r] / tn[r];
+    b1[r] = tm[r] / lt1[r];
+    bn[r] = tm[r] / ltn[r];
+  }
   char label[64];
   snprintf(label, sizeof label, "memcpy %.0f MiB",
            (double)out_bytes / (1 << 20));
-  summarise(&rows[nrows++], label, 0, moved, tm, NULL);
-  summarise(&rows[nrows++], name, 1, moved, t1, r1);
-  if (all > 1) summarise(&rows[nrows++], name, all, moved, tn, rn);
+  double ones[MAX_REPS];
+  for (int r = 0; r < reps; r++) ones[r] = 1.0;
+  summarise(&rows[nrows++], label, 0, moved, tm, NULL, NULL);
+  for (size_t m = 0; m < LIMIT_METHODS; m++)
+    for (int k = 0; k < (all > 1 ? 2 : 1); k++) {
+      double rm[MAX_REPS];
+      for (int r = 0; r < reps; r++) rm[r] = tm[r] / l.t[m][k][r];
+      snprintf(label, sizeof label, "limit: %s", limit_methods[m].name);
+      summarise(&rows[nrows++], label, k == 0 ? 1 : all, moved, l.t[m][k],
+                rm, NULL);
+      rows[nrows - 1].is_limit = 1;
+    }
+  snprintf(label, sizeof label, "limit = %s", limit_methods[m1].name);
+  summarise(&rows[nrows++], label, 1, moved, lt1, b1, ones);
+  rows[nrows - 1].is_limit = 1;
+  if (all > 1) {
+    snprintf(label, sizeof label, "limit = %s%s", limit_methods[mn].name,
+             kn == 0 ? " x1" : "");
+    summarise(&rows[nrows++], label, all, moved, ltn, bn, ones);
+    rows[nrows - 1].is_limit = 1;
+  }
+  summarise(&rows[nrows++], name, 1, moved, t1, r1, l1);
+  if (all > 1) summarise(&rows[nrows++], name, all, moved, tn, rn, ln);
 }
 
 /* Microseconds for copies of growing size on 1 and on `all` threads, and
@@ -202,6 +294,101 @@ static void sweep(FILE *json, int all, float *a, float *b) {
   fprintf(json, "  ],\n");
 }
 
+/* Transposes of 64 MiB of every element size (1, 2, 4, 8, 16 bytes) on
+ * one thread, each against the one-thread limit (the reference with the
+ * best median) in the same reps: the kernels should move bytes at the
+ * same rate whatever the element size. */
+static void size_sweep(FILE *json, float *a, float *b, size_t bytes) {
+  static const int sizes[] = {1, 2, 4, 8, 16};
+  printf("\ntranspose of 64 MiB by element size, one thread (median ms, "
+         "GB/s read + written, x limit median (min-max))\n");
+  fprintf(json, "  \"size_sweep\": [\n");
+  dlb_copy_set_threads(1);
+  job ref = {NULL, NULL, b, a, bytes};
+  for (size_t k = 0; k < 5; k++) {
+    const int es = sizes[k];
+    /* rows x cols elements, as square as powers of two allow. */
+    int64_t elems = (int64_t)(bytes / (size_t)es), height = 1;
+    while (height * height * 4 <= elems) height *= 2;
+    int64_t cols = elems / height;
+    int64_t shape[2] = {cols, height}, str[2] = {1, cols};
+    DLTensor ts = view(a, 2, shape, str), td = view(b, 2, shape, NULL);
+    ts.dtype.code = td.dtype.code = es == 16 ? kDLComplex : kDLUInt;
+    ts.dtype.bits = td.dtype.bits = (uint8_t)(es == 16 ? 128 : 8 * es);
+    job j = {&ts, &td, NULL, NULL, 0};
+    static limits l;
+    double t[MAX_REPS], r[MAX_REPS], lt[MAX_REPS];
+    run_copy(&j);
+    for (int i = 0; i < reps; i++) {
+      time_limits(&l, i, &ref, 1);
+      t[i] = time_once(run_copy, &j);
+    }
+    size_t m = 0;
+    int kk = 0;
+    memcpy(lt, best_limit(&l, 0, &m, &kk), sizeof(double) * (size_t)reps);
+    for (int i = 0; i < reps; i++) r[i] = lt[i] / t[i];
+    sort_samples(t, reps);
+    sort_samples(r, reps);
+    printf("%3d bytes %6lld x %-6lld %8.3f %8.2f %6.2f (%.2f-%.2f)\n", es,
+           (long long)cols, (long long)height, t[reps / 2] * 1e3,
+           2.0 * (double)bytes / t[reps / 2] * 1e-9, r[reps / 2], r[0],
+           r[reps - 1]);
+    fprintf(json,
+            "    {\"itemsize\": %d, \"median_s\": %.6f, \"gbps\": %.3f, "
+            "\"vs_limit\": %.3f}%s\n",
+            es, t[reps / 2], 2.0 * (double)bytes / t[reps / 2] * 1e-9,
+            r[reps / 2], k + 1 < 5 ? "," : "");
+  }
+  fprintf(json, "  ],\n");
+}
+
+#if defined(__SSE2__)
+/* Contiguous copies of growing size on one thread: memcpy against the
+ * non-temporal copy (median per-rep ratio of their times) and dlb_copy
+ * against memcpy, to place DLB__STREAM_MIN (src/copy/copy_internal.h). */
+static void stream_sweep(FILE *json, float *a, float *b) {
+  static const int64_t mib[] = {1, 2, 4, 6, 8, 10, 12, 16, 24, 32, 64};
+  printf("\nstream sweep, one thread (median per-rep ratios of times: "
+         ">1 means the first is slower)\n");
+  printf("%6s %14s %14s\n", "MiB", "memcpy/stream", "dlb/memcpy");
+  fprintf(json, "  \"stream_sweep\": [\n");
+  const size_t n = sizeof mib / sizeof mib[0];
+  dlb_copy_set_threads(1);
+  for (size_t k = 0; k < n; k++) {
+    const size_t bytes = (size_t)mib[k] << 20;
+    int64_t flat[1] = {(int64_t)(bytes / 4)};
+    DLTensor cs = view(a, 1, flat, NULL), cd = view(b, 1, flat, NULL);
+    job j = {&cs, &cd, b, a, bytes};
+    double ms[MAX_REPS], dm[MAX_REPS];
+    /* Each method runs twice and the second is timed: a non-temporal copy
+     * leaves dst out of the cache, which would slow whatever runs next. */
+    for (int r = 0; r < reps; r++) {
+      run_memcpy(&j);
+      double tm = time_once(run_memcpy, &j);
+      run_copy(&j);
+      double td = time_once(run_copy, &j);
+      limit_stream(b, a, bytes);
+      double t0 = now();
+      limit_stream(b, a, bytes);
+      double ts = now() - t0;
+      ms[r] = tm / ts;
+      dm[r] = td / tm;
+    }
+    sort_samples(ms, reps);
+    sort_samples(dm, reps);
+    printf("%6lld %8.2f (%.2f-%.2f) %8.2f (%.2f-%.2f)\n", (long long)mib[k],
+           ms[reps / 2], ms[0], ms[reps - 1], dm[reps / 2], dm[0],
+           dm[reps - 1]);
+    fprintf(json,
+            "    {\"mib\": %lld, \"memcpy_over_stream\": %.3f, "
+            "\"dlb_over_memcpy\": %.3f}%s\n",
+            (long long)mib[k], ms[reps / 2], dm[reps / 2],
+            k + 1 < n ? "," : "");
+  }
+  fprintf(json, "  ],\n");
+}
+#endif
+
 int main(int argc, char **argv) {
   const char *json_path = "bench_copy.json";
   int quick = 0;
@@ -223,6 +410,7 @@ int main(int argc, char **argv) {
   if (reps > MAX_REPS) reps = MAX_REPS;
   dlb_copy_set_threads(0);
   const int all = dlb_copy_get_threads();
+  limit_start(all);
 
   const int64_t n = 4096;
   const size_t bytes = (size_t)(n * n) * sizeof(float);
@@ -255,31 +443,48 @@ int main(int argc, char **argv) {
     perror(json_path);
     return 1;
   }
-  printf("%-24s %7s %10s %10s %10s %9s %9s\n", "case", "threads",
-         "median ms", "min ms", "max ms", "GB/s", "x memcpy");
+  printf("%-24s %7s %9s %9s %9s %8s %8s %8s %11s\n", "case", "threads",
+         "median ms", "min ms", "max ms", "GB/s", "x memcpy", "x limit",
+         "limit range");
   printf("(GB/s: bytes read + written over the median; x memcpy: median of\n"
-         " per-rep ratios to the memcpy run just before)\n");
+         " per-rep ratios to the one-thread memcpy of the same rep; x limit:\n"
+         " median (min-max) of per-rep ratios to the limit (the reference\n"
+         " copy with the best median, on up to as many threads) in the same\n"
+         " rep)\n");
   fprintf(json, "{\n  \"reps\": %d,\n  \"threads_all\": %d,\n", reps, all);
   fprintf(json, "  \"cases\": [\n");
   for (int i = 0; i < nrows; i++) {
     const row *w = &rows[i];
-    printf("%-24s %7s %10.3f %10.3f %10.3f %9.2f %9.2f\n", w->name,
+    char lim[16] = "-", range[32] = "";
+    if (w->vs_limit > 0) snprintf(lim, sizeof lim, "%.2f", w->vs_limit);
+    if (w->vs_limit > 0 && !w->is_limit)
+      snprintf(range, sizeof range, "%.2f-%.2f", w->vs_limit_min,
+               w->vs_limit_max);
+    printf("%-24s %7s %9.3f %9.3f %9.3f %8.2f %8.2f %8s %11s\n", w->name,
            w->threads == 0 ? "-" : w->threads == 1 ? "1" : "all",
            w->median * 1e3, w->min * 1e3, w->max * 1e3,
-           w->bytes / w->median * 1e-9, w->ratio);
+           w->bytes / w->median * 1e-9, w->ratio, lim, range);
     fprintf(json,
             "    {\"name\": \"%s\", \"threads\": %d, \"bytes\": %.0f, "
             "\"median_s\": %.6f, \"min_s\": %.6f, \"max_s\": %.6f, "
-            "\"gbps\": %.3f, \"vs_memcpy\": %.3f}%s\n",
+            "\"gbps\": %.3f, \"vs_memcpy\": %.3f, \"vs_limit\": %.3f, "
+            "\"vs_limit_min\": %.3f, \"vs_limit_max\": %.3f, "
+            "\"reference\": %s}%s\n",
             w->name, w->threads == 0 ? 0 : w->threads == 1 ? 1 : all,
             w->bytes, w->median, w->min, w->max, w->bytes / w->median * 1e-9,
-            w->ratio, i + 1 < nrows ? "," : "");
+            w->ratio, w->vs_limit, w->vs_limit_min, w->vs_limit_max,
+            w->is_limit ? "true" : "false", i + 1 < nrows ? "," : "");
   }
   fprintf(json, "  ],\n");
   sweep(json, all, a, b);
+  size_sweep(json, a, b, bytes);
+#if defined(__SSE2__)
+  stream_sweep(json, a, b);
+#endif
   fprintf(json, "  \"memcpy_bytes\": %zu\n}\n", bytes);
   fclose(json);
   printf("\nwrote %s\n", json_path);
+  limit_stop();
   free(a);
   free(b);
   return 0;

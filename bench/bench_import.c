@@ -52,17 +52,20 @@ static void die(const char *what, dlb_status s) {
 typedef enum which {
   VALIDATE,       /* dlb_managed_validate alone */
   IMPORT,         /* dlb_tensor_adopt (validates) + dlb_tensor_release */
-  VALIDATE_IMPORT /* a consumer that validates first, then imports */
+  VALIDATE_IMPORT, /* a consumer that validates first, then imports */
+  VALIDATE_ADOPT   /* the same with dlb_tensor_adopt_validated */
 } which;
 
 static const char *const case_names[] = {"validate", "import",
-                                         "validate+import"};
+                                         "validate+import",
+                                         "validate+adopt_validated"};
 static const char *const case_labels[] = {
     "dlb_managed_validate",
     "dlb_tensor_adopt + dlb_tensor_release",
     "validate, then adopt + release",
+    "validate, then adopt_validated + release",
 };
-#define NCASES 3
+#define NCASES 4
 
 /* The measured loop; callgrind.sh collects inside this function only, so
  * it must stay a function of its own. */
@@ -84,6 +87,13 @@ __attribute__((noinline)) static void run_case(which w, long n) {
         if (s != DLB_OK) die("dlb_tensor_adopt", s);
         dlb_tensor_release(t);
         break;
+      case VALIDATE_ADOPT:
+        s = dlb_managed_validate(&foreign);
+        if (s != DLB_OK) die("dlb_managed_validate", s);
+        s = dlb_tensor_adopt_validated(&foreign, &t);
+        if (s != DLB_OK) die("dlb_tensor_adopt_validated", s);
+        dlb_tensor_release(t);
+        break;
     }
   }
 }
@@ -91,7 +101,8 @@ __attribute__((noinline)) static void run_case(which w, long n) {
 static int usage(const char *prog) {
   fprintf(stderr,
           "usage: %s [--calls N] [--reps R] [--json PATH]\n"
-          "       %s --count N --case validate|import|validate+import\n",
+          "       %s --count N --case validate|import|validate+import|"
+          "validate+adopt_validated\n",
           prog, prog);
   return 2;
 }

@@ -35,7 +35,7 @@ printf '%-16s %16s %14s\n' case instructions per_call
   printf '{\n  "valgrind": "%s",\n  "calls": %s,\n  "cases": [\n' "$version" "$calls"
 } >"$tmp/json"
 sep=""
-for case in validate import validate+import; do
+for case in validate import validate+import validate+adopt_validated; do
   out="$tmp/callgrind.out"
   if ! valgrind --tool=callgrind --toggle-collect='run_case*' \
       --callgrind-out-file="$out" "$bin" --count "$calls" --case "$case" \

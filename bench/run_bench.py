@@ -5,7 +5,8 @@
 
 Runs, in this order, each printing its own table as it goes:
 
-  bench_copy            the CPU copy engine against memcpy (C)
+  bench_copy            the CPU copy engine against memcpy and against
+                        the machine's copy limit (C)
   bench_gpu             host <-> device and device-to-device bandwidth
                         against the driver's cuMemcpy ("no GPU: ..." without)
   bench_import          the C-level import of a foreign versioned tensor, ns
@@ -152,20 +153,32 @@ def summary(steps, started):
     cp = steps_by(steps, "copy")
     if cp is not None and cp.result:
         p("\nCPU copy into preallocated memory, GB/s read + written "
-          "(x memcpy, same run)")
-        p("  %-24s %12s %16s %16s" % ("case", "memcpy", "1 thread",
+          "(x memcpy, x limit: same run)")
+        p("  the limit: the fastest of memcpy, non-temporal stores and "
+          "rep movsb")
+        p("  %-24s %12s %23s %23s" % ("case", "memcpy", "1 thread",
                                         "all threads"))
         mem, row = None, {}
         for c in cp.result["cases"] + [{"threads": 0}]:
+            if c.get("reference"):
+                continue
             if c["threads"] == 0:
                 if row:
                     p("  %-24s %7.2f GB/s %s" % (name, mem, "  ".join(
-                        "%6.2f %6.2f x" % (r["gbps"], r["vs_memcpy"])
+                        "%6.2f %5.2f x %5.2f lim" % (
+                            r["gbps"], r["vs_memcpy"], r.get("vs_limit", 0))
                         for r in row.values())))
                 mem, row = c.get("gbps"), {}
             else:
                 name = c["name"]
                 row[c["threads"]] = c
+        lim = [c for c in cp.result["cases"]
+               if c.get("reference") and c["name"].startswith("limit =")]
+        if lim:
+            p("  %-24s %s" % ("limit (64 MiB)", "  ".join(
+                "%d thread(s) %.2f GB/s (%s)" % (c["threads"], c["gbps"],
+                                                 c["name"][8:])
+                for c in lim[:2])))
 
     peers = steps_by(steps, "peers")
     if peers is not None and peers.result:

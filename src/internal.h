@@ -45,6 +45,10 @@ void *dlb__malloc(size_t size);
 void *dlb__calloc(size_t size);
 void dlb__free(void *p);
 
+/* Whether the allocator installed now is the built-in one (caches of
+ * freed blocks hold them only then). */
+int dlb__allocator_is_default(void);
+
 /* Data allocations: size bytes (0 allowed) aligned to `alignment`. The block
  * remembers the allocator that made it; dlb__data_free frees through it. */
 void *dlb__data_alloc(size_t size, size_t alignment);

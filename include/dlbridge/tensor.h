@@ -69,6 +69,18 @@ DLB_API dlb_status dlb_tensor_adopt(DLManagedTensorVersioned *foreign,
                                     DLManagedTensorVersioned **out);
 
 /*
+ * dlb_tensor_adopt for a consumer that has already checked foreign with
+ * dlb_managed_validate() (and not let it change since): the same result
+ * without validating again. Checks only that neither argument is NULL; a
+ * tensor that would not pass dlb_managed_validate() gives undefined
+ * results. Takes ownership of foreign on success; on failure (out of
+ * memory) foreign is untouched.
+ * New; release with dlb_tensor_release().
+ */
+DLB_API dlb_status dlb_tensor_adopt_validated(
+    DLManagedTensorVersioned *foreign, DLManagedTensorVersioned **out);
+
+/*
  * Adopts a legacy managed tensor: validates it, returns a versioned tensor
  * with the given flags whose last release calls legacy's deleter exactly
  * once. Takes ownership of legacy on success; on failure it is untouched.

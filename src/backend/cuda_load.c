@@ -83,6 +83,41 @@ static void *resolve(void *h, dlb__cu_pfn_cuGetProcAddress_v2 gpa,
   return p;
 }
 
+/* One entry point to resolve: where its pointer goes, the name
+ * cuGetProcAddress_v2 knows it by, the ABI version, the exported name. */
+typedef struct {
+  void *field;
+  const char *base;
+  int version;
+  const char *exported;
+} dlb__cu_entry;
+
+#define DLB__CU_ENTRY(name, base, version, params) \
+  {&dlb__cu.name, #base, version, #name},
+static const dlb__cu_entry required_entries[] = {
+    DLB__CU_REQUIRED(DLB__CU_ENTRY){NULL, NULL, 0, NULL}};
+static const dlb__cu_entry optional_entries[] = {
+    DLB__CU_OPTIONAL(DLB__CU_ENTRY) DLB__CU_FALLBACK(DLB__CU_ENTRY){
+        NULL, NULL, 0, NULL}};
+#undef DLB__CU_ENTRY
+
+/* Resolves every entry up to the NULL one. A required one the driver lacks
+ * fails the load, naming it; a missing optional one stays NULL. */
+static dlb_status resolve_all(void *h, dlb__cu_pfn_cuGetProcAddress_v2 gpa,
+                              const dlb__cu_entry *e, int required) {
+  for (; e->field != NULL; e++) {
+    void *p = resolve(h, gpa, e->base, e->version, e->exported);
+    dlb__store_fn(e->field, p);
+    if (p == NULL && required)
+      return dlb__loader_fail(&loader, DLB_E_NO_RUNTIME,
+                              "CUDA driver %s lacks %s (the CUDA %d.%d "
+                              "form)",
+                              loader.path, e->base, e->version / 1000,
+                              e->version % 1000 / 10);
+  }
+  return DLB_OK;
+}
+
 static dlb_status init_driver(void *h) {
   dlb__cu_pfn_cuInit init = NULL;
   dlb__cu_pfn_cuGetProcAddress_v2 gpa = NULL;
@@ -113,19 +148,9 @@ static dlb_status init_driver(void *h) {
                             "CUDA driver %s: cuInit returned %s (%u): %s",
                             loader.path, result_name(r), r, result_string(r));
 
-#define DLB__CU_RESOLVE(name, base, version, params)                       \
-  dlb__store_fn(&dlb__cu.name, resolve(h, gpa, #base, version, #name));    \
-  if (dlb__cu.name == NULL && required)                                    \
-    return dlb__loader_fail(&loader, DLB_E_NO_RUNTIME,                     \
-                            "CUDA driver %s lacks %s (the CUDA %d.%d "     \
-                            "form)", loader.path, #base, version / 1000,   \
-                            version % 1000 / 10);
-  int required = 1;
-  DLB__CU_REQUIRED(DLB__CU_RESOLVE)
-  required = 0;
-  DLB__CU_OPTIONAL(DLB__CU_RESOLVE)
-  DLB__CU_FALLBACK(DLB__CU_RESOLVE)
-#undef DLB__CU_RESOLVE
+  dlb_status st = resolve_all(h, gpa, required_entries, 1);
+  if (st != DLB_OK) return st;
+  (void)resolve_all(h, gpa, optional_entries, 0);
 
   r = dlb__cu.cuDriverGetVersion(&driver_version);
   if (r != DLB__CUDA_SUCCESS)

@@ -63,19 +63,31 @@ dlb_status dlb__hip_fail(dlb__hip_error error, const char *fmt, ...) {
                    error_string(error));
 }
 
+/* One entry point to resolve: where its pointer goes, its exported name. */
+typedef struct {
+  void *field;
+  const char *name;
+} dlb__hip_entry;
+
+#define DLB__HIP_ENTRY(name, ret, params) {&dlb__hi.name, #name},
+static const dlb__hip_entry required_entries[] = {
+    DLB__HIP_REQUIRED(DLB__HIP_ENTRY){NULL, NULL}};
+#undef DLB__HIP_ENTRY
+
 static dlb_status init_runtime(void *h) {
-#define DLB__HIP_RESOLVE(name, ret, params)                               \
-  dlb__store_fn(&dlb__hi.name, dlsym(h, #name));                          \
-  if (dlb__hi.name == NULL && strcmp(#name, "hipHostMalloc") == 0)        \
-    dlb__store_fn(&dlb__hi.name, dlsym(h, "hipHostAlloc"));               \
-  if (dlb__hi.name == NULL)                                               \
-    return dlb__loader_fail(&loader, DLB_E_NO_RUNTIME,                    \
-                            "%s is not a usable HIP runtime: it exports " \
-                            "no %s", loader.path, #name);
   /* hipHostAlloc replaces the deprecated hipHostMalloc in the newest
    * releases, with the same signature and flag values. */
-  DLB__HIP_REQUIRED(DLB__HIP_RESOLVE)
-#undef DLB__HIP_RESOLVE
+  for (const dlb__hip_entry *e = required_entries; e->field != NULL; e++) {
+    void *p = dlsym(h, e->name);
+    if (p == NULL && e->field == (void *)&dlb__hi.hipHostMalloc)
+      p = dlsym(h, "hipHostAlloc");
+    dlb__store_fn(e->field, p);
+    if (p == NULL)
+      return dlb__loader_fail(&loader, DLB_E_NO_RUNTIME,
+                              "%s is not a usable HIP runtime: it exports "
+                              "no %s",
+                              loader.path, e->name);
+  }
   dlb__hip_error e = dlb__hi.hipInit(0);
   if (e == DLB__HIP_ERROR_NO_DEVICE)
     return dlb__loader_fail(&loader, DLB_E_NO_DEVICE,

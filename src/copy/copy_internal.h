@@ -11,6 +11,15 @@
 
 #include "internal.h"
 
+/* For the kernels' building blocks: each is written once for any unit
+ * size and inlined where the size is a constant, so it compiles to the
+ * loads and stores of that size. */
+#if defined(__GNUC__)
+#define DLB__FORCE_INLINE inline __attribute__((always_inline))
+#else
+#define DLB__FORCE_INLINE inline
+#endif
+
 /* One extra dimension splits elements whose size is not a power of two
  * (float32x3: 12 bytes) into units of 1, 2, 4, 8 or 16 bytes. */
 #define DLB__COPY_DIMS (DLB_MAX_NDIM + 1)
@@ -30,13 +39,40 @@ typedef void (*dlb__tile_fn)(char *dst, int64_t dst_b, int64_t dst_a,
                              const char *next_src);
 
 /* The row kernel for units of `unit` bytes (1, 2, 4, 8 or 16) and these
- * steps: memcpy when both are the unit, else a loop specialised for a unit
+ * steps: a block copy when both are the unit (with non-temporal stores
+ * when `stream`, see DLB__STREAM_MIN), else a loop specialised for a unit
  * step on either side. */
-dlb__row_fn dlb__row_kernel(size_t unit, int64_t dst_step, int64_t src_step);
+dlb__row_fn dlb__row_kernel(size_t unit, int64_t dst_step, int64_t src_step,
+                            int stream);
 
-/* The cache-blocked tile kernel for `unit`; the fast paths expect
- * dst_a == unit and src_b == unit (rows in, columns out). */
-dlb__tile_fn dlb__tile_kernel(size_t unit, int64_t dst_a, int64_t src_b);
+/* Copies n bytes with non-temporal stores (16 bytes each, dst aligned to a
+ * cache line by a plain head copy) and fences them, so they are ordered
+ * before anything the caller does next. On a build without SSE2, memcpy. */
+void dlb__stream_copy(char *dst, const char *src, size_t n);
+
+/* A copy writing at least this many bytes in rows of at least
+ * DLB__STREAM_ROW_MIN bytes uses non-temporal stores: they skip reading
+ * dst's lines into the cache before overwriting them (a third of the
+ * memory traffic of a copy) but lose where src and dst would stay in the
+ * cache. bench_copy's stream sweep on the development VM (AMD EPYC, 32 MiB
+ * L3, one thread): memcpy of 4 MiB runs 1.2-1.3x the non-temporal copy,
+ * the two are even at 5-8 MiB (noise of other tenants decides), and from
+ * 10 MiB on the non-temporal copy runs 1.4-1.8x memcpy. `rep movsb` was
+ * slower than the non-temporal copy at every size there. */
+#define DLB__STREAM_MIN ((int64_t)8 << 20)
+#define DLB__STREAM_ROW_MIN ((int64_t)256)
+
+/* Test hook: when set, kernels are chosen as on a build without SSE2 (the
+ * portable C paths), so tests run those on x86-64 too. */
+void dlb__copy_force_portable(int on);
+int dlb__copy_portable(void);
+
+/* The tile kernel for `unit`; the fast paths expect dst_a == unit and
+ * src_b == unit (rows in, columns out), and with `stream` write dst with
+ * non-temporal stores where its rows are line-aligned (see
+ * DLB__STREAM_MIN). */
+dlb__tile_fn dlb__tile_kernel(size_t unit, int64_t dst_a, int64_t src_b,
+                              int stream);
 
 /* The edge in bytes of a tile kernel's blocks, along both sides: a cache
  * line. Threads split tiles at multiples of it. */

@@ -139,14 +139,22 @@ void dlb__copy_plan_build(dlb__copy_plan *p, char *dst,
     find_tile(p);
   }
   int32_t last = p->ndim - 1;
+  /* Only a dst naming each element once may be written out of the
+   * cache's order; its bytes are within its validated span. */
+  int64_t bytes = (int64_t)p->unit;
+  for (int32_t i = 0; p->parallel && i < p->ndim; i++) bytes *= p->shape[i];
   if (p->kind == DLB__COPY_TILE) {
     p->row = NULL;
     p->tile = dlb__tile_kernel(p->unit, p->dst_stride[last],
-                               p->src_stride[last - 1]);
+                               p->src_stride[last - 1],
+                               p->parallel && bytes >= DLB__STREAM_MIN);
   } else {
+    const int stream =
+        p->parallel && bytes >= DLB__STREAM_MIN &&
+        p->shape[last] * (int64_t)p->unit >= DLB__STREAM_ROW_MIN;
     p->tile = NULL;
-    p->row =
-        dlb__row_kernel(p->unit, p->dst_stride[last], p->src_stride[last]);
+    p->row = dlb__row_kernel(p->unit, p->dst_stride[last],
+                             p->src_stride[last], stream);
   }
 }
 

@@ -2,29 +2,31 @@
  * transpose.c -- the tile kernels: copies where dst writes in order along
  * one dimension (a) and src reads in order along another (b).
  *
- * A plain loop either reads or writes a new cache line per element. The
- * plane is cut twice. Outer tiles have rows of DLB__TILE_BYTES on both
- * sides, so memory sees runs of 16 lines rather than one line per row (a
- * row per DRAM page and prefetch stream). Inside them, blocks have one cache
- * line per row on both sides, so a block's lines stay in L1 while it is
- * copied and each line is fetched once. Within a block, where both fast
- * sides have unit steps, SSE2 registers transpose square micro-tiles (16
- * bytes per row), so each load and store moves 16 bytes rather than one
- * element. Shuffles move bits exactly: no value is ever interpreted.
+ * A plain loop either reads or writes a new cache line per element. Where
+ * both fast sides have unit steps (the common transpose and permutation),
+ * the plane goes in strips: 128 bytes of every dst row at a time (128 /
+ * unit src rows), walked along b one src line at a time. Each src line is
+ * read whole, square micro-tiles of 16 bytes a row are transposed in SSE2
+ * registers (shuffles move bits exactly: no value is ever interpreted),
+ * and each dst row's two lines are written by consecutive stores, so
+ * memory sees runs of whole lines on both sides; in copies of
+ * DLB__STREAM_MIN bytes or more those stores are non-temporal, which
+ * saves reading dst's lines first. The next chunk of the strip's rows (or
+ * the next strip's, or the next plane's: a permutation copies many small
+ * planes, between which no hardware prefetcher follows) is prefetched into
+ * L2 in bursts of a row's lines. Non-temporal stores pay only with such
+ * runs: 16 x 16 blocks that wrote one line per row gained nothing from
+ * them.
  *
- * Small planes (a permutation copies many) jump in memory from one to the
- * next, where no hardware prefetcher follows: a plane prefetches the next
- * one's lines in address order on both sides, a share before each block.
- * (One line per row of the block, the same block in the next plane, gained
- * half as much: rows far apart make poor runs for memory.)
+ * Everything else (strided fast sides, ragged edges, builds without SSE2)
+ * goes through the blocked path: outer tiles with rows of
+ * DLB__TILE_BYTES, blocks of one cache line a row inside them, small
+ * planes prefetching the next one.
  *
- * Measured with bench/bench_copy.c (single thread, x memcpy's bandwidth):
- * a 4096 x 4096 float32 transpose, 0.3 with single-level 128-byte blocks,
- * 0.5 with these two levels; (64, 64, 64, 64) permuted (3, 1, 0, 2), planes
- * of 64 x 64, 0.4 without the next-plane prefetch, 0.5 with it. Prefetching
- * within a plane, non-temporal stores and AVX2 / AVX-512 micro-tiles
- * (8 x 8, 16 x 16) gained nothing measurable: the limit is the memory
- * system, not instructions.
+ * Measured with bench/bench_copy.c (one thread, x memcpy of the same
+ * rep): a 4096 x 4096 float32 transpose 0.3 with single-level blocks, 0.5
+ * with two levels, 0.65 with strips under heavy load (docs/performance.md
+ * has the figures and the load).
  */
 #include <string.h>
 
@@ -50,10 +52,14 @@
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #define DLB__PREFETCH(p) \
   __asm__ volatile("prefetcht0 %0" : : "m"(*(const char *)(p)))
+#define DLB__PREFETCH_L2(p) \
+  __asm__ volatile("prefetcht1 %0" : : "m"(*(const char *)(p)))
 #elif defined(__GNUC__)
 #define DLB__PREFETCH(p) __builtin_prefetch((p), 0, 3)
+#define DLB__PREFETCH_L2(p) __builtin_prefetch((p), 0, 2)
 #else
 #define DLB__PREFETCH(p) ((void)(p))
+#define DLB__PREFETCH_L2(p) ((void)(p))
 #endif
 
 /* Walks the lines of a plane's rows in address order (rows of `lines`
@@ -84,33 +90,22 @@ static inline void ahead(dlb__ahead *c, int64_t n) {
   }
 }
 
-typedef struct {
-  uint64_t lo, hi;
-} dlb__u128;
-
 /* Element by element over rows [b0, b1) and columns [a0, a1) of a plane. */
-#define DLB__SCALAR_BLOCK(NAME, T)                                        \
-  static void NAME(char *dst, int64_t dst_b, int64_t dst_a,               \
-                   const char *src, int64_t src_b, int64_t src_a,         \
-                   int64_t b0, int64_t b1, int64_t a0, int64_t a1) {      \
-    for (int64_t b = b0; b < b1; b++) {                                   \
-      const char *s = src + b * src_b + a0 * src_a;                       \
-      char *d = dst + b * dst_b + a0 * dst_a;                             \
-      for (int64_t a = a0; a < a1; a++) {                                 \
-        T v;                                                              \
-        memcpy(&v, s, sizeof(T));                                         \
-        memcpy(d, &v, sizeof(T));                                         \
-        s += src_a;                                                       \
-        d += dst_a;                                                       \
-      }                                                                   \
-    }                                                                     \
+static DLB__FORCE_INLINE void scalar_block(char *dst, int64_t dst_b,
+                                           int64_t dst_a, const char *src,
+                                           int64_t src_b, int64_t src_a,
+                                           int64_t b0, int64_t b1, int64_t a0,
+                                           int64_t a1, size_t unit) {
+  for (int64_t b = b0; b < b1; b++) {
+    const char *s = src + b * src_b + a0 * src_a;
+    char *d = dst + b * dst_b + a0 * dst_a;
+    for (int64_t a = a0; a < a1; a++) {
+      memcpy(d, s, unit);
+      s += src_a;
+      d += dst_a;
+    }
   }
-
-DLB__SCALAR_BLOCK(block_u8, uint8_t)
-DLB__SCALAR_BLOCK(block_u16, uint16_t)
-DLB__SCALAR_BLOCK(block_u32, uint32_t)
-DLB__SCALAR_BLOCK(block_u64, uint64_t)
-DLB__SCALAR_BLOCK(block_u128, dlb__u128)
+}
 
 #if DLB__HAVE_SSE2
 /* Micro-tiles: M rows of src (consecutive a, M units along b each) become
@@ -209,103 +204,397 @@ static inline void micro_u64(char *dst, int64_t dst_b, const char *src,
   store16(dst + dst_b, _mm_unpackhi_epi64(r0, r1));
 }
 
-/* A block with unit steps on the fast sides: micro-tiles of M x M, the
- * ragged edges element by element. */
-#define DLB__FAST_BLOCK(NAME, M, MICRO, SCALAR, UNIT)                       \
-  static void NAME(char *dst, int64_t dst_b, int64_t dst_a,                 \
-                   const char *src, int64_t src_b, int64_t src_a,           \
-                   int64_t b0, int64_t b1, int64_t a0, int64_t a1) {        \
-    int64_t bm = b0 + (b1 - b0) / (M) * (M);                                \
-    int64_t am = a0 + (a1 - a0) / (M) * (M);                                \
-    for (int64_t b = b0; b < bm; b += (M))                                  \
-      for (int64_t a = a0; a < am; a += (M))                                \
-        MICRO(dst + b * dst_b + a * (UNIT), dst_b,                          \
-              src + a * src_a + b * (UNIT), src_a);                         \
-    SCALAR(dst, dst_b, dst_a, src, src_b, src_a, b0, bm, am, a1);           \
-    SCALAR(dst, dst_b, dst_a, src, src_b, src_a, bm, b1, a0, a1);           \
-  }
+/* The micro-tile for `unit`: M x M units, M = 16 bytes over the unit
+ * (8 for single bytes, which move 8 at a time). */
+static DLB__FORCE_INLINE int64_t micro_edge(size_t unit) {
+  return unit == 1 ? 8 : 16 / (int64_t)unit;
+}
 
-DLB__FAST_BLOCK(fast_u8, 8, micro_u8, block_u8, 1)
-DLB__FAST_BLOCK(fast_u16, 8, micro_u16, block_u16, 2)
-DLB__FAST_BLOCK(fast_u32, 4, micro_u32, block_u32, 4)
-DLB__FAST_BLOCK(fast_u64, 2, micro_u64, block_u64, 8)
-#endif
-
-/* The plane in outer tiles, each in blocks (edges DLB__TILE_BYTES and
- * DLB__BLOCK_BYTES over the unit, along both sides). With AHEAD (unit
- * steps: rows are contiguous) a small plane prefetches the next one, its
- * lines spread evenly over this one's blocks. */
-#define DLB__PLANE(NAME, BLOCK, UNIT, AHEAD)                                \
-  static void NAME(char *dst, int64_t dst_b, int64_t dst_a,                 \
-                   const char *src, int64_t src_b, int64_t src_a,           \
-                   int64_t nb, int64_t na, const char *next_dst,            \
-                   const char *next_src) {                                  \
-    const int64_t tile = DLB__TILE_BYTES / (UNIT);                          \
-    const int64_t edge = DLB__BLOCK_BYTES / (UNIT);                         \
-    const int64_t blocks =                                                  \
-        ((nb + edge - 1) / edge) * ((na + edge - 1) / edge);                \
-    dlb__ahead as, ad;                                                      \
-    if (!(AHEAD) || nb * na * (UNIT) > DLB__PREFETCH_PLANE_MAX)             \
-      next_src = next_dst = NULL;                                           \
-    ahead_init(&as, next_src, src_a, na, nb * (UNIT));                      \
-    ahead_init(&ad, next_dst, dst_b, nb, na * (UNIT));                      \
-    const int64_t per_s = (as.rows * as.lines + blocks - 1) / blocks;       \
-    const int64_t per_d = (ad.rows * ad.lines + blocks - 1) / blocks;       \
-    for (int64_t tb = 0; tb < nb; tb += tile) {                             \
-      const int64_t tb1 = tb + tile < nb ? tb + tile : nb;                  \
-      for (int64_t ta = 0; ta < na; ta += tile) {                           \
-        const int64_t ta1 = ta + tile < na ? ta + tile : na;                \
-        for (int64_t b0 = tb; b0 < tb1; b0 += edge) {                       \
-          const int64_t b1 = b0 + edge < tb1 ? b0 + edge : tb1;             \
-          for (int64_t a0 = ta; a0 < ta1; a0 += edge) {                     \
-            const int64_t a1 = a0 + edge < ta1 ? a0 + edge : ta1;           \
-            ahead(&as, per_s);                                              \
-            ahead(&ad, per_d);                                              \
-            BLOCK(dst, dst_b, dst_a, src, src_b, src_a, b0, b1, a0, a1);    \
-          }                                                                 \
-        }                                                                   \
-      }                                                                     \
-    }                                                                       \
-  }
-
-DLB__PLANE(tile_u8, block_u8, 1, 0)
-DLB__PLANE(tile_u16, block_u16, 2, 0)
-DLB__PLANE(tile_u32, block_u32, 4, 0)
-DLB__PLANE(tile_u64, block_u64, 8, 0)
-#if DLB__HAVE_SSE2
-DLB__PLANE(tile_fast_u8, fast_u8, 1, 1)
-DLB__PLANE(tile_fast_u16, fast_u16, 2, 1)
-DLB__PLANE(tile_fast_u32, fast_u32, 4, 1)
-DLB__PLANE(tile_fast_u64, fast_u64, 8, 1)
-#endif
-/* A 16-byte unit is already a full register: blocking is all it needs
- * (and, with unit steps, the next plane's prefetch). */
-DLB__PLANE(tile_u128, block_u128, 16, 0)
-DLB__PLANE(tile_fast_u128, block_u128, 16, 1)
-
-dlb__tile_fn dlb__tile_kernel(size_t unit, int64_t dst_a, int64_t src_b) {
-  const int unit_steps = dst_a == (int64_t)unit && src_b == (int64_t)unit;
+static DLB__FORCE_INLINE void micro(char *dst, int64_t dst_b,
+                                    const char *src, int64_t src_a,
+                                    size_t unit) {
   switch (unit) {
-#if DLB__HAVE_SSE2
     case 1:
-      return unit_steps ? tile_fast_u8 : tile_u8;
+      micro_u8(dst, dst_b, src, src_a);
+      break;
     case 2:
-      return unit_steps ? tile_fast_u16 : tile_u16;
+      micro_u16(dst, dst_b, src, src_a);
+      break;
     case 4:
-      return unit_steps ? tile_fast_u32 : tile_u32;
-    case 8:
-      return unit_steps ? tile_fast_u64 : tile_u64;
-#else
-    case 1:
-      return tile_u8;
-    case 2:
-      return tile_u16;
-    case 4:
-      return tile_u32;
-    case 8:
-      return tile_u64;
-#endif
+      micro_u32(dst, dst_b, src, src_a);
+      break;
     default:
-      return unit_steps ? tile_fast_u128 : tile_u128;
+      micro_u64(dst, dst_b, src, src_a);
+      break;
   }
+}
+
+/* A block with unit steps on the fast sides (units of 1 to 8 bytes):
+ * micro-tiles, the ragged edges element by element. */
+static DLB__FORCE_INLINE void fast_block(char *dst, int64_t dst_b,
+                                         int64_t dst_a, const char *src,
+                                         int64_t src_b, int64_t src_a,
+                                         int64_t b0, int64_t b1, int64_t a0,
+                                         int64_t a1, size_t unit) {
+  const int64_t m = micro_edge(unit), u = (int64_t)unit;
+  const int64_t bm = b0 + (b1 - b0) / m * m;
+  const int64_t am = a0 + (a1 - a0) / m * m;
+  for (int64_t b = b0; b < bm; b += m)
+    for (int64_t a = a0; a < am; a += m)
+      micro(dst + b * dst_b + a * u, dst_b, src + a * src_a + b * u, src_a,
+            unit);
+  scalar_block(dst, dst_b, dst_a, src, src_b, src_a, b0, bm, am, a1, unit);
+  scalar_block(dst, dst_b, dst_a, src, src_b, src_a, bm, b1, a0, a1, unit);
+}
+/* ---- strips: runs of whole lines per dst row ------------------------ */
+
+/* Bytes per dst row that a strip writes (its src rows over the unit), and
+ * the bytes of each src row a strip's chunk reads. */
+#define DLB__STRIP_BYTES 128
+#define DLB__STRIP_CHUNK 256
+
+/* The loops over registers below have constant trip counts once inlined;
+ * unrolled, their arrays live in registers rather than on the stack. */
+#if defined(__GNUC__)
+#define DLB__UNROLL _Pragma("GCC unroll 16")
+#else
+#define DLB__UNROLL
+#endif
+
+/* Micro-tiles held in registers: r[i] is row i of src (16 bytes along b);
+ * on return r[j] is row j of dst (16 bytes along a). M = 16 / unit rows. */
+static DLB__FORCE_INLINE void transpose_16x16_u8(__m128i *r) {
+  __m128i a[16], c[16];
+  DLB__UNROLL
+  for (int k = 0; k < 8; k++) {
+    a[k] = _mm_unpacklo_epi8(r[2 * k], r[2 * k + 1]);
+    a[k + 8] = _mm_unpackhi_epi8(r[2 * k], r[2 * k + 1]);
+  }
+  /* a[h * 8 + k]: rows 2k, 2k + 1 interleaved, b = h * 8 + 0..7. */
+  DLB__UNROLL
+  for (int h = 0; h < 2; h++)
+    DLB__UNROLL
+    for (int m = 0; m < 4; m++) {
+      c[h * 8 + m] = _mm_unpacklo_epi16(a[h * 8 + 2 * m], a[h * 8 + 2 * m + 1]);
+      c[h * 8 + m + 4] =
+          _mm_unpackhi_epi16(a[h * 8 + 2 * m], a[h * 8 + 2 * m + 1]);
+    }
+  /* c[g * 4 + m]: rows 4m..4m + 3, b = 4g + 0..3. */
+  DLB__UNROLL
+  for (int g = 0; g < 4; g++)
+    DLB__UNROLL
+    for (int p = 0; p < 2; p++) {
+      a[g * 4 + p * 2] =
+          _mm_unpacklo_epi32(c[g * 4 + 2 * p], c[g * 4 + 2 * p + 1]);
+      a[g * 4 + p * 2 + 1] =
+          _mm_unpackhi_epi32(c[g * 4 + 2 * p], c[g * 4 + 2 * p + 1]);
+    }
+  /* a[g * 4 + p * 2 + s]: rows 8p..8p + 7, b = 4g + 2s + 0..1. */
+  DLB__UNROLL
+  for (int g = 0; g < 4; g++)
+    DLB__UNROLL
+    for (int s = 0; s < 2; s++) {
+      r[4 * g + 2 * s] = _mm_unpacklo_epi64(a[g * 4 + s], a[g * 4 + 2 + s]);
+      r[4 * g + 2 * s + 1] =
+          _mm_unpackhi_epi64(a[g * 4 + s], a[g * 4 + 2 + s]);
+    }
+}
+
+static DLB__FORCE_INLINE void transpose_8x8_u16(__m128i *r) {
+  __m128i t[8], s[8];
+  DLB__UNROLL
+  for (int k = 0; k < 4; k++) {
+    t[2 * k] = _mm_unpacklo_epi16(r[2 * k], r[2 * k + 1]);
+    t[2 * k + 1] = _mm_unpackhi_epi16(r[2 * k], r[2 * k + 1]);
+  }
+  DLB__UNROLL
+  for (int h = 0; h < 2; h++) {
+    s[4 * h] = _mm_unpacklo_epi32(t[4 * h], t[4 * h + 2]);
+    s[4 * h + 1] = _mm_unpackhi_epi32(t[4 * h], t[4 * h + 2]);
+    s[4 * h + 2] = _mm_unpacklo_epi32(t[4 * h + 1], t[4 * h + 3]);
+    s[4 * h + 3] = _mm_unpackhi_epi32(t[4 * h + 1], t[4 * h + 3]);
+  }
+  DLB__UNROLL
+  for (int k = 0; k < 4; k++) {
+    r[2 * k] = _mm_unpacklo_epi64(s[k], s[k + 4]);
+    r[2 * k + 1] = _mm_unpackhi_epi64(s[k], s[k + 4]);
+  }
+}
+
+static DLB__FORCE_INLINE void transpose_4x4_u32(__m128i *r) {
+  __m128i t0 = _mm_unpacklo_epi32(r[0], r[1]);
+  __m128i t1 = _mm_unpackhi_epi32(r[0], r[1]);
+  __m128i t2 = _mm_unpacklo_epi32(r[2], r[3]);
+  __m128i t3 = _mm_unpackhi_epi32(r[2], r[3]);
+  r[0] = _mm_unpacklo_epi64(t0, t2);
+  r[1] = _mm_unpackhi_epi64(t0, t2);
+  r[2] = _mm_unpacklo_epi64(t1, t3);
+  r[3] = _mm_unpackhi_epi64(t1, t3);
+}
+
+static DLB__FORCE_INLINE void transpose_registers(__m128i *r, size_t unit) {
+  switch (unit) {
+    case 1:
+      transpose_16x16_u8(r);
+      break;
+    case 2:
+      transpose_8x8_u16(r);
+      break;
+    case 4:
+      transpose_4x4_u32(r);
+      break;
+    case 8: {
+      __m128i t = _mm_unpacklo_epi64(r[0], r[1]);
+      r[1] = _mm_unpackhi_epi64(r[0], r[1]);
+      r[0] = t;
+      break;
+    }
+    default: /* a 16-byte unit is its own micro-tile */
+      break;
+  }
+}
+
+/* One block of a strip: `rows` src rows (a multiple of M = 16 / unit;
+ * DLB__STRIP_BYTES / unit at most) by one cache line of each (64 / unit
+ * units along b), that is 64 / unit dst rows of rows * unit bytes. Each
+ * src line is read whole, M rows at a time, so it is used while in L1
+ * (rows a power-of-two apart share few L1 sets); the micro-tiles go
+ * through an L1 buffer, from which each dst row's run of lines is written
+ * by consecutive stores: with nt, non-temporal ones that fill whole
+ * write-combining buffers. */
+static DLB__FORCE_INLINE void strip_block(char *dst, int64_t dst_b,
+                                          const char *src, int64_t src_a,
+                                          int64_t rows, size_t unit,
+                                          int nt) {
+  const int64_t m = unit >= 16 ? 1 : 16 / (int64_t)unit;
+  const int64_t out_rows = 64 / (int64_t)unit;
+  const int64_t run = rows * (int64_t)unit; /* bytes per dst row */
+  _Alignas(64) char buf[64][DLB__STRIP_BYTES]; /* 64 / unit rows used */
+  for (int64_t g = 0; g < rows; g += m) {
+    DLB__UNROLL
+    for (int t = 0; t < 4; t++) {
+      __m128i v[16];
+      DLB__UNROLL
+      for (int i = 0; i < m; i++)
+        v[i] = _mm_loadu_si128(
+            (const __m128i *)(const void *)(src + (g + i) * src_a + t * 16));
+      transpose_registers(v, unit);
+      DLB__UNROLL
+      for (int j = 0; j < m; j++)
+        _mm_store_si128((__m128i *)(void *)&buf[t * m + j][g * (int64_t)unit],
+                        v[j]);
+    }
+  }
+  for (int64_t r = 0; r < out_rows; r++) {
+    char *d = dst + r * dst_b;
+    for (int64_t off = 0; off < run; off += 64) {
+      __m128i x0 = _mm_load_si128((const __m128i *)(const void *)&buf[r][off]);
+      __m128i x1 =
+          _mm_load_si128((const __m128i *)(const void *)&buf[r][off + 16]);
+      __m128i x2 =
+          _mm_load_si128((const __m128i *)(const void *)&buf[r][off + 32]);
+      __m128i x3 =
+          _mm_load_si128((const __m128i *)(const void *)&buf[r][off + 48]);
+      if (nt) {
+        _mm_stream_si128((__m128i *)(void *)(d + off), x0);
+        _mm_stream_si128((__m128i *)(void *)(d + off + 16), x1);
+        _mm_stream_si128((__m128i *)(void *)(d + off + 32), x2);
+        _mm_stream_si128((__m128i *)(void *)(d + off + 48), x3);
+      } else {
+        _mm_storeu_si128((__m128i *)(void *)(d + off), x0);
+        _mm_storeu_si128((__m128i *)(void *)(d + off + 16), x1);
+        _mm_storeu_si128((__m128i *)(void *)(d + off + 32), x2);
+        _mm_storeu_si128((__m128i *)(void *)(d + off + 48), x3);
+      }
+    }
+  }
+}
+
+/* Prefetches bytes [lo, hi) of `rows` src rows src_a apart into L2 (L1
+ * has too few ways for rows a power of two apart): the lines of one row
+ * in a burst, then the next row's. */
+static DLB__FORCE_INLINE void prefetch_rows(const char *src, int64_t src_a,
+                                            int64_t rows, int64_t lo,
+                                            int64_t hi) {
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t off = lo; off < hi; off += 64)
+      DLB__PREFETCH_L2(src + r * src_a + off);
+}
+
+/* Strips of up to DLB__STRIP_BYTES / unit src rows (whole dst lines per
+ * row), walked along b in chunks of `chunk` bytes of each src row; each
+ * chunk prefetches the next one (the next strip's first, the next plane's
+ * at the end) in row bursts. Covers columns [0, a_full) (a multiple of
+ * 64 / unit) and rows [0, bw) (a multiple of 64 / unit) of the plane;
+ * with nt the stores are non-temporal (dst and dst_b aligned to lines). */
+static DLB__FORCE_INLINE void strips(char *dst, int64_t dst_b,
+                                     const char *src, int64_t src_a,
+                                     int64_t bw, int64_t a_full,
+                                     const char *next_src, size_t unit,
+                                     int nt, int64_t chunk) {
+  const int64_t u = (int64_t)unit;
+  const int64_t strip_rows = DLB__STRIP_BYTES / u;
+  const int64_t block_units = 64 / u;
+  const int64_t chunk_units = chunk / u;
+  const int64_t first = chunk < bw * u ? chunk : bw * u;
+  for (int64_t a0 = 0; a0 < a_full; a0 += strip_rows) {
+    const int64_t rows =
+        a0 + strip_rows < a_full ? strip_rows : a_full - a0;
+    const char *s0 = src + a0 * src_a;
+    char *d0 = dst + a0 * u;
+    for (int64_t c0 = 0; c0 < bw; c0 += chunk_units) {
+      const int64_t c1 = c0 + chunk_units < bw ? c0 + chunk_units : bw;
+      if (c1 < bw) {
+        const int64_t c2 = c1 + chunk_units < bw ? c1 + chunk_units : bw;
+        prefetch_rows(s0, src_a, rows, c1 * u, c2 * u);
+      } else if (a0 + strip_rows < a_full) {
+        const int64_t next = a0 + strip_rows;
+        prefetch_rows(src + next * src_a, src_a,
+                      next + strip_rows < a_full ? strip_rows
+                                                 : a_full - next,
+                      0, first);
+      } else if (next_src != NULL) {
+        prefetch_rows(next_src, src_a,
+                      strip_rows < a_full ? strip_rows : a_full, 0, first);
+      }
+      for (int64_t b = c0; b < c1; b += block_units)
+        strip_block(d0 + b * dst_b, dst_b, s0 + b * u, src_a, rows, unit,
+                    nt);
+    }
+  }
+  if (nt) _mm_sfence();
+}
+
+#endif
+
+/* Columns [a_lo, na) of the plane in outer tiles, each in blocks (edges
+ * DLB__TILE_BYTES and DLB__BLOCK_BYTES over the unit, along both sides).
+ * With unit_steps (dst_a and src_b are the unit: rows are contiguous) a
+ * small plane prefetches the next one, its lines spread evenly over this
+ * one's blocks, and blocks of units up to 8 bytes move in SSE2
+ * micro-tiles. */
+static DLB__FORCE_INLINE void blocked(char *dst, int64_t dst_b, int64_t dst_a,
+                                      const char *src, int64_t src_b,
+                                      int64_t src_a, int64_t nb, int64_t na,
+                                      int64_t a_lo, const char *next_dst,
+                                      const char *next_src, size_t unit,
+                                      int unit_steps) {
+  const int64_t u = (int64_t)unit;
+  const int64_t tile = DLB__TILE_BYTES / u;
+  const int64_t edge = DLB__BLOCK_BYTES / u;
+  const int64_t blocks =
+      ((nb + edge - 1) / edge) * ((na - a_lo + edge - 1) / edge);
+  dlb__ahead as, ad;
+  if (!unit_steps || nb * na * u > DLB__PREFETCH_PLANE_MAX)
+    next_src = next_dst = NULL;
+  ahead_init(&as, next_src, src_a, na, nb * u);
+  ahead_init(&ad, next_dst, dst_b, nb, na * u);
+  const int64_t per_s = (as.rows * as.lines + blocks - 1) / blocks;
+  const int64_t per_d = (ad.rows * ad.lines + blocks - 1) / blocks;
+  for (int64_t tb = 0; tb < nb; tb += tile) {
+    const int64_t tb1 = tb + tile < nb ? tb + tile : nb;
+    for (int64_t ta = a_lo; ta < na; ta += tile) {
+      const int64_t ta1 = ta + tile < na ? ta + tile : na;
+      for (int64_t b0 = tb; b0 < tb1; b0 += edge) {
+        const int64_t b1 = b0 + edge < tb1 ? b0 + edge : tb1;
+        for (int64_t a0 = ta; a0 < ta1; a0 += edge) {
+          const int64_t a1 = a0 + edge < ta1 ? a0 + edge : ta1;
+          ahead(&as, per_s);
+          ahead(&ad, per_d);
+#if DLB__HAVE_SSE2
+          if (unit_steps && unit <= 8)
+            fast_block(dst, dst_b, dst_a, src, src_b, src_a, b0, b1, a0, a1,
+                       unit);
+          else
+#endif
+            scalar_block(dst, dst_b, dst_a, src, src_b, src_a, b0, b1, a0,
+                         a1, unit);
+        }
+      }
+    }
+  }
+}
+
+
+/* One plane. With unit steps and SSE2 the columns that fill whole dst
+ * lines go in strips (stream: with non-temporal stores where dst's rows
+ * are line-aligned), the rest in blocks; otherwise all in blocks. */
+static DLB__FORCE_INLINE void plane(char *dst, int64_t dst_b, int64_t dst_a,
+                                    const char *src, int64_t src_b,
+                                    int64_t src_a, int64_t nb, int64_t na,
+                                    const char *next_dst,
+                                    const char *next_src, size_t unit,
+                                    int unit_steps, int stream) {
+#if DLB__HAVE_SSE2
+  const int64_t u = (int64_t)unit;
+  const int64_t a_full = na / (64 / u) * (64 / u);
+  const int64_t bw = nb / (64 / u) * (64 / u);
+  if (unit_steps && a_full > 0 && bw > 0) {
+    const int nt = stream && ((uintptr_t)dst & 63) == 0 && (dst_b & 63) == 0;
+    strips(dst, dst_b, src, src_a, bw, a_full, next_src, unit, nt,
+           DLB__STRIP_CHUNK);
+    if (bw < nb)
+      blocked(dst + bw * dst_b, dst_b, dst_a, src + bw * u, src_b, src_a,
+              nb - bw, a_full, 0, NULL, NULL, unit, unit_steps);
+    if (a_full < na)
+      blocked(dst, dst_b, dst_a, src, src_b, src_a, nb, na, a_full, NULL,
+              NULL, unit, unit_steps);
+    return;
+  }
+#else
+  (void)stream;
+#endif
+  blocked(dst, dst_b, dst_a, src, src_b, src_a, nb, na, 0, next_dst,
+          next_src, unit, unit_steps);
+}
+
+/* The plane kernel for one unit size, whether steps are units, and
+ * whether to stream, as dlb__tile_fn. */
+#define DLB__TILE_FN(NAME, UNIT, UNIT_STEPS, STREAM)                         \
+  static void NAME(char *d, int64_t db, int64_t da, const char *s,           \
+                   int64_t sb, int64_t sa, int64_t nb, int64_t na,           \
+                   const char *nd, const char *ns) {                         \
+    plane(d, db, da, s, sb, sa, nb, na, nd, ns, UNIT, UNIT_STEPS, STREAM);   \
+  }
+DLB__TILE_FN(tile_u8, 1, 0, 0)
+DLB__TILE_FN(tile_u16, 2, 0, 0)
+DLB__TILE_FN(tile_u32, 4, 0, 0)
+DLB__TILE_FN(tile_u64, 8, 0, 0)
+DLB__TILE_FN(tile_u128, 16, 0, 0)
+DLB__TILE_FN(tile_fast_u8, 1, 1, 0)
+DLB__TILE_FN(tile_fast_u16, 2, 1, 0)
+DLB__TILE_FN(tile_fast_u32, 4, 1, 0)
+DLB__TILE_FN(tile_fast_u64, 8, 1, 0)
+DLB__TILE_FN(tile_fast_u128, 16, 1, 0)
+DLB__TILE_FN(tile_stream_u8, 1, 1, 1)
+DLB__TILE_FN(tile_stream_u16, 2, 1, 1)
+DLB__TILE_FN(tile_stream_u32, 4, 1, 1)
+DLB__TILE_FN(tile_stream_u64, 8, 1, 1)
+DLB__TILE_FN(tile_stream_u128, 16, 1, 1)
+#undef DLB__TILE_FN
+
+typedef struct {
+  dlb__tile_fn strided, unit_steps, stream;
+} dlb__tile_set;
+
+static const dlb__tile_set dlb__tiles[5] = {
+    {tile_u8, tile_fast_u8, tile_stream_u8},
+    {tile_u16, tile_fast_u16, tile_stream_u16},
+    {tile_u32, tile_fast_u32, tile_stream_u32},
+    {tile_u64, tile_fast_u64, tile_stream_u64},
+    {tile_u128, tile_fast_u128, tile_stream_u128},
+};
+
+dlb__tile_fn dlb__tile_kernel(size_t unit, int64_t dst_a, int64_t src_b,
+                              int stream) {
+  const dlb__tile_set *set = &dlb__tiles[unit == 1   ? 0
+                                         : unit == 2 ? 1
+                                         : unit == 4 ? 2
+                                         : unit == 8 ? 3
+                                                     : 4];
+  /* The portable kernels (the test hook) are those without SSE2. */
+  if (dst_a != (int64_t)unit || src_b != (int64_t)unit ||
+      dlb__copy_portable())
+    return set->strided;
+  return stream ? set->stream : set->unit_steps;
 }

@@ -103,12 +103,15 @@ static int scale_bits(int64_t off, uint32_t eb, int round_up, int64_t *out) {
 }
 
 /*
- * The byte range [lo, hi) relative to data for elements of eb bits (element
- * k of the storage at bit k * eb). The shape must already be valid with
- * numel elements. Leaves lo and hi untouched on failure.
+ * The bytes the tensor's elements occupy: [lo, hi) relative to data, from
+ * the first byte of its lowest element to the end of its highest one
+ * (byte_offset included), for elements of eb bits (element k of the
+ * storage at bit k * eb). The shape must already be valid with numel
+ * elements. Fails, naming the field, when any part of that computation
+ * overflows int64; leaves lo and hi untouched then.
  */
-static dlb_status span_of(const DLTensor *t, int64_t numel, uint32_t eb,
-                          int64_t *lo, int64_t *hi) {
+static dlb_status occupied_bytes(const DLTensor *t, int64_t numel,
+                                 uint32_t eb, int64_t *lo, int64_t *hi) {
   if (t->byte_offset > (uint64_t)INT64_MAX)
     return dlb__fail(DLB_E_OVERFLOW, "byte_offset is %llu; exceeds INT64_MAX",
                      (unsigned long long)t->byte_offset);
@@ -184,7 +187,7 @@ dlb_status dlb_tensor_byte_span(const DLTensor *t, int64_t *lo, int64_t *hi) {
   int64_t numel = 0;
   dlb_status st = dlb_tensor_numel(t, &numel);
   if (st != DLB_OK) return st;
-  return span_of(t, numel, dlb_dtype_bits(t->dtype), lo, hi);
+  return occupied_bytes(t, numel, dlb_dtype_bits(t->dtype), lo, hi);
 }
 
 /* Index of the first dimension, innermost first, whose stride breaks compact
@@ -305,11 +308,70 @@ size_t dlb_tensor_alignment(const DLTensor *t) {
   return low < cap ? low : cap;
 }
 
+/* The common case of validate() in one pass, recording nothing: whole-byte
+ * elements, every extent at least 1, no product or sum overflowing. Returns
+ * 1 with *out filled when t is valid so; 0 when validate()'s full path must
+ * decide (and word the message), which it does for every tensor this
+ * accepts with the same result. */
+static int validate_common(const DLTensor *t, dlb__span *out) {
+  const int32_t ndim = t->ndim;
+  if (ndim < 0 || ndim > DLB_MAX_NDIM || (ndim > 0 && t->shape == NULL) ||
+      t->byte_offset > (uint64_t)INT64_MAX || t->data == NULL ||
+      t->device.device_id < 0 ||
+      (t->device.device_type != kDLCPU &&
+       !dlb_device_type_is_known(t->device.device_type)))
+    return 0;
+  const DLDataType dt = t->dtype;
+  const uint32_t bits = (uint32_t)dt.bits * dt.lanes;
+  /* Integers and floats of 8 to 64 bits, which dlb_dtype_check accepts
+   * with any lane count, spare its call. */
+  const int plain = dt.code <= kDLFloat && dt.lanes >= 1 && dt.bits >= 8 &&
+                    dt.bits <= 64 && (dt.bits & (dt.bits - 1)) == 0;
+  if (!plain &&
+      (dt.bits < 8 || bits % 8 != 0 || dlb_dtype_check(dt) != DLB_OK))
+    return 0;
+  const int64_t *shape = t->shape, *strides = t->strides;
+  int64_t numel = 1, min_el = 0, max_el = 0;
+  int over = 0;
+  for (int32_t d = 0; d < ndim; d++) {
+    const int64_t e = shape[d];
+    if (e < 1) return 0;
+    over |= __builtin_mul_overflow(numel, e, &numel);
+    if (strides != NULL) {
+      int64_t term = 0;
+      over |= __builtin_mul_overflow(e - 1, strides[d], &term);
+      if (term < 0)
+        over |= __builtin_add_overflow(min_el, term, &min_el);
+      else
+        over |= __builtin_add_overflow(max_el, term, &max_el);
+    }
+  }
+  if (over) return 0;
+  if (strides == NULL) max_el = numel - 1;
+  const int64_t size = (int64_t)(bits / 8), off = (int64_t)t->byte_offset;
+  int64_t blo = 0, bhi = 0, width = 0, lo = 0, hi = 0;
+  uintptr_t first = 0, last = 0;
+  over |= __builtin_mul_overflow(min_el, size, &blo);
+  over |= __builtin_add_overflow(max_el, 1, &bhi);
+  over |= __builtin_mul_overflow(bhi, size, &bhi);
+  over |= __builtin_sub_overflow(bhi, blo, &width);
+  over |= __builtin_add_overflow(blo, off, &lo);
+  over |= __builtin_add_overflow(bhi, off, &hi);
+  if (over || __builtin_add_overflow((uintptr_t)t->data, lo, &first) ||
+      __builtin_add_overflow((uintptr_t)t->data, hi, &last))
+    return 0;
+  out->numel = numel;
+  out->lo = lo;
+  out->hi = hi;
+  return 1;
+}
+
 /* The validator; padded says sub-byte elements take a byte each
  * (IS_SUBBYTE_TYPE_PADDED), otherwise they are packed. Fills *out with
  * what it measured on success. */
 static dlb_status validate(const DLTensor *t, int padded, dlb__span *out) {
   if (t == NULL) return dlb__fail(DLB_E_INVAL, "tensor is NULL");
+  if (validate_common(t, out)) return DLB_OK;
   int64_t numel = 0;
   dlb_status st = dlb_tensor_numel(t, &numel);
   if (st != DLB_OK) return st;
@@ -339,7 +401,7 @@ static dlb_status validate(const DLTensor *t, int padded, dlb__span *out) {
   uint32_t eb = subbyte && padded ? (uint32_t)(8 * dlb_dtype_itemsize(t->dtype))
                                   : dlb_dtype_bits(t->dtype);
   int64_t lo = 0, hi = 0;
-  st = span_of(t, numel, eb, &lo, &hi);
+  st = occupied_bytes(t, numel, eb, &lo, &hi);
   if (st != DLB_OK) return st;
   if (t->data == NULL && numel > 0)
     return dlb__fail(DLB_E_INVAL, "data is NULL with %lld elements",

@@ -27,6 +27,9 @@ typedef enum dlb__owner_kind {
 typedef struct dlb__owner {
   atomic_size_t refs;
   dlb__owner_kind kind;
+  /* The block of the tensor that embeds this owner (the first tensor made
+   * for the data): it is freed with the last reference, not before. */
+  struct dlb__tensor *home;
   union {
     void *cpu_data;
     struct {
@@ -44,12 +47,17 @@ typedef struct dlb__owner {
 
 /*
  * A tensor dlbridge made: one block holding the managed struct, its context
- * (managed.manager_ctx points at this struct) and shape then strides in
- * dims (ndim entries each).
+ * (managed.manager_ctx points at this struct), the owner when the tensor
+ * was the first made for its data, and shape then strides in dims (ndim
+ * entries each).
  */
 typedef struct dlb__tensor {
   DLManagedTensorVersioned managed;
   dlb__owner *owner; /* one reference, dropped by the deleter */
+  /* The owner of a tensor made for new data lives in its block, so making
+   * one costs one allocation; shares and views point at their base's. */
+  dlb__owner own;
+  int32_t dims_room; /* dims has room for this many dimensions, twice */
   int64_t dims[];
 } dlb__tensor;
 

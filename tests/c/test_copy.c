@@ -222,16 +222,24 @@ static int run_random_case(uint64_t *rng, int verbose) {
   return bad;
 }
 
-DLB_TEST(copy_random_layouts_match_reference) {
-  uint64_t rng = 20260114;
+static void random_layouts(uint64_t seed, int cases) {
+  uint64_t rng = seed;
   int failed = 0;
-  for (int i = 0; i < 1500; i++) {
+  for (int i = 0; i < cases; i++) {
     if (run_random_case(&rng, failed < 5)) {
       if (failed < 5) fprintf(stderr, "  case %d failed\n", i);
       failed++;
     }
   }
   CHECK_EQ_INT(failed, 0);
+}
+
+DLB_TEST(copy_random_layouts_match_reference) { random_layouts(20260114, 1500); }
+
+/* The portable kernels, which builds without SSE2 (aarch64) use. */
+DLB_TEST(copy_random_layouts_match_reference_portable) {
+  dlb__copy_force_portable(1);
+  random_layouts(20260115, 1500);
 }
 
 /* ---- chosen layouts --------------------------------------------------- */
@@ -247,7 +255,7 @@ static void fill_pattern(unsigned char *p, int64_t n, size_t es) {
 /* Transposes an nr x nc compact matrix of each unit size, with ragged edges,
  * on both the register path (unit steps) and the plain path (src columns
  * two units apart), and checks every element. */
-DLB_TEST(copy_transposes_every_unit_size) {
+static void transposes_every_unit_size(void) {
   const DLDataType types[] = {dt(kDLUInt, 8, 1), dt(kDLUInt, 16, 1),
                               dt(kDLUInt, 32, 1), dt(kDLUInt, 64, 1),
                               dt(kDLComplex, 128, 1), dt(kDLFloat, 32, 3)};
@@ -277,6 +285,13 @@ DLB_TEST(copy_transposes_every_unit_size) {
       free(b);
     }
   }
+}
+
+DLB_TEST(copy_transposes_every_unit_size) { transposes_every_unit_size(); }
+
+DLB_TEST(copy_transposes_every_unit_size_portable) {
+  dlb__copy_force_portable(1);
+  transposes_every_unit_size();
 }
 
 DLB_TEST(copy_zero_stride_dst_keeps_last_row_major_value) {

@@ -187,6 +187,15 @@ static void tensors_and_views(void) {
   KEEPS_OK(dlb_tensor_adopt(foreign, &out));
   dlb_tensor_release(out);
 
+  foreign = calloc(1, sizeof *foreign);
+  CHECK(foreign != NULL);
+  foreign->version.major = DLPACK_MAJOR_VERSION;
+  foreign->dl_tensor = t->dl_tensor;
+  foreign->deleter = foreign_deleter;
+  CHECK_OK(dlb_managed_validate(foreign));
+  KEEPS_OK(dlb_tensor_adopt_validated(foreign, &out));
+  dlb_tensor_release(out);
+
   DLManagedTensor *legacy = calloc(1, sizeof *legacy);
   CHECK(legacy != NULL);
   legacy->dl_tensor = t->dl_tensor;

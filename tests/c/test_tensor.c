@@ -359,6 +359,87 @@ DLB_TEST(tensor_adopt_of_ours_is_the_same_tensor) {
   dlb_tensor_release(a);
 }
 
+/* What a consumer that validated first gets: the same tensor as from
+ * dlb_tensor_adopt, one allocation, the deleter called once; NULLs refused;
+ * one of ours given back as it is. */
+DLB_TEST(tensor_adopt_validated_matches_adopt) {
+  int count = 0;
+  foreign *f = foreign_new(&count);
+  f->m.flags = DLPACK_FLAG_BITMASK_READ_ONLY;
+  f->m.dl_tensor.device.device_type = kDLCUDAHost;
+  f->m.dl_tensor.device.device_id = 2;
+  CHECK_OK(dlb_managed_validate(&f->m));
+  DLManagedTensorVersioned *t = UNTOUCHED;
+  CHECK_STATUS(dlb_tensor_adopt_validated(NULL, &t), DLB_E_INVAL);
+  CHECK_ERROR_MENTIONS("foreign");
+  CHECK_STATUS(dlb_tensor_adopt_validated(&f->m, NULL), DLB_E_INVAL);
+  CHECK_ERROR_MENTIONS("out");
+  CHECK(t == UNTOUCHED);
+  dlb_test_failalloc_install(0);
+  CHECK_OK(dlb_tensor_adopt_validated(&f->m, &t));
+  CHECK_EQ_INT(dlb_test_failalloc_calls(), 1);
+  CHECK(t != &f->m && dlb_tensor_is_ours(t));
+  CHECK_EQ_INT(t->flags, DLPACK_FLAG_BITMASK_READ_ONLY);
+  CHECK(t->dl_tensor.data == f->data);
+  check_shape2(&t->dl_tensor, 2, 3, 3, 1);
+  CHECK_EQ_INT(t->dl_tensor.device.device_type, kDLCUDAHost);
+  CHECK_EQ_INT(t->dl_tensor.device.device_id, 0);
+  DLManagedTensorVersioned *again = NULL;
+  CHECK_OK(dlb_tensor_adopt_validated(t, &again));
+  CHECK(again == t);
+  CHECK_EQ_INT(dlb_test_failalloc_calls(), 1);
+  CHECK_EQ_INT(count, 0);
+  dlb_tensor_release(t);
+  CHECK_EQ_INT(count, 1);
+  CHECK_EQ_INT(dlb_test_failalloc_live(), 0);
+  dlb_test_failalloc_remove();
+}
+
+/* A released tensor's block serves this thread's next tensor (of up to 8
+ * dimensions) under the default allocator; an installed allocator sees
+ * every block come back. */
+DLB_TEST(tensor_block_is_reused_by_the_next_tensor_on_the_thread) {
+  int count = 0;
+  DLManagedTensorVersioned *a = NULL, *b = NULL;
+  foreign *f = foreign_new(&count);
+  CHECK_OK(dlb_tensor_adopt(&f->m, &a));
+  dlb_tensor_release(a);
+  f = foreign_new(&count);
+  CHECK_OK(dlb_tensor_adopt(&f->m, &b));
+  CHECK(b == a);
+  dlb_tensor_release(b);
+  CHECK_EQ_INT(count, 2);
+  dlb_test_failalloc_install(0);
+  f = foreign_new(&count);
+  CHECK_OK(dlb_tensor_adopt(&f->m, &a));
+  CHECK_EQ_INT(dlb_test_failalloc_calls(), 1);
+  dlb_tensor_release(a);
+  CHECK_EQ_INT(dlb_test_failalloc_live(), 0);
+  dlb_test_failalloc_remove();
+  CHECK_EQ_INT(count, 3);
+}
+
+static void *import_and_exit(void *arg) {
+  int *count = arg;
+  DLManagedTensorVersioned *t = NULL;
+  foreign *f = foreign_new(count);
+  CHECK_OK(dlb_tensor_adopt(&f->m, &t));
+  dlb_tensor_release(t);
+  return NULL;
+}
+
+/* A thread's spare block is freed when the thread exits (the leak check
+ * of the sanitizer build sees it otherwise). */
+DLB_TEST(tensor_spare_block_freed_at_thread_exit) {
+  int count = 0;
+  for (int i = 0; i < 4; i++) {
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, import_and_exit, &count) == 0);
+    CHECK(pthread_join(th, NULL) == 0);
+  }
+  CHECK_EQ_INT(count, 4);
+}
+
 /* ---- legacy ------------------------------------------------------------ */
 
 DLB_TEST(tensor_from_legacy_calls_deleter_once) {

@@ -12,7 +12,9 @@ from support import measures_time
 
 @measures_time
 def test_large_copy_releases_the_gil():
-    a = np.arange(8192 * 4096, dtype=np.float32).reshape(8192, 4096)
+    # 256 MiB: long enough (tens of ms) that the scheduler's own gaps on
+    # a busy 2-core machine stay well below one copy.
+    a = np.arange(16384 * 4096, dtype=np.float32).reshape(16384, 4096)
     t = dlbridge.from_dlpack(a).permute((1, 0))
     t.copy()  # warm the pool and the allocator
     durations = []

@@ -1,0 +1,138 @@
+/* bench_limit.h -- the machine's copy limit, measured the ways a copy can
+ * be written: the C library's memcpy, SSE2 non-temporal stores (they skip
+ * reading dst's lines into the cache before overwriting them) and x86's
+ * `rep movsb` (the microcoded string copy), each on one thread and on N,
+ * the bytes split into equal parts of whole cache lines. The limit for a
+ * size and a thread count is the fastest of them. */
+#ifndef DLB_BENCH_LIMIT_H
+#define DLB_BENCH_LIMIT_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+typedef void (*limit_fn)(void *dst, const void *src, size_t n);
+
+static void limit_memcpy(void *dst, const void *src, size_t n) {
+  memcpy(dst, src, n);
+}
+
+#if defined(__SSE2__)
+/* dst aligned to a line by a plain head copy, then 64 bytes per round:
+ * four loads, four streaming stores; the fence orders them before the
+ * copy counts as done. */
+static void limit_stream(void *dst, const void *src, size_t n) {
+  char *d = dst;
+  const char *s = src;
+  size_t head = (size_t)(-(uintptr_t)d & 63);
+  if (head > n) head = n;
+  memcpy(d, s, head);
+  d += head;
+  s += head;
+  n -= head;
+  for (; n >= 64; n -= 64, d += 64, s += 64) {
+    __m128i a = _mm_loadu_si128((const __m128i *)(const void *)s);
+    __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(s + 16));
+    __m128i c = _mm_loadu_si128((const __m128i *)(const void *)(s + 32));
+    __m128i e = _mm_loadu_si128((const __m128i *)(const void *)(s + 48));
+    _mm_stream_si128((__m128i *)(void *)d, a);
+    _mm_stream_si128((__m128i *)(void *)(d + 16), b);
+    _mm_stream_si128((__m128i *)(void *)(d + 32), c);
+    _mm_stream_si128((__m128i *)(void *)(d + 48), e);
+  }
+  _mm_sfence();
+  memcpy(d, s, n);
+}
+#endif
+
+#if defined(__x86_64__) && defined(__GNUC__)
+static void limit_movsb(void *dst, const void *src, size_t n) {
+  __asm__ volatile("rep movsb" : "+D"(dst), "+S"(src), "+c"(n) : : "memory");
+}
+#endif
+
+typedef struct {
+  const char *name;
+  limit_fn fn;
+} limit_method;
+
+static const limit_method limit_methods[] = {
+    {"memcpy", limit_memcpy},
+#if defined(__SSE2__)
+    {"stream", limit_stream},
+#endif
+#if defined(__x86_64__) && defined(__GNUC__)
+    {"rep movsb", limit_movsb},
+#endif
+};
+#define LIMIT_METHODS (sizeof limit_methods / sizeof limit_methods[0])
+
+/* Threads for the N-thread runs, started once and held at a barrier
+ * between copies, so a timing pays a wake-up, not a thread start (as the
+ * library's own pool does). */
+#define LIMIT_MAX_THREADS 64
+static struct {
+  pthread_t tid[LIMIT_MAX_THREADS];
+  pthread_barrier_t start, done;
+  int n;
+  limit_fn fn;
+  char *dst;
+  const char *src;
+  size_t bytes;
+  int quit;
+} limit_pool;
+
+static void limit_part(int i) {
+  const int n = limit_pool.n;
+  const size_t lines = limit_pool.bytes / 64;
+  size_t lo = lines * (size_t)i / (size_t)n * 64;
+  size_t hi = i + 1 == n ? limit_pool.bytes : lines * (size_t)(i + 1) / (size_t)n * 64;
+  limit_pool.fn(limit_pool.dst + lo, limit_pool.src + lo, hi - lo);
+}
+
+static void *limit_worker(void *arg) {
+  const int i = (int)(intptr_t)arg;
+  for (;;) {
+    pthread_barrier_wait(&limit_pool.start);
+    if (limit_pool.quit) return NULL;
+    limit_part(i);
+    pthread_barrier_wait(&limit_pool.done);
+  }
+}
+
+static void limit_start(int threads) {
+  if (threads > LIMIT_MAX_THREADS) threads = LIMIT_MAX_THREADS;
+  limit_pool.n = threads;
+  pthread_barrier_init(&limit_pool.start, NULL, (unsigned)threads);
+  pthread_barrier_init(&limit_pool.done, NULL, (unsigned)threads);
+  for (int i = 1; i < threads; i++)
+    pthread_create(&limit_pool.tid[i], NULL, limit_worker, (void *)(intptr_t)i);
+}
+
+static void limit_stop(void) {
+  limit_pool.quit = 1;
+  pthread_barrier_wait(&limit_pool.start);
+  for (int i = 1; i < limit_pool.n; i++) pthread_join(limit_pool.tid[i], NULL);
+}
+
+/* One copy of `bytes` by fn on one thread (threads == 1) or on the pool. */
+static void limit_copy(limit_fn fn, void *dst, const void *src, size_t bytes,
+                       int threads) {
+  if (threads <= 1 || limit_pool.n <= 1) {
+    fn(dst, src, bytes);
+    return;
+  }
+  limit_pool.fn = fn;
+  limit_pool.dst = dst;
+  limit_pool.src = src;
+  limit_pool.bytes = bytes;
+  pthread_barrier_wait(&limit_pool.start);
+  limit_part(0);
+  pthread_barrier_wait(&limit_pool.done);
+}
+
+#endif

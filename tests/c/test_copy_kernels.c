@@ -1,0 +1,243 @@
+/*
+ * test_copy_kernels.c -- the copy engine's kernels at their edges: the
+ * non-temporal block copy (every head and tail alignment, the size
+ * threshold that selects it) and the portable paths behind the test hook.
+ */
+#include "copy/copy_internal.h"
+#include "test.h"
+
+static void fill(unsigned char *p, size_t n, unsigned seed) {
+  for (size_t i = 0; i < n; i++)
+    p[i] = (unsigned char)((i + seed) * 2654435761u >> 11);
+}
+
+/* Every length up to 4 lines plus one, from and to every offset in a line:
+ * the bytes copied match and the bytes around dst stay as they were. */
+DLB_TEST(stream_copy_every_alignment_and_length) {
+  enum { PAD = 64, MAXN = 4 * 64 + 65 };
+  static unsigned char src[PAD + MAXN + PAD], dst[PAD + MAXN + PAD + 64],
+      want[sizeof dst];
+  fill(src, sizeof src, 1);
+  for (size_t so = 0; so < 64; so += 7)
+    for (size_t d0 = 0; d0 < 64; d0++)
+      for (size_t n = 0; n <= MAXN; n += n < 130 ? 1 : 37) {
+        fill(dst, sizeof dst, 3);
+        memcpy(want, dst, sizeof dst);
+        memcpy(want + PAD + d0, src + PAD + so, n);
+        dlb__stream_copy((char *)dst + PAD + d0,
+                         (const char *)src + PAD + so, n);
+        if (memcmp(dst, want, sizeof dst) != 0)
+          dlb_test_failed(__FILE__, __LINE__,
+                          "src offset %zu dst offset %zu length %zu", so, d0,
+                          n);
+      }
+}
+
+/* The plan picks the non-temporal kernel from DLB__STREAM_MIN bytes on,
+ * for rows of at least DLB__STREAM_ROW_MIN, and memcpy below. */
+DLB_TEST(copy_plan_streams_from_the_threshold_on) {
+  dlb__copy_plan p;
+  static char a[1], b[1];
+  const dlb__row_fn stream = dlb__row_kernel(4, 4, 4, 1);
+  const dlb__row_fn plain = dlb__row_kernel(4, 4, 4, 0);
+  CHECK(stream != plain);
+  int64_t at[1] = {DLB__STREAM_MIN / 4}, below[1] = {DLB__STREAM_MIN / 4 - 1};
+  dlb__copy_plan_build(&p, b, NULL, a, NULL, 1, at, 4);
+  CHECK(p.row == stream);
+  dlb__copy_plan_build(&p, b, NULL, a, NULL, 1, below, 4);
+  CHECK(p.row == plain);
+  /* Rows: 2-D, dst rows padded so dims do not merge. */
+  const int64_t row = DLB__STREAM_ROW_MIN / 4;
+  int64_t shape[2] = {DLB__STREAM_MIN / DLB__STREAM_ROW_MIN, row};
+  int64_t dstr[2] = {row + 16, 1};
+  dlb__copy_plan_build(&p, b, dstr, a, NULL, 2, shape, 4);
+  CHECK(p.row == stream);
+  int64_t short_rows[2] = {DLB__STREAM_MIN / DLB__STREAM_ROW_MIN * 2,
+                           row / 2};
+  dlb__copy_plan_build(&p, b, dstr, a, NULL, 2, short_rows, 4);
+  CHECK(p.row == plain);
+  /* The test hook turns it off. */
+  dlb__copy_force_portable(1);
+  dlb__copy_plan_build(&p, b, NULL, a, NULL, 1, at, 4);
+  CHECK(p.row == plain);
+  dlb__copy_force_portable(0);
+}
+
+static DLTensor flat_u8(void *data, int64_t *shape, uint64_t offset) {
+  DLTensor t;
+  memset(&t, 0, sizeof t);
+  t.data = data;
+  t.device.device_type = kDLCPU;
+  t.ndim = 1;
+  t.dtype.code = kDLUInt;
+  t.dtype.bits = 8;
+  t.dtype.lanes = 1;
+  t.shape = shape;
+  t.byte_offset = offset;
+  return t;
+}
+
+/* dlb_copy just below, at and above the threshold, from and to odd
+ * offsets, on one thread and on several: every byte lands, none around. */
+DLB_TEST(copy_contiguous_around_the_stream_threshold) {
+  const size_t cap = (size_t)DLB__STREAM_MIN + 4096;
+  unsigned char *src = malloc(cap), *dst = malloc(cap);
+  CHECK(src != NULL && dst != NULL);
+  fill(src, cap, 5);
+  const int64_t sizes[] = {DLB__STREAM_MIN - 1, DLB__STREAM_MIN,
+                           DLB__STREAM_MIN + 61};
+  const uint64_t offs[][2] = {{0, 0}, {3, 17}, {63, 1}};
+  for (int threads = 1; threads <= 3; threads += 2) {
+    dlb_copy_set_threads(threads);
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++)
+      for (size_t o = 0; o < sizeof offs / sizeof offs[0]; o++) {
+        memset(dst, 0xa5, cap);
+        int64_t shape[1] = {sizes[k]};
+        DLTensor s = flat_u8(src, shape, offs[o][0]);
+        DLTensor d = flat_u8(dst, shape, offs[o][1]);
+        CHECK_OK(dlb_copy(&s, &d));
+        const size_t n = (size_t)sizes[k], d0 = (size_t)offs[o][1];
+        if (memcmp(dst + d0, src + offs[o][0], n) != 0)
+          dlb_test_failed(__FILE__, __LINE__, "size %zu offsets %d: bytes",
+                          n, (int)o);
+        for (size_t i = 0; i < d0; i++) CHECK_EQ_INT(dst[i], 0xa5);
+        for (size_t i = d0 + n; i < cap; i++) CHECK_EQ_INT(dst[i], 0xa5);
+      }
+  }
+  free(src);
+  free(dst);
+}
+
+/* Rows of a large padded 2-D copy stream one by one; the padding between
+ * them stays. */
+DLB_TEST(copy_streamed_rows_keep_the_gaps) {
+  const int64_t cols = 1000, rows = DLB__STREAM_MIN / cols / 4 + 3;
+  const int64_t pitch = cols + 9; /* elements */
+  uint32_t *src = malloc((size_t)(rows * cols) * 4);
+  uint32_t *dst = malloc((size_t)(rows * pitch) * 4);
+  CHECK(src != NULL && dst != NULL);
+  for (int64_t i = 0; i < rows * cols; i++) src[i] = (uint32_t)(i * 7 + 1);
+  for (int64_t i = 0; i < rows * pitch; i++) dst[i] = 0xdeadbeefu;
+  int64_t shape[2] = {rows, cols}, dstr[2] = {pitch, 1};
+  DLTensor s, d;
+  memset(&s, 0, sizeof s);
+  s.data = src;
+  s.device.device_type = kDLCPU;
+  s.ndim = 2;
+  s.dtype.code = kDLUInt;
+  s.dtype.bits = 32;
+  s.dtype.lanes = 1;
+  s.shape = shape;
+  d = s;
+  d.data = dst;
+  d.strides = dstr;
+  dlb_copy_set_threads(1);
+  CHECK_OK(dlb_copy(&s, &d));
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t c = 0; c < pitch; c++) {
+      uint32_t want = c < cols ? src[r * cols + c] : 0xdeadbeefu;
+      if (dst[r * pitch + c] != want)
+        dlb_test_failed(__FILE__, __LINE__, "dst[%lld][%lld]", (long long)r,
+                        (long long)c);
+    }
+  free(src);
+  free(dst);
+}
+
+/* One plane through a tile kernel against element-by-element reference:
+ * nb x na units, src rows (along a) src_a bytes apart, dst rows (along b)
+ * dst_b bytes apart, dst at offset doff from a line; bytes between rows
+ * and around the plane stay. */
+static void check_plane(size_t unit, int64_t nb, int64_t na, int64_t pad_s,
+                        int64_t pad_d, int64_t doff, int stream) {
+  const int64_t u = (int64_t)unit;
+  const int64_t src_a = nb * u + pad_s, dst_b = na * u + pad_d;
+  const size_t sbytes = (size_t)(na * src_a + 64);
+  const size_t dbytes = (size_t)(nb * dst_b + 128);
+  unsigned char *sbuf = NULL, *dbuf = NULL, *want = malloc(dbytes);
+  CHECK(posix_memalign((void **)&sbuf, 64, sbytes) == 0);
+  CHECK(posix_memalign((void **)&dbuf, 64, dbytes) == 0);
+  CHECK(want != NULL);
+  fill(sbuf, sbytes, (unsigned)(nb * 31 + na));
+  fill(dbuf, dbytes, 9);
+  memcpy(want, dbuf, dbytes);
+  const unsigned char *src = sbuf + 16;
+  unsigned char *dst = dbuf + doff;
+  for (int64_t b = 0; b < nb; b++)
+    for (int64_t a = 0; a < na; a++)
+      memcpy(want + doff + b * dst_b + a * u, src + a * src_a + b * u, unit);
+  dlb__tile_fn fn = dlb__tile_kernel(unit, u, u, stream);
+  /* The next plane is this one again: only prefetched, never read. */
+  fn((char *)dst, dst_b, u, (const char *)src, u, src_a, nb, na,
+     (const char *)dst, (const char *)src);
+  if (memcmp(dbuf, want, dbytes) != 0)
+    dlb_test_failed(__FILE__, __LINE__,
+                    "unit %zu plane %lld x %lld pads %lld/%lld dst offset "
+                    "%lld stream %d",
+                    unit, (long long)nb, (long long)na, (long long)pad_s,
+                    (long long)pad_d, (long long)doff, stream);
+  free(sbuf);
+  free(dbuf);
+  free(want);
+}
+
+/* Planes that fill whole strips, partial strips, ragged rows and columns,
+ * for every unit, aligned (non-temporal stores) and not. */
+DLB_TEST(tile_kernels_every_unit_shape_and_alignment) {
+  const size_t units[] = {1, 2, 4, 8, 16};
+  for (size_t k = 0; k < 5; k++) {
+    const int64_t line = 64 / (int64_t)units[k];
+    const int64_t sizes[] = {1, line - 1, line, line + 3, 2 * line,
+                             3 * line + 5, 4 * line};
+    for (size_t i = 0; i < 7; i++)
+      for (size_t j = 0; j < 7; j += (i % 2) + 1)
+        for (int stream = 0; stream < 2; stream++) {
+          const int64_t nb = sizes[i] > 0 ? sizes[i] : 1;
+          const int64_t na = sizes[j] > 0 ? sizes[j] : 1;
+          check_plane(units[k], nb, na, 0, 0, 0, stream);
+          check_plane(units[k], nb, na, 64 - (int64_t)units[k],
+                      64 - (na * (int64_t)units[k]) % 64, 0, stream);
+          check_plane(units[k], nb, na, 7 * (int64_t)units[k],
+                      (int64_t)units[k], 3, stream);
+        }
+  }
+}
+
+/* Gathers of every unit with src steps of 1 to 5 units and both signs,
+ * rows of 0 to 70 units, from odd offsets: src is allocated to the byte
+ * it needs (AddressSanitizer sees any read past it) and dst's
+ * neighbours stay. */
+DLB_TEST(gather_kernels_every_step_and_length) {
+  const size_t units[] = {1, 2, 4, 8, 16};
+  for (size_t ui = 0; ui < 5; ui++) {
+    const int64_t u = (int64_t)units[ui];
+    for (int64_t k = -5; k <= 5; k++) {
+      for (int stream = 0; stream < 2 && k != 0; stream++) {
+      /* stream only changes contiguous rows; gathers ignore it. */
+      const dlb__row_fn fn = dlb__row_kernel(units[ui], u, k * u, stream);
+      for (int64_t n = 0; n <= 70; n++) {
+        const int64_t span = n == 0 ? 0 : ((n - 1) * (k < 0 ? -k : k) + 1) * u;
+        unsigned char *src = malloc((size_t)span + 3);
+        unsigned char *dst = malloc((size_t)(n * u) + 8);
+        unsigned char *want = malloc((size_t)(n * u) + 8);
+        CHECK(src != NULL && dst != NULL && want != NULL);
+        fill(src, (size_t)span + 3, (unsigned)(n + k));
+        fill(dst, (size_t)(n * u) + 8, 77);
+        memcpy(want, dst, (size_t)(n * u) + 8);
+        /* The first unit read: the last of the span for a negative step. */
+        const unsigned char *first =
+            src + 3 + (k < 0 ? span - u : 0);
+        for (int64_t i = 0; i < n; i++)
+          memcpy(want + 5 + i * u, first + i * k * u, (size_t)u);
+        if (n > 0) fn((char *)dst + 5, u, (const char *)first, k * u, n);
+        if (memcmp(dst, want, (size_t)(n * u) + 8) != 0)
+          dlb_test_failed(__FILE__, __LINE__, "unit %lld step %lld n %lld",
+                          (long long)u, (long long)k, (long long)n);
+        free(src);
+        free(dst);
+        free(want);
+      }
+      }
+    }
+  }
+}
