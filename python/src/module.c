@@ -179,6 +179,11 @@ static PyMethodDef dlbpy_module_methods[] = {
      "('cuda_host', 'cuda_managed', 'rocm_host') wait for every GPU of "
      "their runtime the process has used, 'cpu' for nothing. RuntimeError "
      "when the runtime or GPU is missing."},
+    {"_rebuild", (PyCFunction)(void (*)(void))dlbpy_rebuild,
+     METH_FASTCALL | METH_KEYWORDS,
+     "_rebuild(data, dtype, shape, flags, /)\n--\n\n"
+     "A pickled tensor from its data (any buffer of the compact "
+     "elements), sharing the buffer when it can."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -634,6 +634,15 @@ static PyMethodDef dlbpy_tensor_methods[] = {
     {"item", dlbpy_tensor_item, METH_NOARGS,
      "item()\n--\n\n"
      "Returns the one element of a one-element tensor as a Python number."},
+    {"__reduce_ex__", dlbpy_tensor_reduce_ex, METH_O,
+     "__reduce_ex__(protocol, /)\n--\n\n"
+     "Pickles the data by value (a PickleBuffer from protocol 5, so it can "
+     "travel out of band)."},
+    {"__copy__", dlbpy_tensor_copy_copy, METH_NOARGS,
+     "__copy__()\n--\n\nA copy of the data, read-only when this is."},
+    {"__deepcopy__", dlbpy_tensor_deepcopy, METH_O,
+     "__deepcopy__(memo, /)\n--\n\nA copy of the data, read-only when "
+     "this is."},
     {"__complex__", dlbpy_tensor_complex, METH_NOARGS,
      "__complex__()\n--\n\n"
      "Returns the one element of a one-element tensor as a complex."},
