@@ -18,8 +18,19 @@ static const DLDataType dlbpy_int64 = {kDLInt, 64, 1};
 static const DLDataType dlbpy_bool = {kDLBool, 8, 1};
 static const DLDataType dlbpy_complex64 = {kDLComplex, 64, 1};
 
+/* shared: shared memory (cpu only). */
 static int dlbpy_alloc(DLDevice device, DLDataType dtype, int32_t ndim,
-                       const int64_t *shape, DLManagedTensorVersioned **out) {
+                       const int64_t *shape, int shared,
+                       DLManagedTensorVersioned **out) {
+  if (shared) {
+    if (device.device_type != kDLCPU) {
+      PyErr_SetString(PyExc_ValueError,
+                      "shared=True allocates cpu memory; device must be "
+                      "'cpu' (pin the shared tensor for a GPU runtime)");
+      return -1;
+    }
+    return dlbpy_shared_alloc(dtype, ndim, shape, out);
+  }
   dlb_status s = dlb_tensor_alloc(device, dtype, ndim, shape, out);
   if (s == DLB_OK) return 0;
   char name[DLB_DEVICE_NAME_MAX], what[64];
@@ -32,17 +43,17 @@ static int dlbpy_alloc(DLDevice device, DLDataType dtype, int32_t ndim,
  * it uninitialised). The device memory comes first, so a missing runtime
  * fails before any filling, as it does for empty(). */
 static int dlbpy_make(DLDevice device, DLDataType dtype, int32_t ndim,
-                      const int64_t *shape, dlbpy_fill_fn fill, void *arg,
-                      DLManagedTensorVersioned **out) {
+                      const int64_t *shape, int shared, dlbpy_fill_fn fill,
+                      void *arg, DLManagedTensorVersioned **out) {
   DLManagedTensorVersioned *mt, *host;
-  if (dlbpy_alloc(device, dtype, ndim, shape, &mt) < 0) return -1;
+  if (dlbpy_alloc(device, dtype, ndim, shape, shared, &mt) < 0) return -1;
   if (fill == NULL) {
     *out = mt;
     return 0;
   }
   host = mt;
   if (!dlb_device_type_cpu_accessible(device.device_type) &&
-      dlbpy_alloc((DLDevice){kDLCPU, 0}, dtype, ndim, shape, &host) < 0) {
+      dlbpy_alloc((DLDevice){kDLCPU, 0}, dtype, ndim, shape, 0, &host) < 0) {
     dlb_tensor_release(mt);
     return -1;
   }
@@ -103,13 +114,24 @@ static int dlbpy_dtype_arg(PyObject *obj, DLDataType fallback,
  * ---------------------------------------------------------------------- */
 
 static const char *const dlbpy_empty_kw[] = {"shape", "dtype", "device",
-                                             NULL};
+                                             "shared", NULL};
+
+/* shared=: False (None) or True. */
+static int dlbpy_shared_arg(PyObject *obj, int *out) {
+  if (obj != NULL && obj != Py_None && !PyBool_Check(obj)) {
+    PyErr_Format(PyExc_TypeError, "shared must be True or False, not %.100s",
+                 Py_TYPE(obj)->tp_name);
+    return -1;
+  }
+  *out = obj == Py_True;
+  return 0;
+}
 
 static PyObject *dlbpy_empty_like_call(const char *fname, PyObject *module,
                                        PyObject *const *args,
                                        Py_ssize_t nargsf, PyObject *kwnames,
                                        dlbpy_fill_fn fill) {
-  PyObject *v[3] = {NULL, NULL, NULL};
+  PyObject *v[4] = {NULL, NULL, NULL, NULL};
   if (dlbpy_parse_args(fname, args, nargsf, kwnames, dlbpy_empty_kw, 0, 3, 1,
                        v) < 0)
     return NULL;
@@ -117,12 +139,13 @@ static PyObject *dlbpy_empty_like_call(const char *fname, PyObject *module,
   int64_t shape[DLB_MAX_NDIM];
   DLDataType dtype;
   DLDevice device;
+  int shared;
   if (dlbpy_parse_shape(v[0], &ndim, shape) < 0 ||
       dlbpy_dtype_arg(v[1], dlbpy_float32, &dtype) < 0 ||
-      dlbpy_device_arg(v[2], &device) < 0)
+      dlbpy_device_arg(v[2], &device) < 0 || dlbpy_shared_arg(v[3], &shared) < 0)
     return NULL;
   DLManagedTensorVersioned *mt = NULL;
-  if (dlbpy_make(device, dtype, ndim, shape, fill, NULL, &mt) < 0)
+  if (dlbpy_make(device, dtype, ndim, shape, shared, fill, NULL, &mt) < 0)
     return NULL;
   return dlbpy_wrap(module, mt);
 }
@@ -204,11 +227,11 @@ static int dlbpy_check_scalar_dtype(DLDataType dtype, const char *fname) {
 }
 
 static const char *const dlbpy_full_kw[] = {"shape", "fill_value", "dtype",
-                                            "device", NULL};
+                                            "device", "shared", NULL};
 
 PyObject *dlbpy_full(PyObject *module, PyObject *const *args,
                      Py_ssize_t nargsf, PyObject *kwnames) {
-  PyObject *v[4] = {NULL, NULL, NULL, NULL};
+  PyObject *v[5] = {NULL, NULL, NULL, NULL, NULL};
   if (dlbpy_parse_args("full", args, nargsf, kwnames, dlbpy_full_kw, 0, 4, 2,
                        v) < 0)
     return NULL;
@@ -216,14 +239,17 @@ PyObject *dlbpy_full(PyObject *module, PyObject *const *args,
   int64_t shape[DLB_MAX_NDIM];
   DLDataType dtype;
   DLDevice device;
+  int shared;
   if (dlbpy_refuse_tensor_number(v[1], "full(): fill_value") < 0 ||
       dlbpy_parse_shape(v[0], &ndim, shape) < 0 ||
       dlbpy_dtype_arg(v[2], dlbpy_infer_scalar(v[1]), &dtype) < 0 ||
       dlbpy_device_arg(v[3], &device) < 0 ||
+      dlbpy_shared_arg(v[4], &shared) < 0 ||
       dlbpy_check_scalar_dtype(dtype, "full") < 0)
     return NULL;
   DLManagedTensorVersioned *mt = NULL;
-  if (dlbpy_make(device, dtype, ndim, shape, dlbpy_fill_value, v[1], &mt) < 0)
+  if (dlbpy_make(device, dtype, ndim, shape, shared, dlbpy_fill_value, v[1],
+                 &mt) < 0)
     return NULL;
   return dlbpy_wrap(module, mt);
 }
@@ -368,7 +394,7 @@ PyObject *dlbpy_arange(PyObject *module, PyObject *const *args,
       dlbpy_check_scalar_dtype(dtype, "arange") < 0)
     return NULL;
   DLManagedTensorVersioned *mt = NULL;
-  if (dlbpy_make(device, dtype, 1, &count, dlbpy_fill_range, &r, &mt) < 0)
+  if (dlbpy_make(device, dtype, 1, &count, 0, dlbpy_fill_range, &r, &mt) < 0)
     return NULL;
   return dlbpy_wrap(module, mt);
 }
@@ -496,7 +522,7 @@ static int dlbpy_from_values(PyObject *obj, PyObject *dtype_obj,
       dlbpy_check_scalar_dtype(dtype, "asarray") < 0)
     return -1;
   dlbpy_nest_src src = {obj, &nest};
-  return dlbpy_make((DLDevice){kDLCPU, 0}, dtype, nest.ndim, nest.shape,
+  return dlbpy_make((DLDevice){kDLCPU, 0}, dtype, nest.ndim, nest.shape, 0,
                     dlbpy_fill_nest, &src, out);
 }
 

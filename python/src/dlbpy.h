@@ -443,6 +443,18 @@ PyObject *dlbpy_tensor_deepcopy(PyObject *self, PyObject *memo);
 PyObject *dlbpy_rebuild(PyObject *module, PyObject *const *args,
                         Py_ssize_t nargsf, PyObject *kwnames);
 
+/* Tensor.is_shared and Tensor.share_memory(). */
+PyObject *dlbpy_tensor_is_shared(PyObject *self, void *closure);
+PyObject *dlbpy_tensor_share_memory(PyObject *self, PyObject *unused);
+/* share_export(t, /) -> (handle bytes, fd): the fd is the caller's. */
+PyObject *dlbpy_share_export(PyObject *module, PyObject *t);
+/* share_import(handle, fd, /, pin=None): fd is borrowed. */
+PyObject *dlbpy_share_import(PyObject *module, PyObject *const *args,
+                             Py_ssize_t nargsf, PyObject *kwnames);
+/* A compact cpu tensor in shared memory (dlb_shared_alloc). */
+int dlbpy_shared_alloc(DLDataType dtype, int32_t ndim, const int64_t *shape,
+                       DLManagedTensorVersioned **out);
+
 /* Python's version helpers that 3.9 lacks under the public names. */
 #if PY_VERSION_HEX >= 0x030D0000
 #define DLBPY_IS_FINALIZING() Py_IsFinalizing()
