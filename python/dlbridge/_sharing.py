@@ -12,7 +12,9 @@ receiver gets its own copy); call share_memory() first to share it.
 
 import os as _os
 import threading as _threading
+import weakref as _weakref
 from multiprocessing import reduction as _reduction
+from multiprocessing.context import get_spawning_popen as _get_spawning_popen
 
 from ._dlbridge import Tensor, share_export, share_import
 
@@ -64,7 +66,20 @@ def _reduce_tensor(t):
     handle, fd = share_export(t)
     if fd < 0:
         return _rebuild_shared, (handle, None)
+    if _get_spawning_popen() is not None:
+        # A child being started (spawn, forkserver) inherits the descriptor
+        # itself after the pickle is written: it stays open as long as the
+        # tensor object (Process.start() drops its arguments once the
+        # child has it).
+        try:
+            dupfd = _reduction.DupFd(fd)
+            _weakref.finalize(t, _os.close, fd)
+        except BaseException:
+            _os.close(fd)
+            raise
+        return _rebuild_shared, (handle, dupfd)
     try:
+        # A duplicate waits for the receiver in the resource sharer.
         dupfd = _reduction.DupFd(fd)
     finally:
         _os.close(fd)
