@@ -17,6 +17,20 @@ int share_worker_run(int sock, int index, int nworkers, uint64_t flags) {
     say(sock, 'F');
     return 1;
   }
+  /* Pinned on receipt: labelled so, and the runtime agrees. */
+  DLDeviceType want = flags & DLB_SHARE_PIN_CUDA   ? kDLCUDAHost
+                      : flags & DLB_SHARE_PIN_ROCM ? kDLROCMHost
+                                                   : kDLCPU;
+  DLDevice seen = {kDLCPU, 0};
+  if (t->dl_tensor.device.device_type != want ||
+      dlb_device_of_pointer(t->dl_tensor.data, &seen) != DLB_OK ||
+      seen.device_type != want || !dlb_tensor_is_shared(t)) {
+    fprintf(stderr, "worker %d: memory is %d, labelled %d, wanted %d\n",
+            index, (int)seen.device_type,
+            (int)t->dl_tensor.device.device_type, (int)want);
+    say(sock, 'F');
+    return 1;
+  }
   int64_t n = t->dl_tensor.shape[0];
   uint8_t *d = (uint8_t *)t->dl_tensor.data + t->dl_tensor.byte_offset;
   int64_t part = n / nworkers;

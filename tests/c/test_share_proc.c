@@ -49,15 +49,16 @@ static char read_byte(int fd) {
   return c;
 }
 
+
 /* Every worker writes its quarter of one tensor and checks all of it;
  * the parent checks every byte afterwards as well. */
-static void run_workers(int exec, int64_t n) {
+void share_run_workers(int exec, int64_t n, uint64_t flags) {
   int fds = share_count_fds();
   DLManagedTensorVersioned *t = share_bytes(n);
   pid_t pids[WORKERS];
   int socks[WORKERS];
   for (int i = 0; i < WORKERS; i++) {
-    pids[i] = start_worker(i, exec, 0, &socks[i]);
+    pids[i] = start_worker(i, exec, flags, &socks[i]);
     CHECK_OK(dlb_share_send(socks[i], t));
   }
   for (int i = 0; i < WORKERS; i++) CHECK_EQ_INT(read_byte(socks[i]), 'w');
@@ -78,8 +79,8 @@ static void run_workers(int exec, int64_t n) {
   CHECK_EQ_INT(share_count_fds(), fds);
 }
 
-DLB_TEST(share_proc_four_forked_workers) { run_workers(0, 4 << 20); }
-DLB_TEST(share_proc_four_execd_workers) { run_workers(1, 4 << 20); }
+DLB_TEST(share_proc_four_forked_workers) { share_run_workers(0, 4 << 20, 0); }
+DLB_TEST(share_proc_four_execd_workers) { share_run_workers(1, 4 << 20, 0); }
 
 /* Shmem of /proc/meminfo, in KiB. */
 static long long shmem_kib(void) {
