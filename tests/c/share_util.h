@@ -62,4 +62,9 @@ static inline void share_socketpair(int type, int sv[2]) {
   CHECK(socketpair(AF_UNIX, type | SOCK_CLOEXEC, 0, sv) == 0);
 }
 
+/* Runs WORKERS (4) worker processes, forked or exec'd, over one shared
+ * tensor of n bytes, each importing it with flags; every byte is checked
+ * by each of them and by the caller (test_share_proc.c). */
+void share_run_workers(int exec, int64_t n, uint64_t flags);
+
 #endif /* DLB_TESTS_SHARE_UTIL_H */

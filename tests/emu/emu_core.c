@@ -155,6 +155,22 @@ static size_t round_pages(size_t n) {
   return (n + pg - 1) / pg * pg;
 }
 
+/* Maps fd twice as device memory: no access at the address handed out,
+ * read-write at the shadow. Takes fd on success. */
+static int device_map(emu_region *r, int fd, size_t mapped) {
+  void *dev = mmap(NULL, mapped, PROT_NONE, MAP_SHARED, fd, 0);
+  void *rw = mmap(NULL, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (dev == MAP_FAILED || rw == MAP_FAILED) {
+    if (dev != MAP_FAILED) munmap(dev, mapped);
+    if (rw != MAP_FAILED) munmap(rw, mapped);
+    return 0;
+  }
+  r->base = dev;
+  r->shadow = rw;
+  r->fd = fd;
+  return 1;
+}
+
 emu_region *emu_region_new(emu_kind kind, size_t size, int device,
                            unsigned flags) {
   size_t mapped = round_pages(size);
@@ -164,24 +180,17 @@ emu_region *emu_region_new(emu_kind kind, size_t size, int device,
     return NULL;
   emu_region *r = calloc(1, sizeof *r);
   if (r == NULL) return NULL;
+  r->fd = -1;
   if (kind == EMU_DEVICE) {
+    /* The memfd stays open: an IPC handle names it, and another process
+     * maps it through /proc/PID/fd. */
     int fd = memfd_create("emu-device", MFD_CLOEXEC);
-    if (fd < 0 || ftruncate(fd, (off_t)mapped) != 0) {
+    if (fd < 0 || ftruncate(fd, (off_t)mapped) != 0 ||
+        !device_map(r, fd, mapped)) {
       if (fd >= 0) close(fd);
       free(r);
       return NULL;
     }
-    void *dev = mmap(NULL, mapped, PROT_NONE, MAP_SHARED, fd, 0);
-    void *rw = mmap(NULL, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (dev == MAP_FAILED || rw == MAP_FAILED) {
-      if (dev != MAP_FAILED) munmap(dev, mapped);
-      if (rw != MAP_FAILED) munmap(rw, mapped);
-      free(r);
-      return NULL;
-    }
-    r->base = dev;
-    r->shadow = rw;
   } else {
     void *p = mmap(NULL, mapped, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -205,9 +214,34 @@ emu_region *emu_region_new(emu_kind kind, size_t size, int device,
   return r;
 }
 
+emu_region *emu_region_import(int fd, size_t size, int device, long pid,
+                              uintptr_t base) {
+  emu_region *r = calloc(1, sizeof *r);
+  if (r == NULL) return NULL;
+  size_t mapped = round_pages(size);
+  if (!device_map(r, fd, mapped)) {
+    free(r);
+    return NULL;
+  }
+  r->kind = EMU_DEVICE;
+  r->size = size;
+  r->mapped = mapped;
+  r->device = device;
+  r->prefetch = EMU_NO_PREFETCH;
+  r->advice_location = EMU_NO_PREFETCH;
+  r->ipc_refs = 1;
+  r->ipc_pid = pid;
+  r->ipc_base = base;
+  r->next = regions;
+  regions = r;
+  live[EMU_DEVICE]++;
+  return r;
+}
+
 emu_region *emu_region_register(void *p, size_t size, unsigned flags) {
   emu_region *r = calloc(1, sizeof *r);
   if (r == NULL) return NULL;
+  r->fd = -1;
   r->kind = EMU_REGISTERED;
   r->base = r->shadow = p;
   r->size = size;
@@ -226,8 +260,9 @@ void emu_region_free(emu_region *r) {
   while (*link != r) link = &(*link)->next;
   *link = r->next;
   live[r->kind]--;
-  if (r->kind == EMU_DEVICE || r->kind == EMU_MANAGED)
+  if ((r->kind == EMU_DEVICE && r->ipc_pid == 0) || r->kind == EMU_MANAGED)
     device_used[r->device] -= r->mapped;
+  if (r->fd >= 0) close(r->fd);
   if (r->kind != EMU_REGISTERED) munmap(r->base, r->mapped);
   if (r->kind == EMU_DEVICE) munmap(r->shadow, r->mapped);
   free(r);
@@ -237,6 +272,12 @@ emu_region *emu_region_find(const void *p) {
   const char *c = p;
   for (emu_region *r = regions; r != NULL; r = r->next)
     if (c >= r->base && c < r->base + r->size) return r;
+  return NULL;
+}
+
+emu_region *emu_region_ipc(long pid, uintptr_t base) {
+  for (emu_region *r = regions; r != NULL; r = r->next)
+    if (r->ipc_pid == pid && r->ipc_base == base) return r;
   return NULL;
 }
 

@@ -59,12 +59,22 @@ typedef struct emu_region {
   int prefetch;
   unsigned advice;
   int advice_location;
+  int fd;          /* device memory: the memfd behind both mappings */
+  int ipc_refs;    /* imported by IPC: opens not yet closed, else 0 */
+  long ipc_pid;    /* imported: the exporting process and its address */
+  uintptr_t ipc_base;
 } emu_region;
 
 /* New region of size bytes (> 0), or NULL when out of memory (device and
  * managed memory count against the device's memory). */
 emu_region *emu_region_new(emu_kind kind, size_t size, int device,
                            unsigned flags);
+/* Maps device memory another process exported (its memfd, fd, which the
+ * region takes over) as a device region of this one, with ipc_refs 1. */
+emu_region *emu_region_import(int fd, size_t size, int device, long pid,
+                              uintptr_t base);
+/* The region imported from process pid's allocation at base, or NULL. */
+emu_region *emu_region_ipc(long pid, uintptr_t base);
 /* Records a registration of existing memory. */
 emu_region *emu_region_register(void *p, size_t size, unsigned flags);
 void emu_region_free(emu_region *r);
