@@ -182,3 +182,20 @@ DLB_TEST(share_proc_sigkill_of_a_holder) {
   CHECK_EQ_INT(share_count_fds(), fds);
   CHECK_EQ_INT(share_count_dev_shm(), dev_shm);
 }
+
+/* The program docs/sharing.md shows runs and says its child's writes
+ * arrived. */
+DLB_TEST(share_example_socket) {
+  char exe[PATH_MAX], cmd[PATH_MAX + 64];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  CHECK(n > 0);
+  exe[n] = '\0';
+  *strrchr(exe, '/') = '\0';
+  snprintf(cmd, sizeof cmd, "%s/../../examples/share_socket", exe);
+  FILE *p = popen(cmd, "r");
+  CHECK(p != NULL);
+  char line[128] = "";
+  CHECK(fgets(line, sizeof line, p) != NULL);
+  CHECK_EQ_INT(pclose(p), 0);
+  CHECK_STR(line, "the child's writes are here\n");
+}
