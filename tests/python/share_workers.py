@@ -82,3 +82,13 @@ def pinned_receipt(t):
     lib.emu_live_kind.argtypes = [ctypes.c_int]
     ctypes.c_uint8.from_address(t.data_ptr + t.byte_offset + 1).value = 42
     return t.device, t.is_shared, lib.emu_live_kind(4), dlbridge.get_sharing_pin()
+
+
+def device_reader(conn):
+    """Receives a cuda tensor, reports it, and reads it again after the
+    sender's later write."""
+    t = conn.recv()
+    conn.send((t.device, t.is_shared, t.to("cpu").tolist()))
+    conn.recv()
+    conn.send(t.to("cpu").tolist())
+    conn.recv()

@@ -363,3 +363,37 @@ def test_a_worker_pins_what_it_receives(emulated_cuda, method):
         "1",
         "0",
     ]
+
+
+DEVICE_SCRIPT = """
+import ctypes, multiprocessing as mp, os, sys
+sys.path.insert(0, {tests!r})
+import dlbridge, share_workers as w
+
+lib = ctypes.CDLL(os.environ["DLBRIDGE_CUDA_LIBRARY"])
+lib.emu_shadow.restype = ctypes.c_void_p
+lib.emu_shadow.argtypes = [ctypes.c_void_p]
+t = dlbridge.asarray([1.0, 2.0, 3.0, 4.0], device="cuda:0")
+ctx = mp.get_context({method!r})
+here, there = ctx.Pipe()
+p = ctx.Process(target=w.device_reader, args=(there,))
+p.start()
+here.send(t[1:])
+print(here.recv())
+# The sender writes the device memory after the worker opened it.
+ctypes.c_float.from_address(lib.emu_shadow(t.data_ptr) + 8).value = 30.0
+here.send("again")
+print(here.recv())
+here.send("done")
+p.join()
+print(p.exitcode)
+"""
+
+
+@pytest.mark.parametrize("method", ["spawn", "fork"])
+def test_cuda_tensors_travel_by_ipc_handle(emulated_cuda, method):
+    script = DEVICE_SCRIPT.format(tests=str(Path(__file__).parent), method=method)
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, DLBRIDGE_CUDA_LIBRARY=emulated_cuda))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.splitlines() == ["('cuda:0', True, [2.0, 3.0, 4.0])", "[2.0, 30.0, 4.0]", "0"]
