@@ -39,18 +39,20 @@ def echo(conn):
         del obj
 
 
-def time_sends(conn, make, reps):
-    times = []
+def time_sends(conn, objs, reps):
+    """Median round trip per object; the objects take turns, so that all
+    of them see the same load on the machine."""
+    times = [[] for _ in objs]
     for _ in range(reps):
-        obj = make()
-        t0 = time.perf_counter()
-        conn.send(obj)
-        conn.recv()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+        for k, obj in enumerate(objs):
+            t0 = time.perf_counter()
+            conn.send(obj)
+            conn.recv()
+            times[k].append(time.perf_counter() - t0)
+    return [statistics.median(t) for t in times]
 
 
-def bench_send(sizes, reps, big_reps, numpy_max):
+def bench_send(sizes, reps, numpy_max, numpy_reps):
     import torch
     import torch.multiprocessing  # noqa: F401
 
@@ -60,17 +62,21 @@ def bench_send(sizes, reps, big_reps, numpy_max):
     p.start()
     rows = []
     try:
-        rows.append(("empty message", "-", time_sends(here, lambda: 0, reps)))
-        for size in sizes:
-            n = reps if size <= 1 << 20 else big_reps
-            shared = dlbridge.zeros((size,), dtype="uint8", shared=True)
-            tt = torch.zeros(size, dtype=torch.uint8).share_memory_()
-            rows.append(("dlbridge shared", size, time_sends(here, lambda: shared, n)))
-            rows.append(("torch share_memory_()", size, time_sends(here, lambda: tt, n)))
-            del shared, tt
-            # Pickling by value holds several copies at once: capped.
-            arr = np.zeros(min(size, numpy_max), dtype=np.uint8)
-            rows.append(("numpy pickled", arr.nbytes, time_sends(here, lambda: arr, max(3, n // 10))))
+        rows.append(("empty message", "-", time_sends(here, [0], reps)[0]))
+        shared = [dlbridge.zeros((n,), dtype="uint8", shared=True) for n in sizes]
+        for n, t in zip(sizes, time_sends(here, shared, reps)):
+            rows.append(("dlbridge shared", n, t))
+        del shared
+        tt = [torch.zeros(n, dtype=torch.uint8).share_memory_() for n in sizes]
+        for n, t in zip(sizes, time_sends(here, tt, reps)):
+            rows.append(("torch share_memory_()", n, t))
+        del tt
+        # Pickling by value holds several copies at once: capped, and one
+        # size at a time (a small send after a large one waits for the
+        # worker to free the large one).
+        for n in sizes:
+            arr = np.zeros(min(n, numpy_max), dtype=np.uint8)
+            rows.append(("numpy pickled", arr.nbytes, time_sends(here, [arr], numpy_reps if n > 1 << 20 else reps)[0]))
             del arr
     finally:
         here.send(None)
@@ -142,12 +148,13 @@ def main():
     ap.add_argument("--big", type=int, default=1024, help="large tensor size in MiB (default 1024)")
     ap.add_argument("--numpy-max", type=int, default=256, help="largest NumPy array pickled, MiB (default 256)")
     ap.add_argument("--reps", type=int, default=200)
+    ap.add_argument("--numpy-reps", type=int, default=5)
     ap.add_argument("--batches", type=int, default=64)
     args = ap.parse_args()
     sizes = [1024, args.big << 20]
-    print(f"send a tensor to a worker (median of {args.reps} for 1 KiB, {max(20, args.reps // 10)} for big):")
+    print(f"send a tensor to a worker (median of {args.reps}; NumPy {args.numpy_reps}):")
     print(f"{'path':26} {'bytes':>12} {'median':>12}")
-    rows = bench_send(sizes, args.reps, max(20, args.reps // 10), args.numpy_max << 20)
+    rows = bench_send(sizes, args.reps, args.numpy_max << 20, args.numpy_reps)
     for name, size, t in rows:
         print(f"{name:26} {size:>12} {t * 1e6:>10.1f} us")
     print(f"\nDataLoader, 2 workers, {args.batches} batches of 256 x 4096 float32:")

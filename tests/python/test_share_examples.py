@@ -39,3 +39,14 @@ def test_the_loader_ring_hands_batches_over_in_place(emulated_cuda):  # noqa: F8
         "print('ok')\n"
     )
     assert run_example(code, DLBRIDGE_CUDA_LIBRARY=emulated_cuda).strip().endswith("ok")
+
+
+def test_the_python_snippets_of_docs_sharing_run(tmp_path):
+    text = (EXAMPLES.parent / "docs" / "sharing.md").read_text()
+    blocks = [b.split("```", 1)[0] for b in text.split("```python\n")[1:]]
+    assert blocks, "docs/sharing.md shows Python code"
+    for k, code in enumerate(blocks):
+        script = tmp_path / f"snippet{k}.py"
+        script.write_text(code)
+        r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, f"snippet {k}:\n{code}\n{r.stdout}{r.stderr}"
