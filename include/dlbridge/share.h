@@ -86,12 +86,17 @@ DLB_API int dlb_tensor_is_shared(const DLManagedTensorVersioned *t);
  * rocm tensor *fd is -1 and the handle carries the runtime's IPC handles.
  * The handle records dtype, shape, strides, the element offset into the
  * memory, t's flags and the identity of the memory. t is borrowed.
- * Refusals: DLB_E_INVAL for a NULL argument or a tensor that is not
- * shared memory and not device memory (the message says which, e.g.
- * "t is not shared memory; allocate it with dlb_shared_alloc()");
- * DLB_E_UNSUPPORTED for device memory the runtime cannot export (managed
- * memory, pinned memory not made by dlb_shared_alloc(), a runtime without
- * IPC); the runtime's status when it is missing or fails.
+ * Refusals: DLB_E_INVAL for a NULL argument, or a tensor in memory that
+ * is neither shared memory nor cuda / rocm device memory (private cpu,
+ * pinned or managed memory; the message says which, e.g. "t is not shared
+ * memory (cpu memory of a private allocation); allocate it with
+ * dlb_shared_alloc() ..."); DLB_E_UNSUPPORTED for device memory the
+ * runtime cannot export (not one of its allocations, a tensor without
+ * elements, a runtime without IPC); DLB_E_LAYOUT when t's elements leave
+ * the shared region or the allocation; DLB_E_READONLY for a writable
+ * export of memory imported read-only; the runtime's status when it is
+ * missing or fails. A runtime without interprocess events (HIP before
+ * ROCm 6) synchronises the device at export instead.
  * Nothing to release beyond *fd.
  */
 DLB_API dlb_status dlb_share_export(const DLManagedTensorVersioned *t,

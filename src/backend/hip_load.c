@@ -76,6 +76,10 @@ static dlb_status init_runtime(void *h) {
    * releases, with the same signature and flag values. */
   DLB__HIP_REQUIRED(DLB__HIP_RESOLVE)
 #undef DLB__HIP_RESOLVE
+#define DLB__HIP_RESOLVE_OPTIONAL(name, ret, params) \
+  dlb__store_fn(&dlb__hi.name, dlsym(h, #name));
+  DLB__HIP_OPTIONAL(DLB__HIP_RESOLVE_OPTIONAL)
+#undef DLB__HIP_RESOLVE_OPTIONAL
   dlb__hip_error e = dlb__hi.hipInit(0);
   if (e == DLB__HIP_ERROR_NO_DEVICE)
     return dlb__loader_fail(&loader, DLB_E_NO_DEVICE,

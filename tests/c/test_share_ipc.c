@@ -1,5 +1,6 @@
-/* test_share_ipc.c -- cuda device tensors between processes through IPC
- * handles, against the emulated driver: four processes read and write one
+/* test_share_ipc.c -- cuda and rocm device tensors between processes
+ * through IPC handles, against the emulated runtimes: four processes read
+ * and write one
  * allocation, each waits for the exporter's queued work, each opens the
  * allocation once however often it imports it, and every refusal (memory
  * that cannot be exported, a handle opened where it was made or after the
@@ -14,10 +15,26 @@
 #define N (64 * 1024)
 #define PROCS 4
 
-static DLManagedTensorVersioned *cuda_bytes(int64_t n) {
+/* What differs between the runtimes in these tests. */
+typedef struct rt {
+  emu (*load)(void);
+  DLDeviceType type;
+  const char *open, *close, *open_event;
+} rt;
+
+static const rt CUDA = {emu_cuda, kDLCUDA, "cuIpcOpenMemHandle_v2",
+                        "cuIpcCloseMemHandle", "cuIpcOpenEventHandle"};
+static const rt HIP = {emu_hip, kDLROCM, "hipIpcOpenMemHandle",
+                       "hipIpcCloseMemHandle", "hipIpcOpenEventHandle"};
+
+static DLManagedTensorVersioned *device_bytes(DLDeviceType type, int64_t n) {
   DLManagedTensorVersioned *t = NULL;
-  CHECK_OK(dlb_tensor_alloc((DLDevice){kDLCUDA, 0}, share_u8, 1, &n, &t));
+  CHECK_OK(dlb_tensor_alloc((DLDevice){type, 0}, share_u8, 1, &n, &t));
   return t;
+}
+
+static DLManagedTensorVersioned *cuda_bytes(int64_t n) {
+  return device_bytes(kDLCUDA, n);
 }
 
 static DLManagedTensorVersioned *host_bytes(int64_t n) {
@@ -54,8 +71,8 @@ static void wait_ok(pid_t pid) {
 
 /* Worker i: imports the tensor twice, checks the exporter's data, writes
  * its quarter through a view of the second import. */
-static void ipc_worker(emu e, int sock, int i) {
-  long opens = e.calls("cuIpcOpenMemHandle_v2");
+static void ipc_worker(const rt *r, emu e, int sock, int i, int has_events) {
+  long opens = e.calls(r->open);
   long devices = e.live_kind(EMU_LIVE_DEVICE);
   long events = e.live_kind(EMU_LIVE_EVENT);
   DLManagedTensorVersioned *a = NULL, *b = NULL;
@@ -63,10 +80,10 @@ static void ipc_worker(emu e, int sock, int i) {
   CHECK_OK(dlb_share_recv(sock, 0, &b));
   /* One open for both imports, and one interprocess event per import,
    * destroyed at once. */
-  CHECK_EQ_INT(e.calls("cuIpcOpenMemHandle_v2") - opens, 1);
-  CHECK_EQ_INT(e.calls("cuIpcOpenEventHandle"), 2);
+  CHECK_EQ_INT(e.calls(r->open) - opens, 1);
+  CHECK_EQ_INT(e.calls(r->open_event), has_events ? 2 : 0);
   CHECK_EQ_INT(e.live_kind(EMU_LIVE_DEVICE) - devices, 1);
-  CHECK_EQ_INT(a->dl_tensor.device.device_type, kDLCUDA);
+  CHECK_EQ_INT(a->dl_tensor.device.device_type, r->type);
   CHECK_EQ_INT(a->dl_tensor.device.device_id, 0);
   CHECK(a->dl_tensor.data == b->dl_tensor.data);
   CHECK_EQ_INT(dlb_tensor_is_shared(a), 1);
@@ -78,7 +95,7 @@ static void ipc_worker(emu e, int sock, int i) {
       dlb_test_failed(__FILE__, __LINE__, "worker %d: byte %lld is %u", i,
                       (long long)k, v[k]);
   dlb_tensor_release(a);
-  CHECK_EQ_INT(e.calls("cuIpcCloseMemHandle"), 0);
+  CHECK_EQ_INT(e.calls(r->close), 0);
   /* Everyone has read the exporter's data before anyone writes. */
   char go = 0;
   CHECK(write(sock, "r", 1) == 1);
@@ -95,28 +112,50 @@ static void ipc_worker(emu e, int sock, int i) {
   dlb_tensor_release(src);
   dlb_tensor_release(h);
   dlb_tensor_release(b);
-  CHECK_EQ_INT(e.calls("cuIpcCloseMemHandle"), 1);
+  CHECK_EQ_INT(e.calls(r->close), 1);
   CHECK_EQ_INT(e.live_kind(EMU_LIVE_DEVICE), devices);
   CHECK_EQ_INT(e.live_kind(EMU_LIVE_EVENT), events);
   CHECK(write(sock, "w", 1) == 1);
 }
 
-DLB_TEST(share_ipc_cuda_four_processes) {
-  emu e = emu_cuda();
-  cu_fns f = cu_fns_of(&e);
-  DLManagedTensorVersioned *d = cuda_bytes(N);
-  cu_as_framework(&f, 0);
+/* A stream of the runtime, as a framework would make it. */
+static void *make_stream(const rt *r, const emu *e) {
+  if (r == &CUDA) {
+    cu_fns f = cu_fns_of(e);
+    cu_as_framework(&f, 0);
+    dlb__cu_stream s = NULL;
+    CHECK_EQ_INT(f.cuStreamCreate(&s, 0), 0);
+    return s;
+  }
+  hip_fns f = hip_fns_of(e);
+  dlb__hip_stream s = NULL;
+  CHECK_EQ_INT(f.hipStreamCreateWithFlags(&s, 0), 0);
+  return s;
+}
+
+static void destroy_stream(const rt *r, const emu *e, void *s) {
+  if (r == &CUDA)
+    CHECK_EQ_INT(cu_fns_of(e).cuStreamDestroy_v2(s), 0);
+  else
+    CHECK_EQ_INT(hip_fns_of(e).hipStreamDestroy(s), 0);
+}
+
+/* The exporter queues its write on a stream of its own, exports, and
+ * four workers check it, then each writes a quarter. events: whether the
+ * runtime has interprocess events (else the export synchronises). */
+static void four_processes(const rt *r, int events) {
+  emu e = r->load();
+  DLManagedTensorVersioned *d = device_bytes(r->type, N);
   DLManagedTensorVersioned *h = host_bytes(N);
   uint8_t *v = h->dl_tensor.data;
   for (int64_t k = 0; k < N; k++) v[k] = pattern(9, k);
-  /* The exporter's write is still queued on a stream of its own. */
-  dlb__cu_stream stream = NULL;
-  CHECK_EQ_INT(f.cuStreamCreate(&stream, 0), 0);
+  void *stream = make_stream(r, &e);
   CHECK_OK(dlb_copy_async(&h->dl_tensor, &d->dl_tensor, stream));
   CHECK(e.pending() > 0);
   share_handle hd = share_export(d);
   CHECK_EQ_INT(hd.fd, -1);
-  /* Exporting recorded the device's interprocess event after that work. */
+  /* Exporting recorded the device's interprocess event after that work
+   * (or synchronised the device). */
   CHECK_EQ_INT(e.pending(), 0);
   CHECK_EQ_INT(e.live_kind(EMU_LIVE_EVENT), 1);
   CHECK_EQ_INT(dlb_tensor_is_shared(d), 0);
@@ -126,7 +165,7 @@ DLB_TEST(share_ipc_cuda_four_processes) {
     int child = -1;
     pids[i] = fork_child(&socks[i], &child);
     if (pids[i] == 0) {
-      ipc_worker(e, child, i);
+      ipc_worker(r, e, child, i, events);
       _exit(0);
     }
     CHECK_OK(dlb_share_send(socks[i], d));
@@ -149,9 +188,18 @@ DLB_TEST(share_ipc_cuda_four_processes) {
   CHECK_OK(dlb_copy_sync(&d->dl_tensor, &h->dl_tensor, NULL));
   for (int64_t k = 0; k < N; k++)
     CHECK_EQ_INT(v[k], pattern((int)(k / (N / PROCS)), k));
-  CHECK_EQ_INT(f.cuStreamDestroy_v2(stream), 0);
+  destroy_stream(r, &e, stream);
   dlb_tensor_release(h);
   dlb_tensor_release(d);
+}
+
+DLB_TEST(share_ipc_cuda_four_processes) { four_processes(&CUDA, 1); }
+DLB_TEST(share_ipc_hip_four_processes) { four_processes(&HIP, 1); }
+
+DLB_TEST(share_ipc_hip_without_interprocess_events) {
+  /* ROCm 5 has no interprocess events: the export synchronises. */
+  setenv("EMU_HIP_VERSION", "50200000", 1);
+  four_processes(&HIP, 0);
 }
 
 DLB_TEST(share_ipc_views_and_reexport) {
@@ -352,16 +400,26 @@ DLB_TEST(share_ipc_after_the_exporter_left) {
   close(parent);
 }
 
-DLB_TEST(share_ipc_hip_is_refused_with_its_reason) {
-  emu_hip();
+DLB_TEST(share_ipc_hip_refuses_what_cannot_be_exported) {
+  emu e = emu_hip();
+  hip_fns f = hip_fns_of(&e);
+  DLManagedTensorVersioned *d = device_bytes(kDLROCM, 64);
+  void *pinned = NULL;
+  CHECK_EQ_INT(f.hipHostMalloc(&pinned, 4096, 0), 0);
   int64_t n = 64;
-  DLManagedTensorVersioned *d = NULL;
-  CHECK_OK(dlb_tensor_alloc((DLDevice){kDLROCM, 0}, share_u8, 1, &n, &d));
+  DLTensor desc = {pinned, {kDLROCM, 0}, 1, share_u8, &n, NULL, 0};
   uint8_t buf[DLB_SHARE_HANDLE_MAX];
   size_t len = 0;
   int fd = -1;
-  CHECK_STATUS(dlb_share_export(d, buf, sizeof buf, &len, &fd),
+  CHECK_STATUS(dlb_share_export(&(DLManagedTensorVersioned){
+                                    {1, 3}, NULL, NULL, 0, desc},
+                                buf, sizeof buf, &len, &fd),
                DLB_E_UNSUPPORTED);
-  CHECK_ERROR_MENTIONS("no HIP IPC");
+  CHECK_ERROR_MENTIONS("not memory of hipMalloc");
+  share_handle h = share_export(d);
+  DLManagedTensorVersioned *u = NULL;
+  CHECK_STATUS(dlb_share_import(h.bytes, h.len, -1, 0, &u), DLB_E_RUNTIME);
+  CHECK_ERROR_MENTIONS("process that exported it");
+  CHECK_EQ_INT(f.hipHostFree(pinned), 0);
   dlb_tensor_release(d);
 }

@@ -1,6 +1,7 @@
 /* emu_core.c -- configuration, failure injection, regions and streams. */
 #include "emu_core.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -520,4 +521,24 @@ long emu_live(void) {
   long n = 0;
   for (int k = EMU_LIVE_DEVICE; k <= EMU_LIVE_EVENT; k++) n += emu_live_kind(k);
   return n;
+}
+
+/* ---- IPC ---- */
+
+void emu_ipc_make(emu_ipc *h, const char *magic, int fd) {
+  memset(h, 0, sizeof *h);
+  memcpy(h->magic, magic, 8);
+  h->pid = (int32_t)getpid();
+  h->fd = fd;
+}
+
+int emu_ipc_open(const emu_ipc *h, const char *magic, int *out) {
+  if (memcmp(h->magic, magic, 8) != 0) return EMU_IPC_FOREIGN;
+  if (h->pid == (int32_t)getpid()) return EMU_IPC_SAME_PROCESS;
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)h->pid, (int)h->fd);
+  int fd = open(path, O_RDWR | O_CLOEXEC);
+  if (fd < 0) return EMU_IPC_GONE;
+  *out = fd;
+  return EMU_IPC_OK;
 }

@@ -130,4 +130,28 @@ void emu_run_all(void);
 
 long emu_events_live_add(long delta);
 
+/* The bytes of an emulated IPC handle (the runtimes' handles are 64
+ * bytes): it names the exporter's memfd by process and descriptor number,
+ * and an importer opens it through /proc, so it works between two
+ * processes of one user while the exporter lives, as real handles do. */
+typedef struct emu_ipc {
+  char magic[8]; /* "EMUIPC1" for memory, "EMUEVT1" for events */
+  int32_t pid;
+  int32_t fd;
+  uint64_t size;
+  int32_t device;
+  int32_t zero;
+  uint64_t base;
+} emu_ipc;
+
+/* What emu_ipc_open() found wrong. */
+enum { EMU_IPC_OK, EMU_IPC_FOREIGN, EMU_IPC_SAME_PROCESS, EMU_IPC_GONE };
+
+/* Fills h for this process's descriptor fd. */
+void emu_ipc_make(emu_ipc *h, const char *magic, int fd);
+/* Opens the descriptor h names into *out; EMU_IPC_FOREIGN for another
+ * magic, EMU_IPC_SAME_PROCESS when this process made it (the runtimes
+ * refuse that), EMU_IPC_GONE when it cannot be opened. */
+int emu_ipc_open(const emu_ipc *h, const char *magic, int *out);
+
 #endif /* DLB_TESTS_EMU_CORE_H */

@@ -9,7 +9,6 @@
  * Built without EMU_PROC_ADDRESS it lacks cuGetProcAddress_v2, as drivers
  * before CUDA 12 do.
  */
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -866,34 +865,20 @@ cures cuEventDestroy_v2(dlb__cu_event event) {
   RETURN(DLB__CUDA_SUCCESS);
 }
 
-/* ---- IPC ----
- * A memory handle names the exporter's memfd by process and descriptor
- * number; the importer opens it through /proc, so it works between any two
- * processes of one user while the exporter lives, as the driver's
- * handles do. Handles: "EMUIPC1" or "EMUEVT1", pid @8, fd @12, size @16,
- * device @24, address @32. */
+/* ---- IPC (handles: see emu_ipc in emu_core.h) ---- */
 
-typedef struct emu_ipc {
-  char magic[8];
-  int32_t pid;
-  int32_t fd;
-  uint64_t size;
-  int32_t device;
-  int32_t zero;
-  uint64_t base;
-} emu_ipc;
-
-/* Opens the descriptor fd of process pid, which must be another one. */
 static cures open_remote(const emu_ipc *h, const char *magic, int *out) {
-  if (memcmp(h->magic, magic, 8) != 0) return DLB__CUDA_ERROR_INVALID_VALUE;
-  /* The driver cannot open a handle in the process that made it. */
-  if (h->pid == (int32_t)getpid()) return DLB__CUDA_ERROR_INVALID_CONTEXT;
-  char path[64];
-  snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)h->pid, (int)h->fd);
-  int fd = open(path, O_RDWR | O_CLOEXEC);
-  if (fd < 0) return DLB__CUDA_ERROR_INVALID_HANDLE;
-  *out = fd;
-  return DLB__CUDA_SUCCESS;
+  switch (emu_ipc_open(h, magic, out)) {
+    case EMU_IPC_OK:
+      return DLB__CUDA_SUCCESS;
+    case EMU_IPC_FOREIGN:
+      return DLB__CUDA_ERROR_INVALID_VALUE;
+    case EMU_IPC_SAME_PROCESS:
+      /* The driver cannot open a handle in the process that made it. */
+      return DLB__CUDA_ERROR_INVALID_CONTEXT;
+    default:
+      return DLB__CUDA_ERROR_INVALID_HANDLE;
+  }
 }
 
 cures cuIpcGetMemHandle(dlb__cu_ipc_mem_handle *handle,
@@ -907,10 +892,7 @@ cures cuIpcGetMemHandle(dlb__cu_ipc_mem_handle *handle,
   if (handle == NULL || r == NULL || r->ipc_pid != 0)
     RETURN(DLB__CUDA_ERROR_INVALID_VALUE);
   emu_ipc h;
-  memset(&h, 0, sizeof h);
-  memcpy(h.magic, "EMUIPC1", 8);
-  h.pid = (int32_t)getpid();
-  h.fd = r->fd;
+  emu_ipc_make(&h, "EMUIPC1", r->fd);
   h.size = r->size;
   h.device = r->device;
   h.base = (uint64_t)dptr;
@@ -975,10 +957,7 @@ cures cuIpcGetEventHandle(dlb__cu_ipc_event_handle *handle,
   if (handle == NULL || v->ipc_records == NULL || v->imported)
     RETURN(DLB__CUDA_ERROR_INVALID_VALUE);
   emu_ipc h;
-  memset(&h, 0, sizeof h);
-  memcpy(h.magic, "EMUEVT1", 8);
-  h.pid = (int32_t)getpid();
-  h.fd = v->ipc_fd;
+  emu_ipc_make(&h, "EMUEVT1", v->ipc_fd);
   h.device = v->device;
   memset(handle, 0, sizeof *handle);
   memcpy(handle, &h, sizeof h);
