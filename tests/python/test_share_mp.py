@@ -170,10 +170,36 @@ def test_share_memory_copies_once_and_keeps_shared_tensors():
     z = dlbridge.zeros((3,), dtype="float64", shared=True)
     assert z.is_shared and z.tolist() == [0.0] * 3
     assert dlbridge.empty(0, shared=True).is_shared
+    assert not dlbridge.zeros(2, shared=False).is_shared and not dlbridge.full(2, 1, shared=None).is_shared
+    # Through versioned DLPack the tensor stays what it is.
+    assert dlbridge.from_dlpack(s.__dlpack__(max_version=(1, 0))).is_shared and dlbridge.from_dlpack(s).is_shared
     with pytest.raises(ValueError, match="shared=True allocates cpu memory"):
         dlbridge.zeros(2, device="cuda:0", shared=True)
     with pytest.raises(TypeError, match="shared must be True or False"):
         dlbridge.empty(2, shared=1)
+
+
+def test_share_memory_keeps_device_tensors_and_refuses_padded_sub_bytes():
+    from support import KDLCUDA, SUBBYTE_PADDED, helper
+
+    d = dlbridge.from_dlpack(helper.make_capsule(data=0x10000, shape=[4], dtype=(2, 32, 1), device=(KDLCUDA, 0)))
+    assert d.share_memory() is d
+    buf = bytearray(4)
+    p = dlbridge.from_dlpack(helper.make_capsule(data=buf, shape=[4], dtype=(0, 4, 1), flags=SUBBYTE_PADDED))
+    with pytest.raises(ValueError, match="padded sub-byte elements"):
+        p.share_memory()
+    packed = dlbridge.empty((5,), dtype="int4")
+    assert packed.share_memory().is_shared and packed.share_memory().nbytes == 3
+
+
+def test_set_sharing_pin_returns_the_previous_setting():
+    assert dlbridge.set_sharing_pin("rocm_host") is None
+    try:
+        assert dlbridge.get_sharing_pin() == "rocm_host"
+        assert dlbridge.set_sharing_pin("cuda_host") == "rocm_host"
+    finally:
+        assert dlbridge.set_sharing_pin(None) == "cuda_host"
+    assert dlbridge.get_sharing_pin() is None
 
 
 # ---------------------------------------------------------------------------
