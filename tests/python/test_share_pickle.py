@@ -210,3 +210,12 @@ def test_deepcopy_inside_a_container_keeps_identity_shared():
     t = dlbridge.arange(4)
     a, b = copy.deepcopy([t, t])
     assert a is b and a is not t and a.tolist() == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("kind", [3, 11, 13])  # cuda_host, rocm_host, cuda_managed
+def test_host_readable_kinds_pickle_as_cpu(kind):
+    a = np.arange(6, dtype=np.float32)
+    t = dlbridge.from_dlpack(capsule_of(a, device=(kind, 0)))
+    assert t.device != "cpu"
+    r = pickle.loads(pickle.dumps(t, protocol=5))
+    assert r.device == "cpu" and r.tolist() == a.tolist()
