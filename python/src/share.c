@@ -112,7 +112,7 @@ PyObject *dlbpy_share_export(PyObject *module, PyObject *t) {
 }
 
 /* pin: None, 'cuda_host' or 'rocm_host' as DLB_SHARE_PIN_* flags. */
-int dlbpy_parse_share_pin(PyObject *obj, const char *fname, uint64_t *out) {
+static int dlbpy_parse_share_pin(PyObject *obj, const char *fname, uint64_t *out) {
   *out = 0;
   if (obj == NULL || obj == Py_None) return 0;
   DLDevice kind;
