@@ -132,8 +132,8 @@ DLB_API dlb_status dlb_share_import(const void *buf, size_t len, int fd,
 
 /*
  * Sends t's handle (and descriptor, as SCM_RIGHTS) as one message on the
- * connected Unix socket sock (stream, seqpacket or datagram), without
- * raising SIGPIPE. t and sock are borrowed; the descriptor made for the
+ * connected, blocking Unix socket sock (stream, seqpacket or datagram),
+ * without raising SIGPIPE. t and sock are borrowed; the descriptor made for the
  * message is closed before returning. The errors of dlb_share_export(),
  * DLB_E_SYSTEM when sending fails.
  */
