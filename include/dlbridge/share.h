@@ -132,8 +132,8 @@ DLB_API dlb_status dlb_share_import(const void *buf, size_t len, int fd,
 
 /*
  * Sends t's handle (and descriptor, as SCM_RIGHTS) as one message on the
- * connected Unix socket sock (stream, seqpacket or datagram), without
- * raising SIGPIPE. t and sock are borrowed; the descriptor made for the
+ * connected, blocking Unix socket sock (stream, seqpacket or datagram),
+ * without raising SIGPIPE. t and sock are borrowed; the descriptor made for the
  * message is closed before returning. The errors of dlb_share_export(),
  * DLB_E_SYSTEM when sending fails.
  */
@@ -145,9 +145,11 @@ DLB_API dlb_status dlb_share_send(int sock, const DLManagedTensorVersioned *t);
  * close-on-exec; every descriptor received is closed before returning,
  * also when the message is refused (more than one descriptor, a control
  * message cut short (MSG_CTRUNC), a message cut short, a handle that
- * fails import). DLB_E_STATE when the peer closed the connection before a
- * message; DLB_E_SYSTEM when receiving fails; the errors of
- * dlb_share_import(). New; release with dlb_tensor_release().
+ * fails import). After a refusal on a stream socket the rest of that
+ * message may still be unread: close the connection. DLB_E_STATE when
+ * the peer closed the connection before a message; DLB_E_SYSTEM when
+ * receiving fails; the errors of dlb_share_import(). sock must be
+ * blocking. New; release with dlb_tensor_release().
  */
 DLB_API dlb_status dlb_share_recv(int sock, uint64_t flags,
                                   DLManagedTensorVersioned **out);

@@ -129,6 +129,11 @@ static inline const char *dlb__type_label(DLDeviceType type) {
   return name != NULL ? name : "unknown";
 }
 
+/* The tensor a pinned tensor was made from (dlb_tensor_pin() wraps a
+ * share of it), or NULL when t is not a pinned tensor of dlbridge. */
+const DLManagedTensorVersioned *dlb__pin_source(
+    const DLManagedTensorVersioned *t);
+
 /* Prefetches or advises managed memory [p, p + size): CUDA only.
  * target_device is an ordinal, or -1 for the host. */
 dlb_status dlb__cuda_prefetch(void *p, size_t size, int target_device,

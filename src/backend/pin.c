@@ -11,7 +11,6 @@
 
 #include "backend.h"
 #include "core/tensor_internal.h"
-#include "share/share_internal.h"
 
 typedef struct pin_entry {
   struct pin_entry *next;

@@ -86,9 +86,4 @@ dlb_status dlb__ipc_import(const dlb__share_meta *m,
 void dlb__share_meta_geometry(const DLManagedTensorVersioned *t,
                               dlb__share_meta *m);
 
-/* What the pinning code wraps: the tensor a pinned tensor was made from,
- * or NULL when t is not a pinned tensor of dlbridge (src/backend/pin.c). */
-const DLManagedTensorVersioned *dlb__pin_source(
-    const DLManagedTensorVersioned *t);
-
 #endif /* DLB_SHARE_SHARE_INTERNAL_H */

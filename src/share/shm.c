@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "backend/backend.h"
 #include "core/tensor_internal.h"
 #include "share/share_internal.h"
 

@@ -153,9 +153,11 @@ DLB_TEST(share_hostile_descriptors_that_are_not_sealed_shared_memory) {
   expect_refused(f.h.bytes, f.h.len, p[0], "is not shared memory (file mode");
   close(p[0]);
   close(p[1]);
-  int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-  expect_refused(f.h.bytes, f.h.len, null, "is not shared memory");
-  close(null);
+  int sv[2];
+  share_socketpair(SOCK_STREAM, sv);
+  expect_refused(f.h.bytes, f.h.len, sv[0], "is not shared memory");
+  close(sv[0]);
+  close(sv[1]);
   expect_refused(f.h.bytes, f.h.len, 9999, "fd 9999 is not an open "
                  "descriptor");
   /* An ordinary file of the right size. */
@@ -259,6 +261,37 @@ DLB_TEST(share_hostile_random_damage) {
   }
   /* Some damage is harmless (shape 3 -> 2, a flag bit): accepted. */
   CHECK(accepted > 0);
+  close(h.fd);
+  dlb_tensor_release(t);
+}
+
+DLB_TEST(share_hostile_device_handle_fields) {
+  fixture f = fixture_new();
+  /* A device handle (no descriptor) with host-only or broken fields. */
+  put(f.h.bytes, 16, 2, 1);
+  expect_refused(f.h.bytes, f.h.len, -1, "data_offset is 4096; device "
+                 "handles have 0");
+  put(f.h.bytes, 48, 0, 8);
+  put(f.h.bytes, 28, (uint32_t)-1, 4);
+  expect_refused(f.h.bytes, f.h.len, -1, "device_id is -1");
+  put(f.h.bytes, 28, 0, 4);
+  put(f.h.bytes, 40, 0, 8);
+  expect_refused(f.h.bytes, f.h.len, -1, "allocation size is 0");
+  put(f.h.bytes, 40, 99, 8);
+  expect_refused(f.h.bytes, f.h.len, -1, "elements occupy bytes [0, 100) of "
+                 "a 99-byte region");
+  fixture_free(&f);
+}
+
+DLB_TEST(share_hostile_data_offset_against_the_memory_header) {
+  /* Three pages of file: a handle may claim the data starts a page later,
+   * which its sizes allow but the memory's own header contradicts. */
+  DLManagedTensorVersioned *t = share_bytes(2 * 4096);
+  share_handle h = share_export(t);
+  put(h.bytes, 208, 100, 8);
+  put(h.bytes, 48, 8192, 8);
+  expect_refused(h.bytes, h.len, h.fd, "data_offset is 8192 but the memory's "
+                 "header says 4096");
   close(h.fd);
   dlb_tensor_release(t);
 }

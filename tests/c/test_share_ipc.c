@@ -423,3 +423,34 @@ DLB_TEST(share_ipc_hip_refuses_what_cannot_be_exported) {
   CHECK_EQ_INT(f.hipHostFree(pinned), 0);
   dlb_tensor_release(d);
 }
+
+DLB_TEST(share_ipc_hip_runtime_failures) {
+  emu e = emu_hip();
+  DLManagedTensorVersioned *d = device_bytes(kDLROCM, 64);
+  uint8_t buf[DLB_SHARE_HANDLE_MAX];
+  size_t len = 0;
+  int fd = -1;
+  e.fail("hipIpcGetMemHandle", 1, 1);
+  CHECK_STATUS(dlb_share_export(d, buf, sizeof buf, &len, &fd), DLB_E_RUNTIME);
+  CHECK_ERROR_MENTIONS("hipIpcGetMemHandle");
+  e.fail("hipIpcGetEventHandle", 1, 1);
+  CHECK_STATUS(dlb_share_export(d, buf, sizeof buf, &len, &fd), DLB_E_RUNTIME);
+  CHECK_ERROR_MENTIONS("hipIpcGetEventHandle");
+  e.fail("hipMemGetAddressRange", 1, 2);
+  CHECK_STATUS(dlb_share_export(d, buf, sizeof buf, &len, &fd), DLB_E_NOMEM);
+  dlb_tensor_release(d);
+}
+
+DLB_TEST(share_ipc_hip_event_refused_synchronises_instead) {
+  emu e = emu_hip();
+  DLManagedTensorVersioned *d = device_bytes(kDLROCM, 64);
+  long syncs = e.calls("hipDeviceSynchronize");
+  e.fail("hipEventCreateWithFlags", 1, 801);
+  share_handle h = share_export(d);
+  CHECK(e.fail_fired());
+  CHECK_EQ_INT(e.calls("hipDeviceSynchronize") - syncs, 1);
+  /* The event field is zero: the importer has nothing to wait for. */
+  for (int i = 144; i < 208; i++) CHECK_EQ_INT(h.bytes[i], 0);
+  CHECK_EQ_INT(e.live_kind(EMU_LIVE_EVENT), 0);
+  dlb_tensor_release(d);
+}
