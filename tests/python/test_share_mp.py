@@ -103,11 +103,38 @@ def test_a_holder_killed_mid_use_harms_no_one_and_nothing_is_left():
         assert p.exitcode == 0
     a = np.from_dlpack(t).reshape(4, -1)
     assert a[1, 0] == 2 and a[2, 0] == 3
+    handle, fd = dlbridge.share_export(t)
+    memory = os.fstat(fd)
+    os.close(fd)
+    assert holders(memory) == [os.getpid()]
+    held = shmem_kib()
     del a, c, t, counters
     gc.collect()
-    # Once every holder is gone the memory is: no name, no pages.
+    # Once every holder is gone the memory is: no process holds a
+    # descriptor or a mapping of it, no name, and its pages are freed.
+    assert holders(memory) == []
     assert set(os.listdir("/dev/shm")) == dev_shm
-    assert shmem_kib() - before < (size >> 10) // 8
+    assert held - shmem_kib() > (size >> 10) * 3 // 4
+
+
+def holders(memory):
+    """Processes holding a descriptor or a mapping of the file memory
+    (an os.stat_result), found by device and inode in /proc."""
+    found = set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                st = os.stat(f"/proc/{pid}/fd/{fd}")
+                if (st.st_dev, st.st_ino) == (memory.st_dev, memory.st_ino):
+                    found.add(int(pid))
+            with open(f"/proc/{pid}/maps") as f:
+                for line in f:
+                    fields = line.split()
+                    if len(fields) >= 5 and fields[4] == str(memory.st_ino) and "memfd:" in line:
+                        found.add(int(pid))
+        except OSError:
+            continue
+    return sorted(found)
 
 
 def test_queue_pipe_and_pool_carry_shared_tensors_by_handle():
