@@ -85,6 +85,11 @@ typedef struct dlb__span {
 dlb_status dlb__tensor_validate_span(const DLTensor *t, const char *which,
                                      dlb__span *out);
 
+/* dlb_managed_validate that also gives what it measured (the span follows
+ * IS_SUBBYTE_TYPE_PADDED). *out is untouched on failure. */
+dlb_status dlb__managed_validate_span(const DLManagedTensorVersioned *m,
+                                      dlb__span *out);
+
 /* Whether two tensors with elements (numel > 0) and these spans from
  * dlb__tensor_validate_span share a byte. Validation ruled out wrapping. */
 static inline int dlb__span_overlap(const DLTensor *x, const dlb__span *xs,

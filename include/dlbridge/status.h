@@ -29,7 +29,9 @@ DLB_BEGIN_DECLS
   X(E_OVERLAP, -13, "source and destination overlap")                        \
   X(E_NEEDS_COPY, -14, "not possible without a copy")                        \
   X(E_RANGE, -15, "index out of range")                                      \
-  X(E_STATE, -16, "object in the wrong state")
+  X(E_STATE, -16, "object in the wrong state")                               \
+  X(E_SYSTEM, -17, "operating system call failed")                           \
+  X(E_HANDLE, -18, "invalid share handle")
 
 /* A status: DLB_OK or one of the negative DLB_E_* codes above. */
 typedef enum dlb_status {

@@ -14,6 +14,12 @@ waits for a device. The CUDA driver and the HIP runtime are loaded on first
 use (``DLBRIDGE_CUDA_LIBRARY`` and ``DLBRIDGE_HIP_LIBRARY`` name other
 files); without them the module works on CPU memory, ``device_of`` answers
 "cpu" and asking for GPU memory raises an error naming what was looked for.
+
+Between processes: ``empty``, ``zeros`` and ``full`` take ``shared=True``
+and ``Tensor.share_memory()`` moves a tensor into shared memory; such
+tensors travel through ``multiprocessing`` by handle (no copy), pinned on
+receipt after ``set_sharing_pin``; ``share_export``/``share_import`` give
+the handle to other transports. Plain ``pickle`` carries data by value.
 """
 
 import enum as _enum
@@ -33,9 +39,12 @@ from ._dlbridge import (
     full,
     pin,
     prefetch,
+    share_export,
+    share_import,
     synchronize,
     zeros,
 )
+from ._sharing import get_sharing_pin, set_sharing_pin
 
 __version__ = "0.1.0"
 
@@ -81,8 +90,12 @@ __all__ = [
     "from_dlpack",
     "full",
     "get_include",
+    "get_sharing_pin",
     "pin",
     "prefetch",
+    "set_sharing_pin",
+    "share_export",
+    "share_import",
     "synchronize",
     "zeros",
 ]

@@ -18,8 +18,19 @@ static const DLDataType dlbpy_int64 = {kDLInt, 64, 1};
 static const DLDataType dlbpy_bool = {kDLBool, 8, 1};
 static const DLDataType dlbpy_complex64 = {kDLComplex, 64, 1};
 
+/* shared: shared memory (cpu only). */
 static int dlbpy_alloc(DLDevice device, DLDataType dtype, int32_t ndim,
-                       const int64_t *shape, DLManagedTensorVersioned **out) {
+                       const int64_t *shape, int shared,
+                       DLManagedTensorVersioned **out) {
+  if (shared) {
+    if (device.device_type != kDLCPU) {
+      PyErr_SetString(PyExc_ValueError,
+                      "shared=True allocates cpu memory; device must be "
+                      "'cpu' (pin the shared tensor for a GPU runtime)");
+      return -1;
+    }
+    return dlbpy_shared_alloc(dtype, ndim, shape, out);
+  }
   dlb_status s = dlb_tensor_alloc(device, dtype, ndim, shape, out);
   if (s == DLB_OK) return 0;
   char name[DLB_DEVICE_NAME_MAX], what[64];
@@ -32,17 +43,17 @@ static int dlbpy_alloc(DLDevice device, DLDataType dtype, int32_t ndim,
  * it uninitialised). The device memory comes first, so a missing runtime
  * fails before any filling, as it does for empty(). */
 static int dlbpy_make(DLDevice device, DLDataType dtype, int32_t ndim,
-                      const int64_t *shape, dlbpy_fill_fn fill, void *arg,
-                      DLManagedTensorVersioned **out) {
+                      const int64_t *shape, int shared, dlbpy_fill_fn fill,
+                      void *arg, DLManagedTensorVersioned **out) {
   DLManagedTensorVersioned *mt, *host;
-  if (dlbpy_alloc(device, dtype, ndim, shape, &mt) < 0) return -1;
+  if (dlbpy_alloc(device, dtype, ndim, shape, shared, &mt) < 0) return -1;
   if (fill == NULL) {
     *out = mt;
     return 0;
   }
   host = mt;
   if (!dlb_device_type_cpu_accessible(device.device_type) &&
-      dlbpy_alloc((DLDevice){kDLCPU, 0}, dtype, ndim, shape, &host) < 0) {
+      dlbpy_alloc((DLDevice){kDLCPU, 0}, dtype, ndim, shape, 0, &host) < 0) {
     dlb_tensor_release(mt);
     return -1;
   }
@@ -102,14 +113,27 @@ static int dlbpy_dtype_arg(PyObject *obj, DLDataType fallback,
  * empty, zeros, full
  * ---------------------------------------------------------------------- */
 
+/* shared=: False (None) or True. */
+static int dlbpy_shared_arg(PyObject *obj, int *out) {
+  if (obj != NULL && obj != Py_None && !PyBool_Check(obj)) {
+    PyErr_Format(PyExc_TypeError, "shared must be True or False, not %.100s",
+                 Py_TYPE(obj)->tp_name);
+    return -1;
+  }
+  *out = obj == Py_True;
+  return 0;
+}
+
 static PyObject *dlbpy_empty_like_call(const char *fname, PyObject *module,
                                        PyObject *const *args,
                                        Py_ssize_t nargsf, PyObject *kwnames,
                                        dlbpy_fill_fn fill) {
-  PyObject *shape_arg = NULL, *dtype_arg = NULL, *device_arg = NULL;
+  PyObject *shape_arg = NULL, *dtype_arg = NULL, *device_arg = NULL,
+           *shared_arg = NULL;
   const dlbpy_param params[] = {{"shape", DLBPY_REQUIRED, &shape_arg},
                                 {"dtype", DLBPY_OPTIONAL, &dtype_arg},
-                                {"device", DLBPY_OPTIONAL, &device_arg}};
+                                {"device", DLBPY_OPTIONAL, &device_arg},
+                                {"shared", DLBPY_KWONLY, &shared_arg}};
   if (dlbpy_parse_args(fname, args, nargsf, kwnames, params,
                        DLBPY_NPARAMS(params)) < 0)
     return NULL;
@@ -117,12 +141,14 @@ static PyObject *dlbpy_empty_like_call(const char *fname, PyObject *module,
   int64_t shape[DLB_MAX_NDIM];
   DLDataType dtype;
   DLDevice device;
+  int shared;
   if (dlbpy_parse_shape(shape_arg, &ndim, shape) < 0 ||
       dlbpy_dtype_arg(dtype_arg, dlbpy_float32, &dtype) < 0 ||
-      dlbpy_device_arg(device_arg, &device) < 0)
+      dlbpy_device_arg(device_arg, &device) < 0 ||
+      dlbpy_shared_arg(shared_arg, &shared) < 0)
     return NULL;
   DLManagedTensorVersioned *mt = NULL;
-  if (dlbpy_make(device, dtype, ndim, shape, fill, NULL, &mt) < 0)
+  if (dlbpy_make(device, dtype, ndim, shape, shared, fill, NULL, &mt) < 0)
     return NULL;
   return dlbpy_wrap(module, mt);
 }
@@ -206,11 +232,12 @@ static int dlbpy_check_scalar_dtype(DLDataType dtype, const char *fname) {
 PyObject *dlbpy_full(PyObject *module, PyObject *const *args,
                      Py_ssize_t nargsf, PyObject *kwnames) {
   PyObject *shape_arg = NULL, *fill_value = NULL, *dtype_arg = NULL,
-           *device_arg = NULL;
+           *device_arg = NULL, *shared_arg = NULL;
   const dlbpy_param params[] = {{"shape", DLBPY_REQUIRED, &shape_arg},
                                 {"fill_value", DLBPY_REQUIRED, &fill_value},
                                 {"dtype", DLBPY_OPTIONAL, &dtype_arg},
-                                {"device", DLBPY_OPTIONAL, &device_arg}};
+                                {"device", DLBPY_OPTIONAL, &device_arg},
+                                {"shared", DLBPY_KWONLY, &shared_arg}};
   if (dlbpy_parse_args("full", args, nargsf, kwnames, params,
                        DLBPY_NPARAMS(params)) < 0)
     return NULL;
@@ -218,14 +245,17 @@ PyObject *dlbpy_full(PyObject *module, PyObject *const *args,
   int64_t shape[DLB_MAX_NDIM];
   DLDataType dtype;
   DLDevice device;
+  int shared;
   if (dlbpy_refuse_tensor_number(fill_value, "full(): fill_value") < 0 ||
       dlbpy_parse_shape(shape_arg, &ndim, shape) < 0 ||
       dlbpy_dtype_arg(dtype_arg, dlbpy_infer_scalar(fill_value), &dtype) < 0 ||
       dlbpy_device_arg(device_arg, &device) < 0 ||
+      dlbpy_shared_arg(shared_arg, &shared) < 0 ||
       dlbpy_check_scalar_dtype(dtype, "full") < 0)
     return NULL;
   DLManagedTensorVersioned *mt = NULL;
-  if (dlbpy_make(device, dtype, ndim, shape, dlbpy_fill_value, fill_value,
+  if (dlbpy_make(device, dtype, ndim, shape, shared, dlbpy_fill_value,
+                 fill_value,
                  &mt) < 0)
     return NULL;
   return dlbpy_wrap(module, mt);
@@ -373,7 +403,7 @@ PyObject *dlbpy_arange(PyObject *module, PyObject *const *args,
       dlbpy_check_scalar_dtype(dtype, "arange") < 0)
     return NULL;
   DLManagedTensorVersioned *mt = NULL;
-  if (dlbpy_make(device, dtype, 1, &count, dlbpy_fill_range, &r, &mt) < 0)
+  if (dlbpy_make(device, dtype, 1, &count, 0, dlbpy_fill_range, &r, &mt) < 0)
     return NULL;
   return dlbpy_wrap(module, mt);
 }
@@ -502,7 +532,7 @@ static int dlbpy_from_values(PyObject *obj, const DLDataType *given,
   DLDataType dtype = given != NULL ? *given : *by_rank[nest.rank];
   if (dlbpy_check_scalar_dtype(dtype, "asarray") < 0) return -1;
   dlbpy_nest_src src = {obj, &nest};
-  return dlbpy_make((DLDevice){kDLCPU, 0}, dtype, nest.ndim, nest.shape,
+  return dlbpy_make((DLDevice){kDLCPU, 0}, dtype, nest.ndim, nest.shape, 0,
                     dlbpy_fill_nest, &src, out);
 }
 

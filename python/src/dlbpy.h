@@ -507,6 +507,32 @@ const char *dlbpy_dtype_buffer_format(DLDataType dtype);
 /* The __array_interface__ type string of dtype ("<f4"), or NULL. */
 const char *dlbpy_dtype_typestr(DLDataType dtype);
 
+/* ------------------------------------------------------------------------
+ * Pickling and sharing (pickle.c, share.c)
+ * ---------------------------------------------------------------------- */
+
+/* Tensor.__reduce_ex__(protocol): the data by value (PickleBuffer from
+ * protocol 5). */
+PyObject *dlbpy_tensor_reduce_ex(PyObject *self, PyObject *protocol);
+/* Tensor.__copy__() and __deepcopy__(memo): a copy of the data. */
+PyObject *dlbpy_tensor_copy_copy(PyObject *self, PyObject *unused);
+PyObject *dlbpy_tensor_deepcopy(PyObject *self, PyObject *memo);
+/* _rebuild(data, dtype, shape, flags): a pickled tensor back. */
+PyObject *dlbpy_rebuild(PyObject *module, PyObject *const *args,
+                        Py_ssize_t nargsf, PyObject *kwnames);
+
+/* Tensor.is_shared and Tensor.share_memory(). */
+PyObject *dlbpy_tensor_is_shared(PyObject *self, void *closure);
+PyObject *dlbpy_tensor_share_memory(PyObject *self, PyObject *unused);
+/* share_export(t, /) -> (handle bytes, fd): the fd is the caller's. */
+PyObject *dlbpy_share_export(PyObject *module, PyObject *t);
+/* share_import(handle, fd, /, pin=None): fd is borrowed. */
+PyObject *dlbpy_share_import(PyObject *module, PyObject *const *args,
+                             Py_ssize_t nargsf, PyObject *kwnames);
+/* A compact cpu tensor in shared memory (dlb_shared_alloc). */
+int dlbpy_shared_alloc(DLDataType dtype, int32_t ndim, const int64_t *shape,
+                       DLManagedTensorVersioned **out);
+
 /* Python's version helpers that 3.9 lacks under the public names. */
 #if PY_VERSION_HEX >= 0x030D0000
 #define DLBPY_IS_FINALIZING() Py_IsFinalizing()

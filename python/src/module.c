@@ -117,16 +117,20 @@ static PyMethodDef dlbpy_module_methods[] = {
      "'cpu'), and never copies."},
     {"empty", (PyCFunction)(void (*)(void))dlbpy_empty,
      METH_FASTCALL | METH_KEYWORDS,
-     "empty(shape, dtype='float32', device='cpu')\n--\n\n"
-     "Returns a new tensor with uninitialised values."},
+     "empty(shape, dtype='float32', device='cpu', *, shared=False)\n--\n\n"
+     "Returns a new tensor with uninitialised values (zeros when shared). "
+     "shared=True puts a cpu tensor in shared memory."},
     {"zeros", (PyCFunction)(void (*)(void))dlbpy_zeros,
      METH_FASTCALL | METH_KEYWORDS,
-     "zeros(shape, dtype='float32', device='cpu')\n--\n\n"
-     "Returns a new tensor filled with zeros."},
+     "zeros(shape, dtype='float32', device='cpu', *, shared=False)\n--\n\n"
+     "Returns a new tensor filled with zeros. shared=True puts a cpu "
+     "tensor in shared memory."},
     {"full", (PyCFunction)(void (*)(void))dlbpy_full,
      METH_FASTCALL | METH_KEYWORDS,
-     "full(shape, fill_value, dtype=None, device='cpu')\n--\n\n"
-     "Returns a new tensor filled with fill_value."},
+     "full(shape, fill_value, dtype=None, device='cpu', *, shared=False)"
+     "\n--\n\n"
+     "Returns a new tensor filled with fill_value. shared=True puts a cpu "
+     "tensor in shared memory."},
     {"arange", (PyCFunction)(void (*)(void))dlbpy_arange,
      METH_FASTCALL | METH_KEYWORDS,
      "arange(start, stop=None, step=None, *, dtype=None, device='cpu')\n--\n\n"
@@ -180,6 +184,23 @@ static PyMethodDef dlbpy_module_methods[] = {
      "('cuda_host', 'cuda_managed', 'rocm_host') wait for every GPU of "
      "their runtime the process has used, 'cpu' for nothing. RuntimeError "
      "when the runtime or GPU is missing."},
+    {"share_export", dlbpy_share_export, METH_O,
+     "share_export(t, /)\n--\n\n"
+     "Returns (handle, fd) for a shared tensor (or a cuda/rocm one): the "
+     "handle as bytes and a new file descriptor of its memory (-1 for "
+     "device memory), which the caller owns and closes once it is sent."},
+    {"share_import", (PyCFunction)(void (*)(void))dlbpy_share_import,
+     METH_FASTCALL | METH_KEYWORDS,
+     "share_import(handle, fd, /, *, pin=None)\n--\n\n"
+     "Returns the tensor a handle from share_export() describes, mapping "
+     "its memory (fd is borrowed: the caller still closes it). pin="
+     "'cuda_host' or 'rocm_host' pins the mapping in this process. "
+     "ValueError for a handle or descriptor that is refused."},
+    {"_rebuild", (PyCFunction)(void (*)(void))dlbpy_rebuild,
+     METH_FASTCALL | METH_KEYWORDS,
+     "_rebuild(data, dtype, shape, flags, /)\n--\n\n"
+     "A pickled tensor from its data (any buffer of the compact "
+     "elements), sharing the buffer when it can."},
     {NULL, NULL, 0, NULL},
 };
 

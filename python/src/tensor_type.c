@@ -260,6 +260,10 @@ static PyGetSetDef dlbpy_tensor_getset[] = {
     {"byte_offset", dlbpy_get_byte_offset, NULL,
      "Bytes from data_ptr to the first element.", NULL},
     {"T", dlbpy_get_T, NULL, "A view with the dimensions reversed.", NULL},
+    {"is_shared", dlbpy_tensor_is_shared, NULL,
+     "True when the memory is shared memory another process can map "
+     "(share_memory(), shared=True, or received from another process).",
+     NULL},
     {"__cuda_array_interface__", dlbpy_tensor_cuda_array_interface, NULL,
      "The CUDA Array Interface (version 3), for memory a CUDA device can "
      "read; AttributeError for other memory.",
@@ -662,6 +666,20 @@ static PyMethodDef dlbpy_tensor_methods[] = {
     {"item", dlbpy_tensor_item, METH_NOARGS,
      "item()\n--\n\n"
      "Returns the one element of a one-element tensor as a Python number."},
+    {"share_memory", dlbpy_tensor_share_memory, METH_NOARGS,
+     "share_memory()\n--\n\n"
+     "Returns the tensor in shared memory: itself when it is there already "
+     "(or in device memory, which crosses processes by IPC handle), else "
+     "one copy into a new shared cpu tensor (read-only when this is)."},
+    {"__reduce_ex__", dlbpy_tensor_reduce_ex, METH_O,
+     "__reduce_ex__(protocol, /)\n--\n\n"
+     "Pickles the data by value (a PickleBuffer from protocol 5, so it can "
+     "travel out of band)."},
+    {"__copy__", dlbpy_tensor_copy_copy, METH_NOARGS,
+     "__copy__()\n--\n\nA copy of the data, read-only when this is."},
+    {"__deepcopy__", dlbpy_tensor_deepcopy, METH_O,
+     "__deepcopy__(memo, /)\n--\n\nA copy of the data, read-only when "
+     "this is."},
     {"__complex__", dlbpy_tensor_complex, METH_NOARGS,
      "__complex__()\n--\n\n"
      "Returns the one element of a one-element tensor as a complex."},

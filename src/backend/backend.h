@@ -92,7 +92,24 @@ typedef struct dlb__gpu {
   dlb_status (*stream_wait)(int device, void *consumer, void *producer);
   /* The host waits for all work on the device. */
   dlb_status (*device_sync)(int device);
+  /* Device memory between processes; NULL where this runtime's is not
+   * implemented. Handles are DLB__IPC_HANDLE_BYTES bytes.
+   * range: the allocation holding device memory p (DLB_E_UNSUPPORTED when
+   * p is not the runtime's allocation). ipc_get: the handle of the
+   * allocation at base. ipc_event: records this process's interprocess
+   * event of device on the default stream (after the work queued there
+   * and on blocking streams) and writes its handle. ipc_open / ipc_close:
+   * the memory of a handle another process made. ipc_wait: the default
+   * stream of device waits for the event of a handle. */
+  dlb_status (*range)(int device, const void *p, void **base, size_t *size);
+  dlb_status (*ipc_get)(int device, void *base, uint8_t *handle);
+  dlb_status (*ipc_event)(int device, uint8_t *handle);
+  dlb_status (*ipc_open)(int device, const uint8_t *handle, void **base);
+  void (*ipc_close)(int device, void *base);
+  dlb_status (*ipc_wait)(int device, const uint8_t *handle);
 } dlb__gpu;
+
+#define DLB__IPC_HANDLE_BYTES 64
 
 extern const dlb__gpu dlb__cuda;
 extern const dlb__gpu dlb__hip;
@@ -114,6 +131,11 @@ static inline const char *dlb__type_label(DLDeviceType type) {
   const char *name = dlb_device_type_name(type);
   return name != NULL ? name : "unknown";
 }
+
+/* The tensor a pinned tensor was made from (dlb_tensor_pin() wraps a
+ * share of it), or NULL when t is not a pinned tensor of dlbridge. */
+const DLManagedTensorVersioned *dlb__pin_source(
+    const DLManagedTensorVersioned *t);
 
 /* Prefetches or advises managed memory [p, p + size): CUDA only.
  * target_device is an ordinal, or -1 for the host. */

@@ -81,6 +81,15 @@ typedef struct dlb__cu_memlocation {
   dlb__cu_enum type;
   int id;
 } dlb__cu_memlocation;
+
+/* CUipcMemHandle and CUipcEventHandle (CU_IPC_HANDLE_SIZE bytes each),
+ * passed by value. */
+typedef struct dlb__cu_ipc_mem_handle {
+  char reserved[64];
+} dlb__cu_ipc_mem_handle;
+typedef struct dlb__cu_ipc_event_handle {
+  char reserved[64];
+} dlb__cu_ipc_event_handle;
 #endif
 
 /* Values from cuda.h. */
@@ -128,6 +137,8 @@ typedef struct dlb__cu_memlocation {
 #define DLB__CU_MEMHOSTREGISTER_DEVICEMAP 0x2u
 #define DLB__CU_MEM_ATTACH_GLOBAL 0x1u
 #define DLB__CU_EVENT_DISABLE_TIMING 0x2u
+#define DLB__CU_EVENT_INTERPROCESS 0x4u
+#define DLB__CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS 0x1u
 #define DLB__CU_STREAM_NON_BLOCKING 0x1u
 
 #define DLB__CU_MEM_LOCATION_TYPE_DEVICE 1u
@@ -198,9 +209,22 @@ typedef struct dlb__cu_memlocation {
     (dlb__cu_event event, dlb__cu_stream stream))                             \
   X(cuEventDestroy_v2, cuEventDestroy, 4000, (dlb__cu_event event))
 
-/* Managed-memory entry points of drivers >= 12.2; missing ones leave
- * prefetch and advice to the older forms below. */
+/* Managed-memory entry points of drivers >= 12.2 (missing ones leave
+ * prefetch and advice to the older forms below), and the IPC ones (on
+ * Linux drivers; missing ones make device memory unshareable). */
 #define DLB__CU_OPTIONAL(X)                                                   \
+  X(cuMemGetAddressRange_v2, cuMemGetAddressRange, 3020,                      \
+    (dlb__cu_deviceptr * base, size_t *size, dlb__cu_deviceptr ptr))          \
+  X(cuIpcGetMemHandle, cuIpcGetMemHandle, 4010,                               \
+    (dlb__cu_ipc_mem_handle * handle, dlb__cu_deviceptr dptr))                \
+  X(cuIpcOpenMemHandle_v2, cuIpcOpenMemHandle, 11000,                         \
+    (dlb__cu_deviceptr * dptr, dlb__cu_ipc_mem_handle handle,                 \
+     unsigned int flags))                                                     \
+  X(cuIpcCloseMemHandle, cuIpcCloseMemHandle, 4010, (dlb__cu_deviceptr dptr)) \
+  X(cuIpcGetEventHandle, cuIpcGetEventHandle, 4010,                           \
+    (dlb__cu_ipc_event_handle * handle, dlb__cu_event event))                 \
+  X(cuIpcOpenEventHandle, cuIpcOpenEventHandle, 4010,                         \
+    (dlb__cu_event * event, dlb__cu_ipc_event_handle handle))                 \
   X(cuMemPrefetchAsync_v2, cuMemPrefetchAsync, 12020,                         \
     (dlb__cu_deviceptr ptr, size_t count, dlb__cu_memlocation location,       \
      unsigned int flags, dlb__cu_stream stream))                              \

@@ -47,6 +47,14 @@ dlb_status dlb__cuda_copy(int device, const dlb__pitched *c, void *stream);
 dlb_status dlb__cuda_stream_sync(int device, void *stream);
 dlb_status dlb__cuda_stream_wait(int device, void *consumer, void *producer);
 dlb_status dlb__cuda_device_sync(int device);
+/* In cuda_ipc.c. */
+dlb_status dlb__cuda_range(int device, const void *p, void **base,
+                           size_t *size);
+dlb_status dlb__cuda_ipc_get(int device, void *base, uint8_t *handle);
+dlb_status dlb__cuda_ipc_event(int device, uint8_t *handle);
+dlb_status dlb__cuda_ipc_open(int device, const uint8_t *handle, void **base);
+void dlb__cuda_ipc_close(int device, void *base);
+dlb_status dlb__cuda_ipc_wait(int device, const uint8_t *handle);
 
 /* Stores device's attribute attr in *out; name spells attr for the
  * failure message. */

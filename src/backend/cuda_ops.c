@@ -20,4 +20,10 @@ const dlb__gpu dlb__cuda = {
     .stream_sync = dlb__cuda_stream_sync,
     .stream_wait = dlb__cuda_stream_wait,
     .device_sync = dlb__cuda_device_sync,
+    .range = dlb__cuda_range,
+    .ipc_get = dlb__cuda_ipc_get,
+    .ipc_event = dlb__cuda_ipc_event,
+    .ipc_open = dlb__cuda_ipc_open,
+    .ipc_close = dlb__cuda_ipc_close,
+    .ipc_wait = dlb__cuda_ipc_wait,
 };

@@ -59,6 +59,9 @@ typedef struct dlb__hip_memcpy3d {
 #define DLB__HIP_ERROR_INSUFFICIENT_DRIVER 35
 #define DLB__HIP_ERROR_NO_DEVICE 100
 #define DLB__HIP_ERROR_INVALID_DEVICE 101
+#define DLB__HIP_ERROR_INVALID_CONTEXT 201
+#define DLB__HIP_ERROR_INVALID_HANDLE 400
+#define DLB__HIP_ERROR_NOT_FOUND 500
 #define DLB__HIP_ERROR_HOST_MEMORY_ALREADY_REGISTERED 712
 #define DLB__HIP_ERROR_HOST_MEMORY_NOT_REGISTERED 713
 #define DLB__HIP_ERROR_NOT_SUPPORTED 801
@@ -83,6 +86,10 @@ typedef struct dlb__hip_memcpy3d {
 #define DLB__HIP_HOST_REGISTER_PORTABLE 0x1u
 #define DLB__HIP_HOST_REGISTER_MAPPED 0x2u
 #define DLB__HIP_EVENT_DISABLE_TIMING 0x2u
+#define DLB__HIP_EVENT_INTERPROCESS 0x4u
+/* hipIpcMemLazyEnablePeerAccess: 0 before ROCm 6.0, 1 from it. */
+#define DLB__HIP_IPC_LAZY_PEER_ACCESS_5 0u
+#define DLB__HIP_IPC_LAZY_PEER_ACCESS_6 1u
 #define DLB__HIP_STREAM_NON_BLOCKING 0x1u
 #define DLB__HIP_ATTRIBUTE_MAX_PITCH 58
 #define DLB__HIP_STREAM_PER_THREAD ((dlb__hip_stream)0x2)
@@ -130,14 +137,41 @@ typedef struct dlb__hip_memcpy3d {
     (dlb__hip_event event, dlb__hip_stream stream))                           \
   X(hipEventDestroy, dlb__hip_error, (dlb__hip_event event))
 
+/* hipIpcMemHandle_t and hipIpcEventHandle_t (HIP_IPC_HANDLE_SIZE bytes
+ * each), passed by value. */
+typedef struct dlb__hip_ipc_mem_handle {
+  char reserved[64];
+} dlb__hip_ipc_mem_handle;
+typedef struct dlb__hip_ipc_event_handle {
+  char reserved[64];
+} dlb__hip_ipc_event_handle;
+
+/* Entry points that may be missing: IPC (interprocess events arrived on
+ * Linux with ROCm 6; without them an export synchronises instead). */
+#define DLB__HIP_OPTIONAL(X)                                                  \
+  X(hipMemGetAddressRange, dlb__hip_error,                                    \
+    (void **base, size_t *size, void *ptr))                                   \
+  X(hipIpcGetMemHandle, dlb__hip_error,                                       \
+    (dlb__hip_ipc_mem_handle * handle, void *ptr))                            \
+  X(hipIpcOpenMemHandle, dlb__hip_error,                                      \
+    (void **ptr, dlb__hip_ipc_mem_handle handle, unsigned int flags))         \
+  X(hipIpcCloseMemHandle, dlb__hip_error, (void *ptr))                        \
+  X(hipIpcGetEventHandle, dlb__hip_error,                                     \
+    (dlb__hip_ipc_event_handle * handle, dlb__hip_event event))               \
+  X(hipIpcOpenEventHandle, dlb__hip_error,                                    \
+    (dlb__hip_event * event, dlb__hip_ipc_event_handle handle))
+
 #define DLB__HIP_PFN_TYPEDEF(name, ret, params) \
   typedef ret(*dlb__hip_pfn_##name) params;
 DLB__HIP_REQUIRED(DLB__HIP_PFN_TYPEDEF)
+DLB__HIP_OPTIONAL(DLB__HIP_PFN_TYPEDEF)
 #undef DLB__HIP_PFN_TYPEDEF
 
+/* The optional entries may be NULL. */
 typedef struct dlb__hip_api {
 #define DLB__HIP_FIELD(name, ret, params) dlb__hip_pfn_##name name;
   DLB__HIP_REQUIRED(DLB__HIP_FIELD)
+  DLB__HIP_OPTIONAL(DLB__HIP_FIELD)
 #undef DLB__HIP_FIELD
 } dlb__hip_api;
 

@@ -72,6 +72,9 @@ typedef struct {
 #define DLB__HIP_ENTRY(name, ret, params) {&dlb__hi.name, #name},
 static const dlb__hip_entry required_entries[] = {
     DLB__HIP_REQUIRED(DLB__HIP_ENTRY){NULL, NULL}};
+/* Entry points a runtime may lack (IPC): NULL when it does. */
+static const dlb__hip_entry optional_entries[] = {
+    DLB__HIP_OPTIONAL(DLB__HIP_ENTRY){NULL, NULL}};
 #undef DLB__HIP_ENTRY
 
 static dlb_status init_runtime(void *h) {
@@ -88,6 +91,8 @@ static dlb_status init_runtime(void *h) {
                               "no %s",
                               loader.path, e->name);
   }
+  for (const dlb__hip_entry *e = optional_entries; e->field != NULL; e++)
+    dlb__store_fn(e->field, dlsym(h, e->name));
   dlb__hip_error e = dlb__hi.hipInit(0);
   if (e == DLB__HIP_ERROR_NO_DEVICE)
     return dlb__loader_fail(&loader, DLB_E_NO_DEVICE,

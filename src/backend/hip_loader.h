@@ -37,6 +37,14 @@ dlb_status dlb__hip_copy(int device, const dlb__pitched *c, void *stream);
 dlb_status dlb__hip_stream_sync(int device, void *stream);
 dlb_status dlb__hip_stream_wait(int device, void *consumer, void *producer);
 dlb_status dlb__hip_device_sync(int device);
+/* In hip_ipc.c. */
+dlb_status dlb__hip_range(int device, const void *p, void **base,
+                          size_t *size);
+dlb_status dlb__hip_ipc_get(int device, void *base, uint8_t *handle);
+dlb_status dlb__hip_ipc_event(int device, uint8_t *handle);
+dlb_status dlb__hip_ipc_open(int device, const uint8_t *handle, void **base);
+void dlb__hip_ipc_close(int device, void *base);
+dlb_status dlb__hip_ipc_wait(int device, const uint8_t *handle);
 
 /* Records "<what>: hipErrorName (code): description" and returns
  * DLB_E_NOMEM, DLB_E_UNSUPPORTED or DLB_E_RUNTIME as for CUDA. */

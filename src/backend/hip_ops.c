@@ -20,4 +20,10 @@ const dlb__gpu dlb__hip = {
     .stream_sync = dlb__hip_stream_sync,
     .stream_wait = dlb__hip_stream_wait,
     .device_sync = dlb__hip_device_sync,
+    .range = dlb__hip_range,
+    .ipc_get = dlb__hip_ipc_get,
+    .ipc_event = dlb__hip_ipc_event,
+    .ipc_open = dlb__hip_ipc_open,
+    .ipc_close = dlb__hip_ipc_close,
+    .ipc_wait = dlb__hip_ipc_wait,
 };

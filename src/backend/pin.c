@@ -10,6 +10,7 @@
 #include <pthread.h>
 
 #include "backend.h"
+#include "core/tensor_internal.h"
 
 typedef struct pin_entry {
   struct pin_entry *next;
@@ -109,6 +110,15 @@ static void pin_release(void *ctx) {
   unpin(c->entry);
   dlb_tensor_release(c->share);
   dlb__free(c);
+}
+
+const DLManagedTensorVersioned *dlb__pin_source(
+    const DLManagedTensorVersioned *t) {
+  const dlb__tensor *ours = dlb__tensor_of(t);
+  if (ours == NULL || ours->owner->kind != DLB__OWNER_CALLBACK ||
+      ours->owner->u.callback.fn != pin_release)
+    return NULL;
+  return ((const pin_ctx *)ours->owner->u.callback.ctx)->share;
 }
 
 dlb_status dlb_tensor_pin(const DLManagedTensorVersioned *t,

@@ -453,11 +453,16 @@ dlb_status dlb__managed_check_header(const DLManagedTensorVersioned *m) {
   return DLB_OK;
 }
 
-dlb_status dlb_managed_validate(const DLManagedTensorVersioned *m) {
+dlb_status dlb__managed_validate_span(const DLManagedTensorVersioned *m,
+                                      dlb__span *out) {
   dlb_status st = dlb__managed_check_header(m);
   if (st != DLB_OK) return st;
-  dlb__span span;
   return validate(&m->dl_tensor,
                   (m->flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED) != 0,
-                  &span);
+                  out);
+}
+
+dlb_status dlb_managed_validate(const DLManagedTensorVersioned *m) {
+  dlb__span span;
+  return dlb__managed_validate_span(m, &span);
 }

@@ -11,6 +11,8 @@
  */
 #include <dirent.h>
 #include <stdio.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "../emu/emu_fns.h"
 #include "backend/staging.h"
@@ -24,7 +26,7 @@ static char sentinel[512];
 static char under_test[64];
 
 /* Function names called on a success path so far. */
-static char called[128][64];
+static char called[256][64];
 static int ncalled;
 
 /* Sets the message with a known failure and notes which public function
@@ -50,7 +52,7 @@ static void check_kept(int line) {
                     "%s succeeded but changed the message from \"%s\" to "
                     "\"%s\"",
                     under_test, sentinel, dlb_last_error());
-  CHECK(ncalled < 128);
+  CHECK(ncalled < 256);
   snprintf(called[ncalled++], sizeof called[0], "%s", under_test);
 }
 
@@ -312,6 +314,31 @@ static void pin_pinned_already(DLDeviceType host_type, void *heap) {
   dlb_tensor_release(t);
 }
 
+/* Shared host memory, through a handle and through a socket; pinned on
+ * import when pin_flag is not 0 (a runtime must be loaded). */
+static void sharing(uint64_t pin_flag) {
+  int64_t n[1] = {16};
+  DLManagedTensorVersioned *t = NULL, *u = NULL;
+  KEEPS_OK(dlb_shared_alloc(f32, 1, n, &t));
+  KEEPS(dlb_tensor_is_shared(t));
+  unsigned char handle[DLB_SHARE_HANDLE_MAX];
+  size_t len = 0;
+  int fd = -1;
+  KEEPS_OK(dlb_share_export(t, handle, sizeof handle, &len, &fd));
+  KEEPS_OK(dlb_share_import(handle, len, fd, pin_flag, &u));
+  close(fd);
+  dlb_tensor_release(u);
+  int sv[2];
+  CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+  KEEPS_OK(dlb_share_send(sv[0], t));
+  KEEPS_OK(dlb_share_recv(sv[1], pin_flag, &u));
+  CHECK(dlb_tensor_is_shared(u));
+  dlb_tensor_release(u);
+  close(sv[0]);
+  close(sv[1]);
+  dlb_tensor_release(t);
+}
+
 static void cuda_functions(void) {
   setenv("EMU_CUDA_MAX_PITCH", "32", 1);
   emu e = emu_cuda();
@@ -341,6 +368,7 @@ static void cuda_functions(void) {
   dlb_tensor_release(m);
 
   cuda_copy_routes(&e);
+  sharing(DLB_SHARE_PIN_CUDA);
 
   cu_fns cu = cu_fns_of(&e);
   cu_as_framework(&cu, 0);
@@ -424,6 +452,7 @@ DLB_TEST(every_public_function_keeps_the_message_on_success) {
   layouts();
   tensors_and_views();
   cpu_copies();
+  sharing(0);
   cuda_functions();
   hip_functions();
   static char names[256][64];

@@ -31,6 +31,8 @@ DLB_TEST(status_values_are_fixed) {
   CHECK_EQ_INT(DLB_E_NEEDS_COPY, -14);
   CHECK_EQ_INT(DLB_E_RANGE, -15);
   CHECK_EQ_INT(DLB_E_STATE, -16);
+  CHECK_EQ_INT(DLB_E_SYSTEM, -17);
+  CHECK_EQ_INT(DLB_E_HANDLE, -18);
 }
 
 DLB_TEST(status_every_code_has_distinct_name) {
@@ -49,8 +51,8 @@ DLB_TEST(status_every_code_has_distinct_name) {
   DLB_STATUS_MAP(OWN)
 #undef OWN
   CHECK_STR(dlb_status_name((dlb_status)1), "DLB_E_UNKNOWN");
-  CHECK_STR(dlb_status_name((dlb_status)-17), "DLB_E_UNKNOWN");
-  CHECK_STR(dlb_status_message((dlb_status)-17), "unknown status");
+  CHECK_STR(dlb_status_name((dlb_status)-19), "DLB_E_UNKNOWN");
+  CHECK_STR(dlb_status_message((dlb_status)-19), "unknown status");
 }
 
 static void *other_thread(void *arg) {

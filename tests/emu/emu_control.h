@@ -9,6 +9,10 @@
  * memory is mapped twice: the address handed out has no access rights, so
  * host code that touches device memory crashes as it would on a GPU; the
  * emulator (and emu_shadow) read and write it through a second mapping.
+ * Both mappings are of a memfd, so IPC handles work between processes:
+ * a handle names the exporter's process and descriptor, and the importer
+ * maps the same memfd (see emu_ipc in emu_core.h). Interprocess events
+ * complete the work before them when recorded.
  *
  * Set before the first call, from the environment (PREFIX is EMU_CUDA_ or
  * EMU_HIP_):

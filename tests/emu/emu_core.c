@@ -1,6 +1,7 @@
 /* emu_core.c -- configuration, failure injection, regions and streams. */
 #include "emu_core.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -156,6 +157,22 @@ static size_t round_pages(size_t n) {
   return (n + pg - 1) / pg * pg;
 }
 
+/* Maps fd twice as device memory: no access at the address handed out,
+ * read-write at the shadow. Takes fd on success. */
+static int device_map(emu_region *r, int fd, size_t mapped) {
+  void *dev = mmap(NULL, mapped, PROT_NONE, MAP_SHARED, fd, 0);
+  void *rw = mmap(NULL, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (dev == MAP_FAILED || rw == MAP_FAILED) {
+    if (dev != MAP_FAILED) munmap(dev, mapped);
+    if (rw != MAP_FAILED) munmap(rw, mapped);
+    return 0;
+  }
+  r->base = dev;
+  r->shadow = rw;
+  r->fd = fd;
+  return 1;
+}
+
 emu_region *emu_region_new(emu_kind kind, size_t size, int device,
                            unsigned flags) {
   size_t mapped = round_pages(size);
@@ -165,24 +182,17 @@ emu_region *emu_region_new(emu_kind kind, size_t size, int device,
     return NULL;
   emu_region *r = calloc(1, sizeof *r);
   if (r == NULL) return NULL;
+  r->fd = -1;
   if (kind == EMU_DEVICE) {
+    /* The memfd stays open: an IPC handle names it, and another process
+     * maps it through /proc/PID/fd. */
     int fd = memfd_create("emu-device", MFD_CLOEXEC);
-    if (fd < 0 || ftruncate(fd, (off_t)mapped) != 0) {
+    if (fd < 0 || ftruncate(fd, (off_t)mapped) != 0 ||
+        !device_map(r, fd, mapped)) {
       if (fd >= 0) close(fd);
       free(r);
       return NULL;
     }
-    void *dev = mmap(NULL, mapped, PROT_NONE, MAP_SHARED, fd, 0);
-    void *rw = mmap(NULL, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (dev == MAP_FAILED || rw == MAP_FAILED) {
-      if (dev != MAP_FAILED) munmap(dev, mapped);
-      if (rw != MAP_FAILED) munmap(rw, mapped);
-      free(r);
-      return NULL;
-    }
-    r->base = dev;
-    r->shadow = rw;
   } else {
     void *p = mmap(NULL, mapped, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -207,9 +217,34 @@ emu_region *emu_region_new(emu_kind kind, size_t size, int device,
   return r;
 }
 
+emu_region *emu_region_import(int fd, size_t size, int device, long pid,
+                              uintptr_t base) {
+  emu_region *r = calloc(1, sizeof *r);
+  if (r == NULL) return NULL;
+  size_t mapped = round_pages(size);
+  if (!device_map(r, fd, mapped)) {
+    free(r);
+    return NULL;
+  }
+  r->kind = EMU_DEVICE;
+  r->size = size;
+  r->mapped = mapped;
+  r->device = device;
+  r->prefetch = EMU_NO_PREFETCH;
+  r->advice_location = EMU_NO_PREFETCH;
+  r->ipc_refs = 1;
+  r->ipc_pid = pid;
+  r->ipc_base = base;
+  r->next = regions;
+  regions = r;
+  live[EMU_DEVICE]++;
+  return r;
+}
+
 emu_region *emu_region_register(void *p, size_t size, unsigned flags) {
   emu_region *r = calloc(1, sizeof *r);
   if (r == NULL) return NULL;
+  r->fd = -1;
   r->kind = EMU_REGISTERED;
   r->base = r->shadow = p;
   r->size = size;
@@ -228,8 +263,9 @@ void emu_region_free(emu_region *r) {
   while (*link != r) link = &(*link)->next;
   *link = r->next;
   live[r->kind]--;
-  if (r->kind == EMU_DEVICE || r->kind == EMU_MANAGED)
+  if ((r->kind == EMU_DEVICE && r->ipc_pid == 0) || r->kind == EMU_MANAGED)
     device_used[r->device] -= r->mapped;
+  if (r->fd >= 0) close(r->fd);
   if (r->kind != EMU_REGISTERED) munmap(r->base, r->mapped);
   if (r->kind == EMU_DEVICE) munmap(r->shadow, r->mapped);
   free(r);
@@ -239,6 +275,12 @@ emu_region *emu_region_find(const void *p) {
   const char *c = p;
   for (emu_region *r = regions; r != NULL; r = r->next)
     if (c >= r->base && c < r->base + r->size) return r;
+  return NULL;
+}
+
+emu_region *emu_region_ipc(long pid, uintptr_t base) {
+  for (emu_region *r = regions; r != NULL; r = r->next)
+    if (r->ipc_pid == pid && r->ipc_base == base) return r;
   return NULL;
 }
 
@@ -481,4 +523,24 @@ long emu_live(void) {
   long n = 0;
   for (int k = EMU_LIVE_DEVICE; k <= EMU_LIVE_EVENT; k++) n += emu_live_kind(k);
   return n;
+}
+
+/* ---- IPC ---- */
+
+void emu_ipc_make(emu_ipc *h, const char *magic, int fd) {
+  memset(h, 0, sizeof *h);
+  memcpy(h->magic, magic, 8);
+  h->pid = (int32_t)getpid();
+  h->fd = fd;
+}
+
+int emu_ipc_open(const emu_ipc *h, const char *magic, int *out) {
+  if (memcmp(h->magic, magic, 8) != 0) return EMU_IPC_FOREIGN;
+  if (h->pid == (int32_t)getpid()) return EMU_IPC_SAME_PROCESS;
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)h->pid, (int)h->fd);
+  int fd = open(path, O_RDWR | O_CLOEXEC);
+  if (fd < 0) return EMU_IPC_GONE;
+  *out = fd;
+  return EMU_IPC_OK;
 }

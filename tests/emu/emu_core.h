@@ -60,12 +60,22 @@ typedef struct emu_region {
   int prefetch;
   unsigned advice;
   int advice_location;
+  int fd;          /* device memory: the memfd behind both mappings */
+  int ipc_refs;    /* imported by IPC: opens not yet closed, else 0 */
+  long ipc_pid;    /* imported: the exporting process and its address */
+  uintptr_t ipc_base;
 } emu_region;
 
 /* New region of size bytes (> 0), or NULL when out of memory (device and
  * managed memory count against the device's memory). */
 emu_region *emu_region_new(emu_kind kind, size_t size, int device,
                            unsigned flags);
+/* Maps device memory another process exported (its memfd, fd, which the
+ * region takes over) as a device region of this one, with ipc_refs 1. */
+emu_region *emu_region_import(int fd, size_t size, int device, long pid,
+                              uintptr_t base);
+/* The region imported from process pid's allocation at base, or NULL. */
+emu_region *emu_region_ipc(long pid, uintptr_t base);
 /* Records a registration of existing memory. */
 emu_region *emu_region_register(void *p, size_t size, unsigned flags);
 void emu_region_free(emu_region *r);
@@ -120,5 +130,29 @@ int emu_done(emu_stream *s, long seq);
 void emu_run_all(void);
 
 long emu_events_live_add(long delta);
+
+/* The bytes of an emulated IPC handle (the runtimes' handles are 64
+ * bytes): it names the exporter's memfd by process and descriptor number,
+ * and an importer opens it through /proc, so it works between two
+ * processes of one user while the exporter lives, as real handles do. */
+typedef struct emu_ipc {
+  char magic[8]; /* "EMUIPC1" for memory, "EMUEVT1" for events */
+  int32_t pid;
+  int32_t fd;
+  uint64_t size;
+  int32_t device;
+  int32_t zero;
+  uint64_t base;
+} emu_ipc;
+
+/* What emu_ipc_open() found wrong. */
+enum { EMU_IPC_OK, EMU_IPC_FOREIGN, EMU_IPC_SAME_PROCESS, EMU_IPC_GONE };
+
+/* Fills h for this process's descriptor fd. */
+void emu_ipc_make(emu_ipc *h, const char *magic, int fd);
+/* Opens the descriptor h names into *out; EMU_IPC_FOREIGN for another
+ * magic, EMU_IPC_SAME_PROCESS when this process made it (the runtimes
+ * refuse that), EMU_IPC_GONE when it cannot be opened. */
+int emu_ipc_open(const emu_ipc *h, const char *magic, int *out);
 
 #endif /* DLB_TESTS_EMU_CORE_H */

@@ -12,6 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "emu_core.h"
 #include "emu_cuda.h"
@@ -345,7 +348,8 @@ cures cuMemFree_v2(dlb__cu_deviceptr dptr) {
   NEED_INIT();
   emu_region *r = emu_region_at(ptr_of(dptr),
                                 (1u << EMU_DEVICE) | (1u << EMU_MANAGED));
-  if (r == NULL) RETURN(DLB__CUDA_ERROR_INVALID_VALUE);
+  /* Memory opened by IPC is closed, never freed. */
+  if (r == NULL || r->ipc_pid != 0) RETURN(DLB__CUDA_ERROR_INVALID_VALUE);
   /* Freeing waits for the device, as the driver does. */
   emu_run_all();
   emu_region_free(r);
@@ -688,6 +692,12 @@ typedef struct emu_event {
   int destroyed;
   emu_stream *stream;
   long seq;
+  /* Interprocess events: a memfd page counting the records, shared by
+   * the exporting and every importing process. A record completes the
+   * work before it, so an importer's wait is always satisfied. */
+  int ipc_fd;
+  long *ipc_records;
+  int imported;
 } emu_event;
 
 static emu_event *events;
@@ -750,8 +760,26 @@ cures cuEventCreate(dlb__cu_event *event, unsigned int flags) {
   NEED_CONTEXT(c);
   if (event == NULL || (flags & ~7u) != 0)
     RETURN(DLB__CUDA_ERROR_INVALID_VALUE);
+  /* The driver requires interprocess events to disable timing. */
+  if ((flags & DLB__CU_EVENT_INTERPROCESS) &&
+      !(flags & DLB__CU_EVENT_DISABLE_TIMING))
+    RETURN(DLB__CUDA_ERROR_INVALID_VALUE);
   emu_event *v = calloc(1, sizeof *v);
   if (v == NULL) RETURN(DLB__CUDA_ERROR_OUT_OF_MEMORY);
+  v->ipc_fd = -1;
+  if (flags & DLB__CU_EVENT_INTERPROCESS) {
+    int fd = memfd_create("emu-event", MFD_CLOEXEC);
+    void *page = MAP_FAILED;
+    if (fd >= 0 && ftruncate(fd, 4096) == 0)
+      page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (page == MAP_FAILED) {
+      if (fd >= 0) close(fd);
+      free(v);
+      RETURN(DLB__CUDA_ERROR_OUT_OF_MEMORY);
+    }
+    v->ipc_fd = fd;
+    v->ipc_records = page;
+  }
   v->device = c->device;
   v->next = events;
   events = v;
@@ -772,8 +800,19 @@ cures cuEventRecord(dlb__cu_event event, dlb__cu_stream stream) {
   int stream_device = s != NULL ? emu_stream_device(s)
                       : c != NULL ? c->device
                                   : -1;
-  if (stream_device != v->device) RETURN(DLB__CUDA_ERROR_INVALID_HANDLE);
+  if (stream_device != v->device || v->imported)
+    RETURN(DLB__CUDA_ERROR_INVALID_HANDLE);
   emu_mark((void *)stream, &v->stream, &v->seq);
+  if (v->ipc_records != NULL) {
+    /* Another process cannot run this one's queues: the work the record
+     * covers completes now (on a special stream, every blocking
+     * stream's pending work, which the legacy stream waits for). */
+    if (s != NULL)
+      emu_run(s, v->seq);
+    else
+      emu_run_all();
+    __atomic_add_fetch(v->ipc_records, 1, __ATOMIC_SEQ_CST);
+  }
   RETURN(DLB__CUDA_SUCCESS);
 }
 
@@ -817,7 +856,140 @@ cures cuEventDestroy_v2(dlb__cu_event event) {
   if (v == NULL) RETURN(DLB__CUDA_ERROR_INVALID_HANDLE);
   /* Waits already queued keep their own copy of the event's point. */
   v->destroyed = 1;
+  if (v->ipc_records != NULL) {
+    munmap(v->ipc_records, 4096);
+    close(v->ipc_fd);
+    v->ipc_records = NULL;
+  }
   emu_events_live_add(-1);
+  RETURN(DLB__CUDA_SUCCESS);
+}
+
+/* ---- IPC (handles: see emu_ipc in emu_core.h) ---- */
+
+static cures open_remote(const emu_ipc *h, const char *magic, int *out) {
+  switch (emu_ipc_open(h, magic, out)) {
+    case EMU_IPC_OK:
+      return DLB__CUDA_SUCCESS;
+    case EMU_IPC_FOREIGN:
+      return DLB__CUDA_ERROR_INVALID_VALUE;
+    case EMU_IPC_SAME_PROCESS:
+      /* The driver cannot open a handle in the process that made it. */
+      return DLB__CUDA_ERROR_INVALID_CONTEXT;
+    default:
+      return DLB__CUDA_ERROR_INVALID_HANDLE;
+  }
+}
+
+cures cuIpcGetMemHandle(dlb__cu_ipc_mem_handle *handle,
+                        dlb__cu_deviceptr dptr) {
+  ENTER("cuIpcGetMemHandle");
+  NEED_INIT();
+  NEED_CONTEXT(c);
+  (void)c;
+  emu_region *r = emu_region_at(ptr_of(dptr), 1u << EMU_DEVICE);
+  /* Only the base of a cuMemAlloc allocation made here. */
+  if (handle == NULL || r == NULL || r->ipc_pid != 0)
+    RETURN(DLB__CUDA_ERROR_INVALID_VALUE);
+  emu_ipc h;
+  emu_ipc_make(&h, "EMUIPC1", r->fd);
+  h.size = r->size;
+  h.device = r->device;
+  h.base = (uint64_t)dptr;
+  memset(handle, 0, sizeof *handle);
+  memcpy(handle, &h, sizeof h);
+  RETURN(DLB__CUDA_SUCCESS);
+}
+
+cures cuIpcOpenMemHandle_v2(dlb__cu_deviceptr *dptr,
+                            dlb__cu_ipc_mem_handle handle,
+                            unsigned int flags) {
+  ENTER("cuIpcOpenMemHandle_v2");
+  NEED_INIT();
+  NEED_CONTEXT(c);
+  if (dptr == NULL || flags != DLB__CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)
+    RETURN(DLB__CUDA_ERROR_INVALID_VALUE);
+  emu_ipc h;
+  memcpy(&h, &handle, sizeof h);
+  /* Opening again counts a reference and gives the same address. */
+  emu_region *again = emu_region_ipc(h.pid, (uintptr_t)h.base);
+  if (memcmp(h.magic, "EMUIPC1", 8) == 0 && again != NULL) {
+    again->ipc_refs++;
+    *dptr = dptr_of(again->base);
+    RETURN(DLB__CUDA_SUCCESS);
+  }
+  int fd = -1;
+  cures e = open_remote(&h, "EMUIPC1", &fd);
+  if (e != DLB__CUDA_SUCCESS) RETURN(e);
+  struct stat st;
+  if (h.size == 0 || fstat(fd, &st) != 0 || (uint64_t)st.st_size < h.size) {
+    close(fd);
+    RETURN(DLB__CUDA_ERROR_INVALID_HANDLE);
+  }
+  emu_region *r = emu_region_import(fd, (size_t)h.size, c->device, h.pid,
+                                    (uintptr_t)h.base);
+  if (r == NULL) {
+    close(fd);
+    RETURN(DLB__CUDA_ERROR_OUT_OF_MEMORY);
+  }
+  *dptr = dptr_of(r->base);
+  RETURN(DLB__CUDA_SUCCESS);
+}
+
+cures cuIpcCloseMemHandle(dlb__cu_deviceptr dptr) {
+  ENTER_QUIET("cuIpcCloseMemHandle");
+  NEED_INIT();
+  emu_region *r = emu_region_at(ptr_of(dptr), 1u << EMU_DEVICE);
+  if (r == NULL || r->ipc_pid == 0) RETURN(DLB__CUDA_ERROR_INVALID_VALUE);
+  if (--r->ipc_refs == 0) {
+    emu_run_all();
+    emu_region_free(r);
+  }
+  RETURN(DLB__CUDA_SUCCESS);
+}
+
+cures cuIpcGetEventHandle(dlb__cu_ipc_event_handle *handle,
+                          dlb__cu_event event) {
+  ENTER("cuIpcGetEventHandle");
+  NEED_INIT();
+  emu_event *v = event_of(event);
+  if (v == NULL) RETURN(DLB__CUDA_ERROR_INVALID_HANDLE);
+  if (handle == NULL || v->ipc_records == NULL || v->imported)
+    RETURN(DLB__CUDA_ERROR_INVALID_VALUE);
+  emu_ipc h;
+  emu_ipc_make(&h, "EMUEVT1", v->ipc_fd);
+  h.device = v->device;
+  memset(handle, 0, sizeof *handle);
+  memcpy(handle, &h, sizeof h);
+  RETURN(DLB__CUDA_SUCCESS);
+}
+
+cures cuIpcOpenEventHandle(dlb__cu_event *event,
+                           dlb__cu_ipc_event_handle handle) {
+  ENTER("cuIpcOpenEventHandle");
+  NEED_INIT();
+  NEED_CONTEXT(c);
+  if (event == NULL) RETURN(DLB__CUDA_ERROR_INVALID_VALUE);
+  emu_ipc h;
+  memcpy(&h, &handle, sizeof h);
+  int fd = -1;
+  cures e = open_remote(&h, "EMUEVT1", &fd);
+  if (e != DLB__CUDA_SUCCESS) RETURN(e);
+  void *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  emu_event *v = page == MAP_FAILED ? NULL : calloc(1, sizeof *v);
+  if (v == NULL) {
+    if (page != MAP_FAILED) munmap(page, 4096);
+    close(fd);
+    RETURN(DLB__CUDA_ERROR_OUT_OF_MEMORY);
+  }
+  v->ipc_fd = fd;
+  v->ipc_records = page;
+  v->imported = 1;
+  v->device = c->device;
+  v->next = events;
+  events = v;
+  emu_events_live_add(1);
+  *event = (dlb__cu_event)(void *)v;
   RETURN(DLB__CUDA_SUCCESS);
 }
 

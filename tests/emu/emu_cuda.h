@@ -15,8 +15,6 @@
   X(cuCtxSetCurrent, cuCtxSetCurrent, 4000, (dlb__cu_context ctx))            \
   X(cuCtxGetDevice, cuCtxGetDevice, 2000, (dlb__cu_device * device))          \
   X(cuCtxSynchronize_v2, cuCtxSynchronize, 13000, (dlb__cu_context ctx))      \
-  X(cuMemGetAddressRange_v2, cuMemGetAddressRange, 3020,                      \
-    (dlb__cu_deviceptr * base, size_t *size, dlb__cu_deviceptr ptr))          \
   X(cuMemAllocHost_v2, cuMemAllocHost, 3020, (void **pp, size_t bytesize))    \
   X(cuMemHostGetDevicePointer_v2, cuMemHostGetDevicePointer, 3020,            \
     (dlb__cu_deviceptr * dptr, void *p, unsigned int flags))                  \
@@ -54,6 +52,7 @@
   X(cuMemGetAddressRange, 2000)           \
   X(cuMemAllocHost, 2000)                 \
   X(cuMemHostGetDevicePointer, 2020)      \
-  X(cuDevicePrimaryCtxRelease, 7000)
+  X(cuDevicePrimaryCtxRelease, 7000)      \
+  X(cuIpcOpenMemHandle, 4010)
 
 #endif /* DLB_TESTS_EMU_CUDA_H */

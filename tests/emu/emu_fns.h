@@ -47,12 +47,14 @@ static inline cu_fns cu_fns_of(const emu *e) {
 #define EMU_HIP_TYPEDEF(name, ret, params) \
   typedef ret(*emu_hip_pfn_##name) params;
 DLB__HIP_REQUIRED(EMU_HIP_TYPEDEF)
+DLB__HIP_OPTIONAL(EMU_HIP_TYPEDEF)
 EMU_HIP_EXTRA(EMU_HIP_TYPEDEF)
 #undef EMU_HIP_TYPEDEF
 
 typedef struct hip_fns {
 #define EMU_HIP_FIELD(name, ret, params) emu_hip_pfn_##name name;
   DLB__HIP_REQUIRED(EMU_HIP_FIELD)
+  DLB__HIP_OPTIONAL(EMU_HIP_FIELD)
   EMU_HIP_EXTRA(EMU_HIP_FIELD)
 #undef EMU_HIP_FIELD
 } hip_fns;
@@ -64,6 +66,7 @@ static inline hip_fns hip_fns_of(const emu *e) {
   p = emu_sym(e, #name);              \
   memcpy(&f.name, &p, sizeof p);
   DLB__HIP_REQUIRED(EMU_HIP_SET)
+  DLB__HIP_OPTIONAL(EMU_HIP_SET)
   EMU_HIP_EXTRA(EMU_HIP_SET)
 #undef EMU_HIP_SET
   return f;

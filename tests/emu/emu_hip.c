@@ -8,6 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "emu_core.h"
 #include "emu_hip.h"
@@ -16,6 +19,7 @@ typedef dlb__hip_error herr;
 
 #define PROTO(name, ret, params) EMU_EXPORT ret name params;
 DLB__HIP_REQUIRED(PROTO)
+DLB__HIP_OPTIONAL(PROTO)
 EMU_HIP_EXTRA(PROTO)
 #undef PROTO
 
@@ -60,7 +64,9 @@ static const struct {
     {35, "hipErrorInsufficientDriver", "driver version is insufficient"},
     {100, "hipErrorNoDevice", "no ROCm-capable device is detected"},
     {101, "hipErrorInvalidDevice", "invalid device ordinal"},
+    {201, "hipErrorInvalidContext", "invalid device context"},
     {400, "hipErrorInvalidHandle", "invalid resource handle"},
+    {500, "hipErrorNotFound", "named symbol not found"},
     {600, "hipErrorNotReady", "device not ready"},
     {712, "hipErrorHostMemoryAlreadyRegistered",
      "part or all of the requested memory range is already mapped"},
@@ -219,6 +225,9 @@ static herr free_kind(void *ptr, unsigned mask) {
 
 herr hipFree(void *ptr) {
   ENTER_QUIET("hipFree");
+  /* Memory opened by IPC is closed, never freed. */
+  emu_region *r = ptr != NULL ? emu_region_at(ptr, 1u << EMU_DEVICE) : NULL;
+  if (r != NULL && r->ipc_pid != 0) RETURN(DLB__HIP_ERROR_INVALID_VALUE);
   return free_kind(ptr, (1u << EMU_DEVICE) | (1u << EMU_MANAGED));
 }
 
@@ -370,6 +379,11 @@ typedef struct emu_event {
   int destroyed;
   emu_stream *stream;
   long seq;
+  /* Interprocess events, as in the CUDA emulator: a shared page counting
+   * records; a record completes the work before it. */
+  int ipc_fd;
+  long *ipc_records;
+  int imported;
 } emu_event;
 
 static emu_event *events;
@@ -415,8 +429,26 @@ herr hipEventCreateWithFlags(dlb__hip_event *event, unsigned int flags) {
   ENTER("hipEventCreateWithFlags");
   NEED_INIT();
   if (event == NULL || (flags & ~7u) != 0) RETURN(DLB__HIP_ERROR_INVALID_VALUE);
+  /* Interprocess events must disable timing. */
+  if ((flags & DLB__HIP_EVENT_INTERPROCESS) &&
+      !(flags & DLB__HIP_EVENT_DISABLE_TIMING))
+    RETURN(DLB__HIP_ERROR_INVALID_VALUE);
   emu_event *v = calloc(1, sizeof *v);
   if (v == NULL) RETURN(DLB__HIP_ERROR_OUT_OF_MEMORY);
+  v->ipc_fd = -1;
+  if (flags & DLB__HIP_EVENT_INTERPROCESS) {
+    int fd = memfd_create("emu-event", MFD_CLOEXEC);
+    void *page = MAP_FAILED;
+    if (fd >= 0 && ftruncate(fd, 4096) == 0)
+      page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (page == MAP_FAILED) {
+      if (fd >= 0) close(fd);
+      free(v);
+      RETURN(DLB__HIP_ERROR_OUT_OF_MEMORY);
+    }
+    v->ipc_fd = fd;
+    v->ipc_records = page;
+  }
   v->next = events;
   events = v;
   emu_events_live_add(1);
@@ -429,9 +461,16 @@ herr hipEventRecord(dlb__hip_event event, dlb__hip_stream stream) {
   NEED_INIT();
   emu_event *v = event_of(event);
   emu_stream *s = NULL;
-  if (v == NULL || !emu_stream_lookup((void *)stream, &s))
+  if (v == NULL || v->imported || !emu_stream_lookup((void *)stream, &s))
     RETURN(DLB__HIP_ERROR_INVALID_VALUE);
   emu_mark((void *)stream, &v->stream, &v->seq);
+  if (v->ipc_records != NULL) {
+    if (s != NULL)
+      emu_run(s, v->seq);
+    else
+      emu_run_all();
+    __atomic_add_fetch(v->ipc_records, 1, __ATOMIC_SEQ_CST);
+  }
   RETURN(DLB__HIP_SUCCESS);
 }
 
@@ -462,6 +501,145 @@ herr hipEventDestroy(dlb__hip_event event) {
   emu_event *v = event_of(event);
   if (v == NULL) RETURN(DLB__HIP_ERROR_INVALID_VALUE);
   v->destroyed = 1;
+  if (v->ipc_records != NULL) {
+    munmap(v->ipc_records, 4096);
+    close(v->ipc_fd);
+    v->ipc_records = NULL;
+  }
   emu_events_live_add(-1);
+  RETURN(DLB__HIP_SUCCESS);
+}
+
+/* ---- IPC (handles: see emu_ipc in emu_core.h) ---- */
+
+static herr open_remote(const emu_ipc *h, const char *magic, int *out) {
+  switch (emu_ipc_open(h, magic, out)) {
+    case EMU_IPC_OK:
+      return DLB__HIP_SUCCESS;
+    case EMU_IPC_FOREIGN:
+      return DLB__HIP_ERROR_INVALID_VALUE;
+    case EMU_IPC_SAME_PROCESS:
+      return DLB__HIP_ERROR_INVALID_CONTEXT;
+    default:
+      return DLB__HIP_ERROR_INVALID_HANDLE;
+  }
+}
+
+/* Interprocess events are Linux-only from ROCm 6. */
+static int ipc_events_supported(void) { return emu_cfg.version >= 60000000; }
+
+herr hipMemGetAddressRange(void **base, size_t *size, void *ptr) {
+  ENTER_QUIET("hipMemGetAddressRange");
+  NEED_INIT();
+  emu_region *r = emu_region_find(ptr);
+  if (r == NULL || (r->kind != EMU_DEVICE && r->kind != EMU_MANAGED))
+    RETURN(DLB__HIP_ERROR_NOT_FOUND);
+  if (base != NULL) *base = r->base;
+  if (size != NULL) *size = r->size;
+  RETURN(DLB__HIP_SUCCESS);
+}
+
+herr hipIpcGetMemHandle(dlb__hip_ipc_mem_handle *handle, void *ptr) {
+  ENTER("hipIpcGetMemHandle");
+  NEED_INIT();
+  emu_region *r = emu_region_at(ptr, 1u << EMU_DEVICE);
+  if (handle == NULL || r == NULL || r->ipc_pid != 0)
+    RETURN(DLB__HIP_ERROR_INVALID_VALUE);
+  emu_ipc h;
+  emu_ipc_make(&h, "EMUIPC1", r->fd);
+  h.size = r->size;
+  h.device = r->device;
+  h.base = (uint64_t)(uintptr_t)ptr;
+  memset(handle, 0, sizeof *handle);
+  memcpy(handle, &h, sizeof h);
+  RETURN(DLB__HIP_SUCCESS);
+}
+
+herr hipIpcOpenMemHandle(void **ptr, dlb__hip_ipc_mem_handle handle,
+                         unsigned int flags) {
+  ENTER("hipIpcOpenMemHandle");
+  NEED_INIT();
+  unsigned lazy = emu_cfg.version >= 60000000
+                      ? DLB__HIP_IPC_LAZY_PEER_ACCESS_6
+                      : DLB__HIP_IPC_LAZY_PEER_ACCESS_5;
+  if (ptr == NULL || flags != lazy) RETURN(DLB__HIP_ERROR_INVALID_VALUE);
+  emu_ipc h;
+  memcpy(&h, &handle, sizeof h);
+  emu_region *again = emu_region_ipc(h.pid, (uintptr_t)h.base);
+  if (memcmp(h.magic, "EMUIPC1", 8) == 0 && again != NULL) {
+    again->ipc_refs++;
+    *ptr = again->base;
+    RETURN(DLB__HIP_SUCCESS);
+  }
+  int fd = -1;
+  herr e = open_remote(&h, "EMUIPC1", &fd);
+  if (e != DLB__HIP_SUCCESS) RETURN(e);
+  struct stat st;
+  if (h.size == 0 || fstat(fd, &st) != 0 || (uint64_t)st.st_size < h.size) {
+    close(fd);
+    RETURN(DLB__HIP_ERROR_INVALID_HANDLE);
+  }
+  emu_region *r = emu_region_import(fd, (size_t)h.size, current_device, h.pid,
+                                    (uintptr_t)h.base);
+  if (r == NULL) {
+    close(fd);
+    RETURN(DLB__HIP_ERROR_OUT_OF_MEMORY);
+  }
+  *ptr = r->base;
+  RETURN(DLB__HIP_SUCCESS);
+}
+
+herr hipIpcCloseMemHandle(void *ptr) {
+  ENTER_QUIET("hipIpcCloseMemHandle");
+  NEED_INIT();
+  emu_region *r = emu_region_at(ptr, 1u << EMU_DEVICE);
+  if (r == NULL || r->ipc_pid == 0) RETURN(DLB__HIP_ERROR_INVALID_VALUE);
+  if (--r->ipc_refs == 0) {
+    emu_run_all();
+    emu_region_free(r);
+  }
+  RETURN(DLB__HIP_SUCCESS);
+}
+
+herr hipIpcGetEventHandle(dlb__hip_ipc_event_handle *handle,
+                          dlb__hip_event event) {
+  ENTER("hipIpcGetEventHandle");
+  NEED_INIT();
+  if (!ipc_events_supported()) RETURN(DLB__HIP_ERROR_NOT_SUPPORTED);
+  emu_event *v = event_of(event);
+  if (handle == NULL || v == NULL || v->ipc_records == NULL || v->imported)
+    RETURN(DLB__HIP_ERROR_INVALID_VALUE);
+  emu_ipc h;
+  emu_ipc_make(&h, "EMUEVT1", v->ipc_fd);
+  memset(handle, 0, sizeof *handle);
+  memcpy(handle, &h, sizeof h);
+  RETURN(DLB__HIP_SUCCESS);
+}
+
+herr hipIpcOpenEventHandle(dlb__hip_event *event,
+                           dlb__hip_ipc_event_handle handle) {
+  ENTER("hipIpcOpenEventHandle");
+  NEED_INIT();
+  if (!ipc_events_supported()) RETURN(DLB__HIP_ERROR_NOT_SUPPORTED);
+  if (event == NULL) RETURN(DLB__HIP_ERROR_INVALID_VALUE);
+  emu_ipc h;
+  memcpy(&h, &handle, sizeof h);
+  int fd = -1;
+  herr e = open_remote(&h, "EMUEVT1", &fd);
+  if (e != DLB__HIP_SUCCESS) RETURN(e);
+  void *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  emu_event *v = page == MAP_FAILED ? NULL : calloc(1, sizeof *v);
+  if (v == NULL) {
+    if (page != MAP_FAILED) munmap(page, 4096);
+    close(fd);
+    RETURN(DLB__HIP_ERROR_OUT_OF_MEMORY);
+  }
+  v->ipc_fd = fd;
+  v->ipc_records = page;
+  v->imported = 1;
+  v->next = events;
+  events = v;
+  emu_events_live_add(1);
+  *event = (dlb__hip_event)(void *)v;
   RETURN(DLB__HIP_SUCCESS);
 }

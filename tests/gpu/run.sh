@@ -11,13 +11,14 @@
 # and advise managed memory, hand streams off, wait before host reads),
 # host<->device copy bandwidth, and exchange with CuPy, PyTorch and JAX
 # (managed memory into PyTorch and CuPy, pinned memory into NumPy and JAX,
-# their memory classified, a hand-off between two PyTorch streams). Prints
+# their memory classified, a hand-off between two PyTorch streams), and a
+# cuda tensor shared by IPC handle with two other processes. Prints
 # a short table last; the full log and the table are in OUT.
 #
 # Safe for a shared card: small buffers (at most 256 MiB, ordinary device
 # memory for the big ones), never more managed memory than the card has
 # free, no clock, power or mode changes, never a reset. Finishes well under
-# 8 minutes: the steps' time limits add up to 470 s.
+# 9 minutes: the steps' time limits add up to 520 s.
 #
 # PYTHON picks the interpreter (default python3). A dry run without a GPU:
 # DLBRIDGE_CUDA_LIBRARY=$PWD/build/tests/emu/libcuda.so.1 tests/gpu/run.sh
@@ -466,6 +467,132 @@ if step 30 "compile gpu_check.c" cc -std=c11 -D_GNU_SOURCE -O2 -Wall -o "$OUT/gp
   grep '^BW' "$OUT/gpu_check.txt" > "$OUT/bandwidth.txt"
 else
   result c gpu_check FAIL "did not compile"
+fi
+
+# ---- CUDA IPC between processes on the real driver ---------------------------
+# Two workers, forked before this process touches CUDA (a forked child
+# cannot use a parent's CUDA), import one cuda:0 tensor by IPC handle,
+# check every byte the exporter wrote, write their half each; the exporter
+# checks every byte after. Also times export + send + import + release.
+cat > "$OUT/ipc_check.c" <<'EOF'
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dlbridge.h"
+
+#define N ((int64_t)64 << 20)
+static const DLDataType u8 = {kDLUInt, 8, 1};
+
+static unsigned char pat(int who, int64_t k) {
+  return (unsigned char)(k * 13 + who);
+}
+
+static DLManagedTensorVersioned *host(int64_t n) {
+  DLManagedTensorVersioned *t = NULL;
+  return dlb_tensor_alloc((DLDevice){kDLCPU, 0}, u8, 1, &n, &t) == DLB_OK ? t
+                                                                          : NULL;
+}
+
+static int worker(int sock, int i) {
+  char c = 0;
+  DLManagedTensorVersioned *d = NULL, *h = host(N), *q = NULL, *src = NULL;
+  if (h == NULL || dlb_share_recv(sock, 0, &d) != DLB_OK) {
+    fprintf(stderr, "worker %d: %s\n", i, dlb_last_error());
+    return 1;
+  }
+  if (dlb_copy_sync(&d->dl_tensor, &h->dl_tensor, NULL) != DLB_OK) return 2;
+  const unsigned char *v = h->dl_tensor.data;
+  for (int64_t k = 0; k < N; k++)
+    if (v[k] != pat(9, k)) return 3;
+  if (write(sock, "r", 1) != 1 || read(sock, &c, 1) != 1) return 4;
+  dlb_slice half = {i * (N / 2), (i + 1) * (N / 2), 1};
+  if (dlb_tensor_slice(d, 1, &half, &q) != DLB_OK ||
+      dlb_tensor_slice(h, 1, &half, &src) != DLB_OK)
+    return 5;
+  unsigned char *w = (unsigned char *)src->dl_tensor.data +
+                     src->dl_tensor.byte_offset;
+  for (int64_t k = 0; k < N / 2; k++) w[k] = pat(i, i * (N / 2) + k);
+  if (dlb_copy_sync(&src->dl_tensor, &q->dl_tensor, NULL) != DLB_OK) return 6;
+  dlb_tensor_release(q);
+  dlb_tensor_release(src);
+  dlb_tensor_release(d);
+  dlb_tensor_release(h);
+  return write(sock, "w", 1) == 1 ? 0 : 7;
+}
+
+int main(void) {
+  int socks[2];
+  pid_t pids[2];
+  for (int i = 0; i < 2; i++) {
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return 1;
+    pids[i] = fork();
+    if (pids[i] == 0) {
+      close(sv[0]);
+      _exit(worker(sv[1], i));
+    }
+    close(sv[1]);
+    socks[i] = sv[0];
+  }
+  int64_t n = N;
+  DLManagedTensorVersioned *d = NULL, *h = host(N);
+  dlb_status s = dlb_tensor_alloc((DLDevice){kDLCUDA, 0}, u8, 1, &n, &d);
+  if (s != DLB_OK || h == NULL) {
+    printf("RESULT ipc cuda-two-processes FAIL %s\n", dlb_last_error());
+    return 1;
+  }
+  unsigned char *v = h->dl_tensor.data;
+  for (int64_t k = 0; k < N; k++) v[k] = pat(9, k);
+  s = dlb_copy_sync(&h->dl_tensor, &d->dl_tensor, NULL);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (int i = 0; i < 2 && s == DLB_OK; i++) s = dlb_share_send(socks[i], d);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  char c = 0;
+  int bad = s != DLB_OK;
+  for (int i = 0; i < 2; i++) bad |= read(socks[i], &c, 1) != 1 || c != 'r';
+  for (int i = 0; i < 2; i++) bad |= write(socks[i], "g", 1) != 1;
+  for (int i = 0; i < 2; i++) bad |= read(socks[i], &c, 1) != 1 || c != 'w';
+  int codes[2] = {0, 0};
+  for (int i = 0; i < 2; i++) {
+    int st = 0;
+    waitpid(pids[i], &st, 0);
+    codes[i] = WIFEXITED(st) ? WEXITSTATUS(st) : 100 + WTERMSIG(st);
+    bad |= codes[i] != 0;
+  }
+  memset(v, 0, (size_t)N);
+  if (dlb_copy_sync(&d->dl_tensor, &h->dl_tensor, NULL) != DLB_OK) bad = 1;
+  int64_t wrong = 0;
+  for (int64_t k = 0; k < N; k++) wrong += v[k] != pat((int)(k / (N / 2)), k);
+  printf("RESULT ipc cuda-two-processes %s 64MiB, workers exit %d %d, %lld "
+         "wrong bytes %s\n", bad || wrong ? "FAIL" : "ok", codes[0], codes[1],
+         (long long)wrong, s != DLB_OK ? dlb_last_error() : "");
+  printf("RESULT ipc export-and-send %s %.1f us for two sends\n",
+         s == DLB_OK ? "ok" : "FAIL",
+         1e6 * ((double)(t1.tv_sec - t0.tv_sec) +
+                1e-9 * (double)(t1.tv_nsec - t0.tv_nsec)));
+  dlb_tensor_release(d);
+  dlb_tensor_release(h);
+  return bad || wrong;
+}
+EOF
+
+if step 20 "compile ipc_check.c" cc -std=c11 -D_GNU_SOURCE -O2 -Wall -o "$OUT/ipc_check" \
+     "$OUT/ipc_check.c" -I"$REPO/include" "$OUT/build/src/libdlbridge.a" \
+     -ldl -lpthread -lm; then
+  step 30 "ipc_check (real driver, 3 processes)" bash -c "'$OUT/ipc_check' > '$OUT/ipc_check.txt' 2>&1"
+  cat "$OUT/ipc_check.txt" >> "$LOG"
+  if grep -q '^RESULT' "$OUT/ipc_check.txt"; then
+    grep '^RESULT' "$OUT/ipc_check.txt" >> "$RESULTS"
+  else
+    result ipc cuda-two-processes FAIL "no result (see $LOG)"
+  fi
+else
+  result ipc ipc_check FAIL "did not compile"
 fi
 
 # ---- peers, through ctypes on the shared library -----------------------------

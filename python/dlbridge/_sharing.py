@@ -1,0 +1,89 @@
+"""Tensors through multiprocessing: shared ones by handle, others by value.
+
+multiprocessing (Queue, Pipe, Pool, ProcessPoolExecutor, and Process
+arguments under spawn and forkserver) pickles with ForkingPickler. The
+reducer registered here sends a tensor in shared memory (or in cuda/rocm
+memory, by IPC handle) as its handle plus a descriptor that
+multiprocessing passes itself (DupFd), so the receiver maps the same
+memory: no data is copied, and writes on either side are seen by the
+other. Any other tensor goes by value, as plain pickle sends it (the
+receiver gets its own copy); call share_memory() first to share it.
+"""
+
+import os as _os
+import threading as _threading
+import weakref as _weakref
+from multiprocessing import reduction as _reduction
+from multiprocessing.context import get_spawning_popen as _get_spawning_popen
+
+from ._dlbridge import Tensor, share_export, share_import
+
+_pin = None
+_pin_lock = _threading.Lock()
+_PIN_KINDS = (None, "cuda_host", "rocm_host")
+
+
+def set_sharing_pin(kind):
+    """Pins every shared tensor this process receives through
+    multiprocessing from now on for ``kind``'s runtime ('cuda_host' or
+    'rocm_host'; None: leave them unpinned), and returns the previous
+    setting. The tensor arrives as ``kind`` memory, still shared; a
+    receipt fails (RuntimeError) when the runtime or GPU is missing. Give
+    it as a worker's initializer:
+    ``ProcessPoolExecutor(initializer=dlbridge.set_sharing_pin,
+    initargs=("cuda_host",))``."""
+    global _pin
+    if kind not in _PIN_KINDS:
+        raise ValueError(f"set_sharing_pin(): kind is {kind!r}; it is None, 'cuda_host' or 'rocm_host'")
+    with _pin_lock:
+        previous, _pin = _pin, kind
+    return previous
+
+
+def get_sharing_pin():
+    """The kind set by set_sharing_pin() (None by default)."""
+    return _pin
+
+
+def _rebuild_shared(handle, dupfd):
+    if dupfd is None:
+        return share_import(handle, -1, pin=_pin)
+    fd = dupfd.detach()
+    try:
+        return share_import(handle, fd, pin=_pin)
+    finally:
+        _os.close(fd)
+
+
+def _device_memory(t):
+    return t.device.startswith(("cuda:", "rocm:"))
+
+
+def _reduce_tensor(t):
+    if not (t.is_shared or _device_memory(t)):
+        # Protocol 4's form: the pickler's protocol is not known here.
+        return t.__reduce_ex__(4)
+    handle, fd = share_export(t)
+    if fd < 0:
+        return _rebuild_shared, (handle, None)
+    if _get_spawning_popen() is not None:
+        # A child being started (spawn, forkserver) inherits the descriptor
+        # itself after the pickle is written: it stays open as long as the
+        # tensor object (Process.start() drops its arguments once the
+        # child has it).
+        try:
+            dupfd = _reduction.DupFd(fd)
+            _weakref.finalize(t, _os.close, fd)
+        except BaseException:
+            _os.close(fd)
+            raise
+        return _rebuild_shared, (handle, dupfd)
+    try:
+        # A duplicate waits for the receiver in the resource sharer.
+        dupfd = _reduction.DupFd(fd)
+    finally:
+        _os.close(fd)
+    return _rebuild_shared, (handle, dupfd)
+
+
+_reduction.ForkingPickler.register(Tensor, _reduce_tensor)

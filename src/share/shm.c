@@ -1,0 +1,312 @@
+/*
+ * shm.c -- tensors in anonymous shared memory (sealed memfds), their
+ * export as a descriptor plus metadata, and their import.
+ *
+ * A shared memory file starts with a header page holding a random identity
+ * and where the data starts; the data region follows. Handles carry the
+ * identity too, so a handle is only accepted with the memory it was made
+ * for. Every process keeps one descriptor per tensor it holds (for later
+ * exports) and one mapping of the data region; both go when its last
+ * tensor over the memory is released, and the kernel frees the memory when
+ * no process has either left.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "backend/backend.h"
+#include "core/tensor_internal.h"
+#include "share/share_internal.h"
+
+struct dlb__shm {
+  int fd;        /* kept for later exports; read-only when read_only */
+  int read_only; /* the descriptor and the mapping are read-only */
+  void *map;     /* the data region */
+  size_t map_len;
+  uint64_t file_size;
+  uint64_t data_offset;
+  uint8_t id[DLB__SHARE_ID_BYTES];
+};
+
+static dlb_status sys_fail(dlb_status st, const char *what, int err) {
+  char buf[128];
+  const char *msg = strerror_r(err, buf, sizeof buf);
+  return dlb__fail(st, "%s: %s (errno %d)", what, msg, err);
+}
+
+/* Out of memory for the system's refusals that mean it. */
+static dlb_status sys_status(int err) {
+  return err == ENOMEM || err == ENOSPC ? DLB_E_NOMEM : DLB_E_SYSTEM;
+}
+
+static void shm_release(void *ctx) {
+  dlb__shm *s = ctx;
+  munmap(s->map, s->map_len);
+  close(s->fd);
+  dlb__free(s);
+}
+
+const dlb__shm *dlb__shm_of(const DLManagedTensorVersioned *t) {
+  /* A pinned tensor wraps a share of the tensor it pinned; a pinned tensor
+   * is never pinned again (only cpu tensors are), so one step suffices. */
+  for (int step = 0; step < 2 && t != NULL; step++) {
+    const dlb__tensor *ours = dlb__tensor_of(t);
+    if (ours == NULL) return NULL;
+    const dlb__owner *o = ours->owner;
+    if (o->kind == DLB__OWNER_CALLBACK && o->u.callback.fn == shm_release)
+      return o->u.callback.ctx;
+    t = dlb__pin_source(t);
+  }
+  return NULL;
+}
+
+static void header_encode(const dlb__shm *s, uint8_t *h) {
+  memset(h, 0, DLB__SHM_HEADER_BYTES);
+  memcpy(h, DLB__SHM_MAGIC, 8);
+  h[8] = 1;
+  memcpy(h + 16, s->id, DLB__SHARE_ID_BYTES);
+  for (int i = 0; i < 8; i++) h[32 + i] = (uint8_t)(s->data_offset >> (8 * i));
+  uint64_t data = s->file_size - s->data_offset;
+  for (int i = 0; i < 8; i++) h[40 + i] = (uint8_t)(data >> (8 * i));
+}
+
+/* Creates, sizes, fills the header of and seals a memory file of
+ * data_len bytes of data after one page of header. */
+static dlb_status shm_create(dlb__shm *s, size_t page, size_t data_len) {
+  s->data_offset = page;
+  s->file_size = (uint64_t)page + data_len;
+  if (getrandom(s->id, sizeof s->id, 0) != (ssize_t)sizeof s->id)
+    return sys_fail(DLB_E_SYSTEM, "getrandom for the share identity", errno);
+  s->fd = memfd_create("dlbridge-shared", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (s->fd < 0)
+    return sys_fail(sys_status(errno), "memfd_create", errno);
+  /* Reserving the pages now turns a shortage into this status instead of
+   * a SIGBUS at the first touch of a page that cannot be had. */
+  int err = 0;
+  if (ftruncate(s->fd, (off_t)s->file_size) != 0)
+    return sys_fail(sys_status(errno), "ftruncate of shared memory", errno);
+  err = posix_fallocate(s->fd, 0, (off_t)s->file_size);
+  if (err != 0)
+    return sys_fail(sys_status(err), "reserving shared memory", err);
+  uint8_t h[DLB__SHM_HEADER_BYTES];
+  header_encode(s, h);
+  if (pwrite(s->fd, h, sizeof h, 0) != (ssize_t)sizeof h)
+    return sys_fail(DLB_E_SYSTEM, "writing the shared memory header", errno);
+  if (fcntl(s->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
+    return sys_fail(DLB_E_SYSTEM, "sealing shared memory", errno);
+  void *map = mmap(NULL, data_len, PROT_READ | PROT_WRITE, MAP_SHARED, s->fd,
+                   (off_t)page);
+  if (map == MAP_FAILED)
+    return sys_fail(sys_status(errno), "mapping shared memory", errno);
+  s->map = map;
+  s->map_len = data_len;
+  return DLB_OK;
+}
+
+dlb_status dlb_shared_alloc(DLDataType dtype, int32_t ndim,
+                            const int64_t *shape,
+                            DLManagedTensorVersioned **out) {
+  if (out == NULL) return dlb__fail(DLB_E_INVAL, "out is NULL");
+  dlb_status st = dlb_dtype_check(dtype);
+  if (st != DLB_OK) return st;
+  if (ndim < 0 || ndim > DLB_MAX_NDIM)
+    return dlb__fail(DLB_E_LAYOUT, "ndim is %d; must be 0..%d", (int)ndim,
+                     DLB_MAX_NDIM);
+  if (ndim > 0 && shape == NULL)
+    return dlb__fail(DLB_E_INVAL, "shape is NULL with ndim %d", (int)ndim);
+  int64_t numel = 0, bytes = 0;
+  st = dlb_shape_numel(ndim, shape, &numel);
+  if (st != DLB_OK) return st;
+  st = dlb_dtype_storage_bytes(dtype, numel, 0, &bytes);
+  if (st != DLB_OK) return st;
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  /* At least one page of data, so data is never NULL even when empty. */
+  if ((uint64_t)bytes > (uint64_t)INT64_MAX - 2 * page)
+    return dlb__fail(DLB_E_OVERFLOW, "%lld bytes of shared memory overflow "
+                     "the file size", (long long)bytes);
+  size_t data_len =
+      bytes == 0 ? page : ((size_t)bytes + page - 1) / page * page;
+
+  dlb__shm *s = dlb__calloc(sizeof *s);
+  if (s == NULL) return DLB_E_NOMEM;
+  s->fd = -1;
+  st = shm_create(s, page, data_len);
+  if (st != DLB_OK) {
+    if (s->fd >= 0) close(s->fd);
+    dlb__free(s);
+    return st;
+  }
+  DLTensor desc;
+  memset(&desc, 0, sizeof desc);
+  desc.data = s->map;
+  desc.device.device_type = kDLCPU;
+  desc.ndim = ndim;
+  desc.dtype = dtype;
+  desc.shape = (int64_t *)(uintptr_t)shape;
+  st = dlb_tensor_wrap(&desc, 0, shm_release, s, out);
+  if (st != DLB_OK) shm_release(s);
+  return st;
+}
+
+dlb_status dlb__shm_export(const dlb__shm *s,
+                           const DLManagedTensorVersioned *t,
+                           dlb__share_meta *m, int *fd) {
+  dlb__span span;
+  dlb_status st = dlb__managed_validate_span(t, &span);
+  if (st != DLB_OK) return st;
+  int read_only = (t->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
+  if (s->read_only && !read_only)
+    return dlb__fail(DLB_E_READONLY, "t's memory was imported read-only but "
+                     "t->flags lacks READ_ONLY; export it read-only");
+  /* Validation bounded data + span; the mapping bounds the region. */
+  int64_t delta = (int64_t)((uintptr_t)t->dl_tensor.data - (uintptr_t)s->map);
+  if (span.numel > 0 &&
+      (delta + span.lo < 0 || delta + span.hi > (int64_t)s->map_len))
+    return dlb__fail(DLB_E_LAYOUT, "t's elements occupy bytes [%lld, %lld) "
+                     "of a %zu-byte shared region",
+                     (long long)(delta + span.lo), (long long)(delta + span.hi),
+                     s->map_len);
+  m->kind = DLB__SHARE_HOST;
+  m->flags = t->flags | (s->read_only ? DLPACK_FLAG_BITMASK_READ_ONLY : 0);
+  m->size = s->file_size;
+  m->data_offset = s->data_offset;
+  m->byte_offset = (uint64_t)(delta + (int64_t)t->dl_tensor.byte_offset);
+  m->device_id = 0;
+  memcpy(m->id, s->id, sizeof m->id);
+  int nfd = -1;
+  if (read_only && !s->read_only) {
+    /* A new open file, read-only: no importer can map it writable. */
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", s->fd);
+    nfd = open(path, O_RDONLY | O_CLOEXEC);
+    if (nfd < 0)
+      return sys_fail(DLB_E_SYSTEM, "reopening shared memory read-only "
+                      "through /proc/self/fd", errno);
+  } else {
+    nfd = fcntl(s->fd, F_DUPFD_CLOEXEC, 0);
+    if (nfd < 0)
+      return sys_fail(DLB_E_SYSTEM, "duplicating the shared memory "
+                      "descriptor", errno);
+  }
+  *fd = nfd;
+  return DLB_OK;
+}
+
+#define BAD(...) dlb__fail(DLB_E_HANDLE, "share handle: " __VA_ARGS__)
+
+/* What must hold of a descriptor before its size is believed. */
+static dlb_status check_fd(int fd, struct stat *st) {
+  if (fstat(fd, st) != 0) {
+    int err = errno;
+    if (err == EBADF) return BAD("fd %d is not an open descriptor", fd);
+    return sys_fail(DLB_E_SYSTEM, "fstat of the shared memory", err);
+  }
+  if (!S_ISREG(st->st_mode))
+    return BAD("fd %d is not shared memory (file mode 0%o)", fd,
+               (unsigned)st->st_mode);
+  int seals = fcntl(fd, F_GET_SEALS);
+  if (seals < 0)
+    return BAD("fd %d is not sealable shared memory (F_GET_SEALS: errno %d)",
+               fd, errno);
+  int need = F_SEAL_SHRINK | F_SEAL_GROW;
+  if ((seals & need) != need)
+    return BAD("fd %d is not sealed against shrinking and growing (seals "
+               "0x%x)", fd, (unsigned)seals);
+  return DLB_OK;
+}
+
+/* The header in the memory must name the identity in the handle. */
+static dlb_status check_header(int fd, const dlb__share_meta *m) {
+  uint8_t h[DLB__SHM_HEADER_BYTES];
+  ssize_t n = pread(fd, h, sizeof h, 0);
+  if (n != (ssize_t)sizeof h)
+    return BAD("the memory's header cannot be read (%zd of %zu bytes)", n,
+               sizeof h);
+  if (memcmp(h, DLB__SHM_MAGIC, 8) != 0 || h[8] != 1)
+    return BAD("the memory has no dlbridge header; not dlbridge shared "
+               "memory");
+  if (memcmp(h + 16, m->id, DLB__SHARE_ID_BYTES) != 0)
+    return BAD("identity does not match the memory's: a handle replayed "
+               "with other memory");
+  uint64_t off = 0;
+  for (int i = 0; i < 8; i++) off |= (uint64_t)h[32 + i] << (8 * i);
+  if (off != m->data_offset)
+    return BAD("data_offset is %llu but the memory's header says %llu",
+               (unsigned long long)m->data_offset, (unsigned long long)off);
+  return DLB_OK;
+}
+
+dlb_status dlb__shm_import(const void *buf, size_t len, int fd,
+                           uint64_t flags, DLManagedTensorVersioned **out) {
+  struct stat stt;
+  dlb_status st = check_fd(fd, &stt);
+  if (st != DLB_OK) return st;
+  dlb__share_meta m;
+  st = dlb__share_decode(buf, len, (uint64_t)stt.st_size, &m);
+  if (st != DLB_OK) return st;
+  if (m.kind != DLB__SHARE_HOST)
+    return BAD("a device handle (kind %d) came with fd %d; device handles "
+               "carry no descriptor", (int)m.kind, fd);
+  int read_only = (m.flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
+  int acc = fcntl(fd, F_GETFL);
+  if (acc < 0) return sys_fail(DLB_E_SYSTEM, "F_GETFL of the descriptor", errno);
+  if (!read_only && (acc & O_ACCMODE) == O_RDONLY)
+    return BAD("the handle is writable but fd %d is read-only", fd);
+  st = check_header(fd, &m);
+  if (st != DLB_OK) return st;
+
+  dlb__shm *s = dlb__calloc(sizeof *s);
+  if (s == NULL) return DLB_E_NOMEM;
+  s->read_only = read_only;
+  s->file_size = m.size;
+  s->data_offset = m.data_offset;
+  s->map_len = (size_t)(m.size - m.data_offset);
+  memcpy(s->id, m.id, sizeof s->id);
+  s->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (s->fd < 0) {
+    st = sys_fail(DLB_E_SYSTEM, "duplicating the received descriptor", errno);
+    dlb__free(s);
+    return st;
+  }
+  int prot = read_only ? PROT_READ : PROT_READ | PROT_WRITE;
+  void *map = mmap(NULL, s->map_len, prot, MAP_SHARED, s->fd,
+                   (off_t)m.data_offset);
+  if (map == MAP_FAILED) {
+    st = sys_fail(sys_status(errno), "mapping the received shared memory",
+                  errno);
+    close(s->fd);
+    dlb__free(s);
+    return st;
+  }
+  s->map = map;
+  DLTensor desc;
+  memset(&desc, 0, sizeof desc);
+  desc.data = map;
+  desc.device.device_type = kDLCPU;
+  desc.ndim = m.ndim;
+  desc.dtype = m.dtype;
+  desc.shape = m.shape;
+  desc.strides = m.strides;
+  desc.byte_offset = m.byte_offset;
+  DLManagedTensorVersioned *t = NULL;
+  st = dlb_tensor_wrap(&desc, m.flags, shm_release, s, &t);
+  if (st != DLB_OK) {
+    shm_release(s);
+    return st;
+  }
+  if (flags & (DLB_SHARE_PIN_CUDA | DLB_SHARE_PIN_ROCM)) {
+    DLManagedTensorVersioned *p = NULL;
+    st = dlb_tensor_pin(t, flags & DLB_SHARE_PIN_CUDA ? kDLCUDAHost
+                                                      : kDLROCMHost, &p);
+    dlb_tensor_release(t);
+    if (st != DLB_OK) return st;
+    t = p;
+  }
+  *out = t;
+  return DLB_OK;
+}

@@ -1,0 +1,166 @@
+/*
+ * socket.c -- handles over Unix sockets: the handle's bytes as one
+ * message, its descriptor (if any) as SCM_RIGHTS with the first byte.
+ *
+ * On a stream socket the receiver reads the handle's fixed prefix first
+ * and then exactly the length it states, so it never reads into the next
+ * message; on seqpacket and datagram sockets one recvmsg takes the whole
+ * message and a cut one is refused.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "share/share_internal.h"
+
+/* The handle's first 16 bytes: magic, version, fixed size, whole size. */
+#define PREFIX 16
+/* Descriptors a refused message may bring; more are cut (MSG_CTRUNC). */
+#define MAX_FDS 8
+
+static dlb_status sock_fail(const char *what, int err) {
+  char buf[128];
+  const char *msg = strerror_r(err, buf, sizeof buf);
+  return dlb__fail(DLB_E_SYSTEM, "%s: %s (errno %d)", what, msg, err);
+}
+
+dlb_status dlb_share_send(int sock, const DLManagedTensorVersioned *t) {
+  uint8_t buf[DLB_SHARE_HANDLE_MAX];
+  size_t len = 0;
+  int fd = -1;
+  dlb_status st = dlb_share_export(t, buf, sizeof buf, &len, &fd);
+  if (st != DLB_OK) return st;
+  struct iovec iov = {buf, len};
+  union {
+    char bytes[CMSG_SPACE(sizeof(int))];
+    struct cmsghdr align;
+  } control;
+  memset(&control, 0, sizeof control);
+  struct msghdr msg;
+  memset(&msg, 0, sizeof msg);
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  if (fd >= 0) {
+    msg.msg_control = control.bytes;
+    msg.msg_controllen = sizeof control.bytes;
+    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &fd, sizeof fd);
+  }
+  size_t sent = 0;
+  while (sent < len) {
+    ssize_t n = sendmsg(sock, &msg, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      st = sock_fail("sending the share handle", errno);
+      break;
+    }
+    /* The descriptor went with the first byte; a stream socket may take
+     * the rest in later calls. */
+    sent += (size_t)n;
+    iov.iov_base = buf + sent;
+    iov.iov_len = len - sent;
+    msg.msg_control = NULL;
+    msg.msg_controllen = 0;
+  }
+  if (fd >= 0) close(fd);
+  return st;
+}
+
+/* Collects the descriptors of one received control buffer into fds. */
+static int take_fds(struct msghdr *msg, int *fds) {
+  int n = 0;
+  for (struct cmsghdr *c = CMSG_FIRSTHDR(msg); c != NULL;
+       c = CMSG_NXTHDR(msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count && n < MAX_FDS; i++)
+      memcpy(&fds[n++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+  }
+  return n;
+}
+
+static void close_all(const int *fds, int n) {
+  for (int i = 0; i < n; i++) close(fds[i]);
+}
+
+/* Reads exactly len more bytes of a stream into buf. */
+static dlb_status read_rest(int sock, uint8_t *buf, size_t len) {
+  size_t got = 0;
+  while (got < len) {
+    ssize_t n = recv(sock, buf + got, len - got, MSG_WAITALL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return sock_fail("receiving the share handle", errno);
+    if (n == 0)
+      return dlb__fail(DLB_E_HANDLE, "share handle: the peer closed the "
+                       "connection after %zu of %zu bytes", got, len);
+    got += (size_t)n;
+  }
+  return DLB_OK;
+}
+
+dlb_status dlb_share_recv(int sock, uint64_t flags,
+                          DLManagedTensorVersioned **out) {
+  if (out == NULL) return dlb__fail(DLB_E_INVAL, "out is NULL");
+  int type = 0;
+  socklen_t tlen = sizeof type;
+  if (getsockopt(sock, SOL_SOCKET, SO_TYPE, &type, &tlen) != 0)
+    return sock_fail("asking the socket's type", errno);
+  int stream = type == SOCK_STREAM;
+  uint8_t buf[DLB_SHARE_HANDLE_MAX];
+  union {
+    char bytes[CMSG_SPACE(MAX_FDS * sizeof(int))];
+    struct cmsghdr align;
+  } control;
+  struct iovec iov = {buf, stream ? PREFIX : sizeof buf};
+  struct msghdr msg;
+  memset(&msg, 0, sizeof msg);
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control.bytes;
+  msg.msg_controllen = sizeof control.bytes;
+  ssize_t n;
+  do {
+    n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | (stream ? MSG_WAITALL : 0));
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) return sock_fail("receiving the share handle", errno);
+  int fds[MAX_FDS];
+  int nfds = take_fds(&msg, fds);
+  dlb_status st = DLB_OK;
+  size_t len = (size_t)n;
+  if (n == 0 && nfds == 0) {
+    st = dlb__fail(DLB_E_STATE, "the peer closed the connection");
+  } else if (msg.msg_flags & MSG_CTRUNC) {
+    st = dlb__fail(DLB_E_HANDLE, "share handle: its control message was cut "
+                   "short (MSG_CTRUNC): more descriptors than one");
+  } else if (msg.msg_flags & MSG_TRUNC) {
+    st = dlb__fail(DLB_E_HANDLE, "share handle: the message is longer than "
+                   "%d bytes (oversized)", DLB_SHARE_HANDLE_MAX);
+  } else if (nfds > 1) {
+    st = dlb__fail(DLB_E_HANDLE, "share handle: %d descriptors came with it; "
+                   "a handle has at most one", nfds);
+  } else if (stream) {
+    if (len < PREFIX) {
+      st = dlb__fail(DLB_E_HANDLE, "share handle: the peer closed the "
+                     "connection after %zu bytes (truncated)", len);
+    } else {
+      size_t total = (size_t)buf[12] | (size_t)buf[13] << 8 |
+                     (size_t)buf[14] << 16 | (size_t)buf[15] << 24;
+      if (total < PREFIX || total > sizeof buf)
+        st = dlb__fail(DLB_E_HANDLE, "share handle: it says it is %zu bytes; "
+                       "a handle has %d to %d", total, PREFIX,
+                       DLB_SHARE_HANDLE_MAX);
+      else
+        st = read_rest(sock, buf + PREFIX, total - PREFIX);
+      len = total;
+    }
+  }
+  if (st == DLB_OK)
+    st = dlb_share_import(buf, len, nfds == 1 ? fds[0] : -1, flags, out);
+  close_all(fds, nfds);
+  return st;
+}

@@ -1,0 +1,249 @@
+/* test_share.c -- shared host tensors in one process: allocation, what
+ * counts as shared, export and import (views, read-only, empty), the
+ * socket transport, and every allocating call failing in turn. */
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#include "share_util.h"
+
+DLB_TEST(share_alloc_is_shared_zeroed_and_unnamed) {
+  int shm_before = share_count_dev_shm();
+  int64_t shape[2] = {3, 1000};
+  DLManagedTensorVersioned *t = NULL;
+  CHECK_OK(dlb_shared_alloc(share_i32, 2, shape, &t));
+  CHECK_EQ_INT(t->dl_tensor.device.device_type, kDLCPU);
+  CHECK_EQ_INT(t->dl_tensor.ndim, 2);
+  CHECK_EQ_INT(t->dl_tensor.strides[0], 1000);
+  CHECK_EQ_INT(t->dl_tensor.strides[1], 1);
+  CHECK_EQ_INT((uintptr_t)t->dl_tensor.data % (uintptr_t)sysconf(_SC_PAGESIZE),
+               0);
+  const int32_t *v = t->dl_tensor.data;
+  for (int i = 0; i < 3000; i++) CHECK_EQ_INT(v[i], 0);
+  CHECK_EQ_INT(dlb_tensor_is_shared(t), 1);
+  /* Views and shares of it are shared memory too. */
+  DLManagedTensorVersioned *row = NULL;
+  CHECK_OK(dlb_tensor_select(t, 0, 2, &row));
+  CHECK_EQ_INT(dlb_tensor_is_shared(row), 1);
+  /* Nothing named appears anywhere. */
+  CHECK_EQ_INT(share_count_dev_shm(), shm_before);
+  dlb_tensor_release(t);
+  dlb_tensor_release(row);
+  CHECK_EQ_INT(share_count_dev_shm(), shm_before);
+}
+
+DLB_TEST(share_is_shared_is_0_for_other_memory) {
+  int64_t n = 8;
+  DLManagedTensorVersioned *t = NULL;
+  CHECK_OK(dlb_tensor_alloc((DLDevice){kDLCPU, 0}, share_u8, 1, &n, &t));
+  CHECK_EQ_INT(dlb_tensor_is_shared(t), 0);
+  CHECK_EQ_INT(dlb_tensor_is_shared(NULL), 0);
+  /* A foreign struct that merely copies a shared tensor's fields. */
+  DLManagedTensorVersioned *s = share_bytes(8);
+  DLManagedTensorVersioned copy = *s;
+  copy.deleter = NULL;
+  CHECK_EQ_INT(dlb_tensor_is_shared(&copy), 0);
+  dlb_tensor_release(t);
+  dlb_tensor_release(s);
+}
+
+DLB_TEST(share_alloc_refuses_bad_arguments) {
+  DLManagedTensorVersioned *t = NULL;
+  int64_t neg = -1;
+  CHECK_STATUS(dlb_shared_alloc(share_u8, 1, &neg, &t), DLB_E_LAYOUT);
+  CHECK_STATUS(dlb_shared_alloc(share_u8, 65, &neg, &t), DLB_E_LAYOUT);
+  CHECK_STATUS(dlb_shared_alloc(share_u8, 1, NULL, &t), DLB_E_INVAL);
+  CHECK_STATUS(dlb_shared_alloc((DLDataType){kDLFloat, 7, 1}, 1, &neg, &t),
+               DLB_E_DTYPE);
+  int64_t huge[2] = {INT64_MAX / 2, 3};
+  CHECK_STATUS(dlb_shared_alloc(share_u8, 2, huge, &t), DLB_E_OVERFLOW);
+  int64_t big = INT64_MAX - 4096;
+  CHECK_STATUS(dlb_shared_alloc(share_u8, 1, &big, &t), DLB_E_OVERFLOW);
+  CHECK_STATUS(dlb_shared_alloc(share_u8, 1, &neg, NULL), DLB_E_INVAL);
+  CHECK(t == NULL);
+}
+
+DLB_TEST(share_roundtrip_in_process_sees_writes_both_ways) {
+  int64_t shape[2] = {4, 6};
+  DLManagedTensorVersioned *t = NULL;
+  CHECK_OK(dlb_shared_alloc(share_i32, 2, shape, &t));
+  int32_t *a = t->dl_tensor.data;
+  for (int i = 0; i < 24; i++) a[i] = i * 7;
+  share_handle h = share_export(t);
+  CHECK(h.fd >= 0);
+  CHECK(h.len <= DLB_SHARE_HANDLE_MAX);
+  CHECK_EQ_INT(fcntl(h.fd, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
+  DLManagedTensorVersioned *u = NULL;
+  CHECK_OK(dlb_share_import(h.bytes, h.len, h.fd, 0, &u));
+  /* The caller still owns its descriptor. */
+  CHECK(fcntl(h.fd, F_GETFD) >= 0);
+  close(h.fd);
+  CHECK(u->dl_tensor.data != t->dl_tensor.data);
+  CHECK_EQ_INT(dlb_tensor_is_shared(u), 1);
+  CHECK_EQ_INT(u->flags, 0);
+  CHECK_EQ_INT(u->dl_tensor.ndim, 2);
+  CHECK_EQ_INT(u->dl_tensor.shape[1], 6);
+  int32_t *b = u->dl_tensor.data;
+  for (int i = 0; i < 24; i++) CHECK_EQ_INT(b[i], i * 7);
+  b[5] = -1;
+  CHECK_EQ_INT(a[5], -1);
+  a[23] = 99;
+  CHECK_EQ_INT(b[23], 99);
+  /* The exporter may go first: the import keeps the memory. */
+  dlb_tensor_release(t);
+  CHECK_EQ_INT(b[23], 99);
+  dlb_tensor_release(u);
+}
+
+DLB_TEST(share_view_exports_its_strides_and_offset) {
+  int64_t shape[2] = {5, 8};
+  DLManagedTensorVersioned *t = NULL;
+  CHECK_OK(dlb_shared_alloc(share_i32, 2, shape, &t));
+  int32_t *a = t->dl_tensor.data;
+  for (int i = 0; i < 40; i++) a[i] = i;
+  /* Rows 4, 2, 0 backwards, every third column: negative and wide strides
+   * and an offset into the memory. */
+  dlb_slice sl[2] = {{4, DLB_SLICE_DEFAULT, -2}, {1, 8, 3}};
+  DLManagedTensorVersioned *v = NULL;
+  CHECK_OK(dlb_tensor_slice(t, 2, sl, &v));
+  share_handle h = share_export(v);
+  DLManagedTensorVersioned *u = NULL;
+  CHECK_OK(dlb_share_import(h.bytes, h.len, h.fd, 0, &u));
+  close(h.fd);
+  CHECK_EQ_INT(u->dl_tensor.shape[0], 3);
+  CHECK_EQ_INT(u->dl_tensor.shape[1], 3);
+  CHECK_EQ_INT(u->dl_tensor.strides[0], -16);
+  CHECK_EQ_INT(u->dl_tensor.strides[1], 3);
+  const char *base = (const char *)u->dl_tensor.data + u->dl_tensor.byte_offset;
+  for (int r = 0; r < 3; r++)
+    for (int c = 0; c < 3; c++) {
+      int32_t x;
+      memcpy(&x, base + 4 * (r * -16 + c * 3), 4);
+      CHECK_EQ_INT(x, (4 - 2 * r) * 8 + 1 + 3 * c);
+    }
+  dlb_tensor_release(u);
+  dlb_tensor_release(v);
+  dlb_tensor_release(t);
+}
+
+DLB_TEST(share_empty_tensor_round_trips) {
+  int64_t shape[2] = {0, 5};
+  DLManagedTensorVersioned *t = NULL;
+  CHECK_OK(dlb_shared_alloc(share_i32, 2, shape, &t));
+  CHECK(t->dl_tensor.data != NULL);
+  int64_t none = 0;
+  DLManagedTensorVersioned *z = NULL;
+  CHECK_OK(dlb_shared_alloc(share_i32, 0, &none, &z));
+  share_handle h = share_export(t);
+  DLManagedTensorVersioned *u = NULL;
+  CHECK_OK(dlb_share_import(h.bytes, h.len, h.fd, 0, &u));
+  close(h.fd);
+  CHECK_EQ_INT(u->dl_tensor.shape[0], 0);
+  CHECK_EQ_INT(u->dl_tensor.shape[1], 5);
+  CHECK(u->dl_tensor.data != NULL);
+  share_handle g = share_export(z);
+  DLManagedTensorVersioned *w = NULL;
+  CHECK_OK(dlb_share_import(g.bytes, g.len, g.fd, 0, &w));
+  close(g.fd);
+  CHECK_EQ_INT(w->dl_tensor.ndim, 0);
+  *(int32_t *)z->dl_tensor.data = 5;
+  CHECK_EQ_INT(*(int32_t *)w->dl_tensor.data, 5);
+  dlb_tensor_release(t);
+  dlb_tensor_release(u);
+  dlb_tensor_release(z);
+  dlb_tensor_release(w);
+}
+
+/* The permissions /proc/self/maps gives the mapping holding p. */
+static const char *mapping_perms(const void *p) {
+  static char perms[8];
+  FILE *f = fopen("/proc/self/maps", "r");
+  CHECK(f != NULL);
+  char line[512];
+  perms[0] = '\0';
+  while (fgets(line, sizeof line, f) != NULL) {
+    unsigned long lo = 0, hi = 0;
+    char pr[8];
+    if (sscanf(line, "%lx-%lx %7s", &lo, &hi, pr) != 3) continue;
+    if ((uintptr_t)p >= lo && (uintptr_t)p < hi) {
+      snprintf(perms, sizeof perms, "%s", pr);
+      break;
+    }
+  }
+  fclose(f);
+  return perms;
+}
+
+DLB_TEST(share_read_only_stays_read_only) {
+  DLManagedTensorVersioned *t = share_bytes(100);
+  ((uint8_t *)t->dl_tensor.data)[7] = 42;
+  t->flags = DLPACK_FLAG_BITMASK_READ_ONLY;
+  share_handle h = share_export(t);
+  /* The descriptor itself is read-only: nobody can map it writable. */
+  CHECK_EQ_INT(fcntl(h.fd, F_GETFL) & O_ACCMODE, O_RDONLY);
+  CHECK(mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, h.fd, 4096) ==
+        MAP_FAILED);
+  DLManagedTensorVersioned *u = NULL;
+  CHECK_OK(dlb_share_import(h.bytes, h.len, h.fd, 0, &u));
+  CHECK_EQ_INT(u->flags, DLPACK_FLAG_BITMASK_READ_ONLY);
+  CHECK_EQ_INT(((uint8_t *)u->dl_tensor.data)[7], 42);
+  /* Re-exporting the import works read-only, and refuses writable. */
+  share_handle g = share_export(u);
+  close(g.fd);
+  u->flags = 0;
+  size_t len = 0;
+  int fd = -1;
+  uint8_t buf[DLB_SHARE_HANDLE_MAX];
+  CHECK_STATUS(dlb_share_export(u, buf, sizeof buf, &len, &fd), DLB_E_READONLY);
+  u->flags = DLPACK_FLAG_BITMASK_READ_ONLY;
+  /* The mapping itself is read-only (and shared). */
+  CHECK_STR(mapping_perms(u->dl_tensor.data), "r--s");
+  CHECK_STR(mapping_perms(t->dl_tensor.data), "rw-s");
+  CHECK_EQ_INT(((uint8_t *)t->dl_tensor.data)[7], 42);
+  close(h.fd);
+  dlb_tensor_release(u);
+  dlb_tensor_release(t);
+}
+
+DLB_TEST(share_export_refuses_unshared_tensors) {
+  int64_t n = 8;
+  DLManagedTensorVersioned *t = NULL;
+  CHECK_OK(dlb_tensor_alloc((DLDevice){kDLCPU, 0}, share_u8, 1, &n, &t));
+  uint8_t buf[DLB_SHARE_HANDLE_MAX];
+  size_t len = 77;
+  int fd = 77;
+  CHECK_STATUS(dlb_share_export(t, buf, sizeof buf, &len, &fd), DLB_E_INVAL);
+  CHECK_ERROR_MENTIONS("not shared memory");
+  CHECK_ERROR_MENTIONS("dlb_shared_alloc");
+  CHECK_EQ_INT(len, 77);
+  CHECK_EQ_INT(fd, 77);
+  DLManagedTensorVersioned *s = share_bytes(8);
+  CHECK_STATUS(dlb_share_export(s, buf, 207, &len, &fd), DLB_E_RANGE);
+  CHECK_ERROR_MENTIONS("needs 224 bytes");
+  CHECK_STATUS(dlb_share_export(NULL, buf, sizeof buf, &len, &fd),
+               DLB_E_INVAL);
+  CHECK_STATUS(dlb_share_export(s, buf, sizeof buf, &len, NULL), DLB_E_INVAL);
+  /* A struct rewritten after allocation must not export outside the
+   * memory. */
+  s->dl_tensor.shape[0] = 5000;
+  CHECK_STATUS(dlb_share_export(s, buf, sizeof buf, &len, &fd), DLB_E_LAYOUT);
+  CHECK_ERROR_MENTIONS("of a 4096-byte shared region");
+  s->dl_tensor.shape[0] = 8;
+  CHECK_EQ_INT(fd, 77);
+  dlb_tensor_release(s);
+  dlb_tensor_release(t);
+}
+
+DLB_TEST(share_success_leaves_last_error_alone) {
+  DLManagedTensorVersioned *t = NULL;
+  CHECK_STATUS(dlb_shared_alloc(share_u8, 1, NULL, &t), DLB_E_INVAL);
+  char before[256];
+  snprintf(before, sizeof before, "%s", dlb_last_error());
+  DLManagedTensorVersioned *s = share_bytes(10);
+  share_handle h = share_export(s);
+  DLManagedTensorVersioned *u = NULL;
+  CHECK_OK(dlb_share_import(h.bytes, h.len, h.fd, 0, &u));
+  CHECK_STR(dlb_last_error(), before);
+  close(h.fd);
+  dlb_tensor_release(u);
+  dlb_tensor_release(s);
+}

@@ -1,0 +1,263 @@
+/* test_share_socket.c -- handles over Unix sockets (stream, seqpacket,
+ * datagram), refused messages closing every descriptor they brought, and
+ * every allocating sharing call failing in turn. */
+#include <errno.h>
+#include <sys/mman.h>
+
+#include "share_util.h"
+
+static void round_trip(int type) {
+  int sv[2];
+  share_socketpair(type, sv);
+  DLManagedTensorVersioned *t = share_bytes(5000);
+  uint8_t *a = t->dl_tensor.data;
+  for (int i = 0; i < 5000; i++) a[i] = (uint8_t)(i * 13);
+  int fds = share_count_fds();
+  CHECK_OK(dlb_share_send(sv[0], t));
+  CHECK_OK(dlb_share_send(sv[0], t));
+  /* The sender keeps no descriptor per message. */
+  CHECK_EQ_INT(share_count_fds(), fds);
+  DLManagedTensorVersioned *u = NULL, *w = NULL;
+  CHECK_OK(dlb_share_recv(sv[1], 0, &u));
+  /* Two messages back to back: the first read takes only its own. */
+  CHECK_OK(dlb_share_recv(sv[1], 0, &w));
+  for (int i = 0; i < 5000; i++)
+    CHECK_EQ_INT(((uint8_t *)u->dl_tensor.data)[i], (uint8_t)(i * 13));
+  ((uint8_t *)w->dl_tensor.data)[4999] = 1;
+  CHECK_EQ_INT(a[4999], 1);
+  /* One descriptor per tensor held, none per message. */
+  CHECK_EQ_INT(share_count_fds(), fds + 2);
+  dlb_tensor_release(u);
+  dlb_tensor_release(w);
+  dlb_tensor_release(t);
+  CHECK_EQ_INT(share_count_fds(), fds - 1);
+  close(sv[0]);
+  close(sv[1]);
+}
+
+DLB_TEST(share_socket_stream) { round_trip(SOCK_STREAM); }
+DLB_TEST(share_socket_seqpacket) { round_trip(SOCK_SEQPACKET); }
+DLB_TEST(share_socket_dgram) { round_trip(SOCK_DGRAM); }
+
+DLB_TEST(share_socket_received_fds_are_cloexec) {
+  int sv[2];
+  share_socketpair(SOCK_STREAM, sv);
+  DLManagedTensorVersioned *t = share_bytes(10);
+  CHECK_OK(dlb_share_send(sv[0], t));
+  DLManagedTensorVersioned *u = NULL;
+  CHECK_OK(dlb_share_recv(sv[1], 0, &u));
+  /* The descriptor an import keeps is close-on-exec. */
+  int found = 0;
+  for (int fd = 3; fd < 1024; fd++) {
+    char path[64], target[256];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(path, target, sizeof target - 1);
+    if (n <= 0) continue;
+    target[n] = '\0';
+    if (strstr(target, "memfd:dlbridge-shared") == NULL) continue;
+    found++;
+    CHECK_EQ_INT(fcntl(fd, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
+  }
+  CHECK_EQ_INT(found, 2);
+  dlb_tensor_release(u);
+  dlb_tensor_release(t);
+}
+
+/* Sends raw bytes with n descriptors of fd attached. */
+static void send_raw(int sock, const void *bytes, size_t len, int fd, int n) {
+  struct iovec iov = {(void *)(uintptr_t)bytes, len};
+  union {
+    char b[CMSG_SPACE(16 * sizeof(int))];
+    struct cmsghdr align;
+  } control;
+  memset(&control, 0, sizeof control);
+  struct msghdr msg;
+  memset(&msg, 0, sizeof msg);
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  if (n > 0) {
+    msg.msg_control = control.b;
+    msg.msg_controllen = CMSG_SPACE((size_t)n * sizeof(int));
+    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN((size_t)n * sizeof(int));
+    for (int i = 0; i < n; i++)
+      memcpy(CMSG_DATA(c) + (size_t)i * sizeof(int), &fd, sizeof fd);
+  }
+  CHECK(sendmsg(sock, &msg, 0) == (ssize_t)len);
+}
+
+/* The received message is refused with status and every descriptor it
+ * brought is closed again. */
+static void refused(int type, int nfds, dlb_status want, const char *why) {
+  int sv[2];
+  share_socketpair(type, sv);
+  DLManagedTensorVersioned *t = share_bytes(10);
+  share_handle h = share_export(t);
+  int fds = share_count_fds();
+  send_raw(sv[0], h.bytes, h.len, h.fd, nfds);
+  DLManagedTensorVersioned *u = (DLManagedTensorVersioned *)(uintptr_t)1;
+  CHECK_STATUS(dlb_share_recv(sv[1], 0, &u), want);
+  CHECK_ERROR_MENTIONS(why);
+  CHECK(u == (DLManagedTensorVersioned *)(uintptr_t)1);
+  CHECK_EQ_INT(share_count_fds(), fds);
+  close(h.fd);
+  close(sv[0]);
+  close(sv[1]);
+  dlb_tensor_release(t);
+}
+
+DLB_TEST(share_socket_refuses_two_fds) {
+  refused(SOCK_STREAM, 2, DLB_E_HANDLE, "2 descriptors");
+  refused(SOCK_SEQPACKET, 3, DLB_E_HANDLE, "3 descriptors");
+}
+
+DLB_TEST(share_socket_refuses_cut_control_message) {
+  refused(SOCK_SEQPACKET, 12, DLB_E_HANDLE, "MSG_CTRUNC");
+}
+
+DLB_TEST(share_socket_refuses_oversized_and_truncated_messages) {
+  int sv[2];
+  share_socketpair(SOCK_SEQPACKET, sv);
+  uint8_t big[DLB_SHARE_HANDLE_MAX + 100];
+  memset(big, 0, sizeof big);
+  send_raw(sv[0], big, sizeof big, -1, 0);
+  DLManagedTensorVersioned *u = NULL;
+  CHECK_STATUS(dlb_share_recv(sv[1], 0, &u), DLB_E_HANDLE);
+  CHECK_ERROR_MENTIONS("oversized");
+  close(sv[0]);
+  close(sv[1]);
+  /* A stream that ends inside a message. */
+  share_socketpair(SOCK_STREAM, sv);
+  DLManagedTensorVersioned *t = share_bytes(10);
+  share_handle h = share_export(t);
+  send_raw(sv[0], h.bytes, 100, h.fd, 1);
+  close(sv[0]);
+  int fds = share_count_fds();
+  CHECK_STATUS(dlb_share_recv(sv[1], 0, &u), DLB_E_HANDLE);
+  CHECK_ERROR_MENTIONS("after 84 of 208 bytes");
+  CHECK_EQ_INT(share_count_fds(), fds);
+  close(sv[1]);
+  /* A stream whose length field is out of range. */
+  share_socketpair(SOCK_STREAM, sv);
+  h.bytes[12] = 0xff;
+  h.bytes[13] = 0xff;
+  send_raw(sv[0], h.bytes, h.len, h.fd, 1);
+  CHECK_STATUS(dlb_share_recv(sv[1], 0, &u), DLB_E_HANDLE);
+  CHECK_ERROR_MENTIONS("65535 bytes");
+  /* One socket closed, two opened. */
+  CHECK_EQ_INT(share_count_fds(), fds + 1);
+  close(sv[0]);
+  close(sv[1]);
+  close(h.fd);
+  dlb_tensor_release(t);
+  CHECK(u == NULL);
+}
+
+DLB_TEST(share_socket_peer_closed_and_bad_socket) {
+  int sv[2];
+  share_socketpair(SOCK_STREAM, sv);
+  close(sv[0]);
+  DLManagedTensorVersioned *u = NULL;
+  CHECK_STATUS(dlb_share_recv(sv[1], 0, &u), DLB_E_STATE);
+  CHECK_ERROR_MENTIONS("closed");
+  /* Sending to a closed peer is a status, not SIGPIPE. */
+  DLManagedTensorVersioned *t = share_bytes(10);
+  share_socketpair(SOCK_STREAM, sv);
+  close(sv[1]);
+  CHECK_STATUS(dlb_share_send(sv[0], t), DLB_E_SYSTEM);
+  CHECK_ERROR_MENTIONS("errno 32");
+  close(sv[0]);
+  CHECK_STATUS(dlb_share_recv(-1, 0, &u), DLB_E_SYSTEM);
+  CHECK_STATUS(dlb_share_send(-1, t), DLB_E_SYSTEM);
+  CHECK_STATUS(dlb_share_recv(0, 0, NULL), DLB_E_INVAL);
+  dlb_tensor_release(t);
+}
+
+/* ---- allocation failures ---- */
+
+#define UNTOUCHED ((DLManagedTensorVersioned *)(uintptr_t)0x5a5a)
+
+static dlb_status body_shared_alloc(void *ctx) {
+  (void)ctx;
+  int64_t shape[2] = {3, 5};
+  DLManagedTensorVersioned *t = UNTOUCHED;
+  dlb_status st = dlb_shared_alloc(share_i32, 2, shape, &t);
+  if (st != DLB_OK) {
+    CHECK(t == UNTOUCHED);
+    return st;
+  }
+  ((int32_t *)t->dl_tensor.data)[14] = 3;
+  dlb_tensor_release(t);
+  return DLB_OK;
+}
+
+DLB_TEST(share_oom_alloc) {
+  int fds = share_count_fds();
+  /* The memory's context and the tensor block (its owner is in it). */
+  CHECK_EQ_INT(dlb_test_oom_loop(body_shared_alloc, NULL), 2);
+  CHECK_EQ_INT(share_count_fds(), fds);
+}
+
+static dlb_status body_import(void *ctx) {
+  share_handle *h = ctx;
+  DLManagedTensorVersioned *u = UNTOUCHED;
+  dlb_status st = dlb_share_import(h->bytes, h->len, h->fd, 0, &u);
+  if (st != DLB_OK) {
+    CHECK(u == UNTOUCHED);
+    return st;
+  }
+  CHECK_EQ_INT(((uint8_t *)u->dl_tensor.data)[3], 9);
+  dlb_tensor_release(u);
+  return DLB_OK;
+}
+
+DLB_TEST(share_oom_import) {
+  DLManagedTensorVersioned *t = share_bytes(10);
+  ((uint8_t *)t->dl_tensor.data)[3] = 9;
+  share_handle h = share_export(t);
+  int fds = share_count_fds();
+  CHECK_EQ_INT(dlb_test_oom_loop(body_import, &h), 2);
+  CHECK_EQ_INT(share_count_fds(), fds);
+  close(h.fd);
+  dlb_tensor_release(t);
+}
+
+static dlb_status body_export(void *ctx) {
+  share_handle h;
+  dlb_status st = dlb_share_export(ctx, h.bytes, sizeof h.bytes, &h.len, &h.fd);
+  if (st == DLB_OK) close(h.fd);
+  return st;
+}
+
+DLB_TEST(share_oom_export_allocates_nothing) {
+  DLManagedTensorVersioned *t = share_bytes(10);
+  CHECK_EQ_INT(dlb_test_oom_loop(body_export, t), 0);
+  dlb_tensor_release(t);
+}
+
+static dlb_status body_send_recv(void *ctx) {
+  DLManagedTensorVersioned *t = ctx;
+  int sv[2];
+  share_socketpair(SOCK_STREAM, sv);
+  dlb_status st = dlb_share_send(sv[0], t);
+  DLManagedTensorVersioned *u = UNTOUCHED;
+  if (st == DLB_OK) st = dlb_share_recv(sv[1], 0, &u);
+  close(sv[0]);
+  close(sv[1]);
+  if (st != DLB_OK) {
+    CHECK(u == UNTOUCHED);
+    return st;
+  }
+  dlb_tensor_release(u);
+  return DLB_OK;
+}
+
+DLB_TEST(share_oom_send_recv) {
+  DLManagedTensorVersioned *t = share_bytes(10);
+  int fds = share_count_fds();
+  CHECK_EQ_INT(dlb_test_oom_loop(body_send_recv, t), 2);
+  CHECK_EQ_INT(share_count_fds(), fds);
+  dlb_tensor_release(t);
+}

@@ -1,0 +1,452 @@
+"""Shared tensors between processes: multiprocessing (spawn, forkserver,
+fork), Queue, Pipe and ProcessPoolExecutor pass them by handle; a holder
+killed with SIGKILL harms no one; nothing is left once all are gone;
+hostile handles are refused."""
+
+import concurrent.futures
+import gc
+import multiprocessing as mp
+import os
+import signal
+import sys
+import tempfile
+import time
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import share_workers as w
+from support import READ_ONLY, SANITIZED, capsule_of, dlbridge, measures_process_memory, np
+
+METHODS = [m for m in ("spawn", "forkserver", "fork") if m in mp.get_all_start_methods()]
+
+
+def drain(q, n, timeout=30):
+    return [q.get(timeout=timeout) for _ in range(n)]
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_four_processes_read_and_write_one_tensor(method):
+    ctx = mp.get_context(method)
+    rows, n = 4, 1 << 16
+    t = dlbridge.empty((rows, n), dtype="uint8", shared=True)
+    a = np.from_dlpack(t)
+    a[:] = w.pattern(rows * n).reshape(rows, n)
+    inboxes = [ctx.Queue() for _ in range(rows)]
+    outbox = ctx.Queue()
+    procs = [ctx.Process(target=w.rw_worker, args=(t, i, inboxes[i], outbox)) for i in range(rows)]
+    for p in procs:
+        p.start()
+    try:
+        reads = drain(outbox, rows)
+        assert sorted(reads) == [("read", i, True, True) for i in range(rows)]
+        for i in range(rows):
+            inboxes[i].put(t[i])
+        written = drain(outbox, rows)
+        assert sorted(written) == [("written", i, i * n, True) for i in range(rows)]
+        # Every byte as the workers left it: each row written by its worker.
+        expect = (w.pattern(rows * n).reshape(rows, n).astype(np.int64) + 1 + np.arange(rows)[:, None]) % 256
+        np.testing.assert_array_equal(a, expect)
+        # The sender writes after the workers received: they see it.
+        a[:, 0] = 200 + np.arange(rows)
+        a[:, -1] = 100 + np.arange(rows)
+        for q in inboxes:
+            q.put("go")
+        seen = drain(outbox, rows)
+        assert sorted(seen) == [("seen", i, 200 + i, 100 + i) for i in range(rows)]
+    finally:
+        for p in procs:
+            p.join(30)
+    assert [p.exitcode for p in procs] == [0] * rows
+
+
+def shmem_kib():
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("Shmem:"):
+                return int(line.split()[1])
+    raise AssertionError("no Shmem in /proc/meminfo")
+
+
+@measures_process_memory
+def test_a_holder_killed_mid_use_harms_no_one_and_nothing_is_left():
+    ctx = mp.get_context("spawn")
+    size = 256 << 20
+    dev_shm = set(os.listdir("/dev/shm"))
+    before = shmem_kib()
+    t = dlbridge.empty((size,), dtype="uint8", shared=True)
+    np.from_dlpack(t)[:] = 1  # every page in memory
+    counters = dlbridge.zeros((4,), dtype="int64", shared=True)
+    c = np.from_dlpack(counters)
+    assert shmem_kib() - before > (size >> 10) * 3 // 4
+    procs = [ctx.Process(target=w.holder, args=(t, counters, i)) for i in range(3)]
+    for p in procs:
+        p.start()
+    deadline = time.monotonic() + 60
+    while not np.all(c[:3] > 0) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert np.all(c[:3] > 0), c
+    os.kill(procs[0].pid, signal.SIGKILL)
+    procs[0].join(10)
+    assert procs[0].exitcode == -signal.SIGKILL
+    # The others keep going over the same memory.
+    rounds = c[1:3].copy()
+    while not np.all(c[1:3] > rounds + 10) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert np.all(c[1:3] > rounds + 10), (c, rounds)
+    c[-1] = 1
+    for p in procs[1:]:
+        p.join(30)
+        assert p.exitcode == 0
+    a = np.from_dlpack(t).reshape(4, -1)
+    assert a[1, 0] == 2 and a[2, 0] == 3
+    handle, fd = dlbridge.share_export(t)
+    memory = os.fstat(fd)
+    os.close(fd)
+    assert holders(memory) == [os.getpid()]
+    held = shmem_kib()
+    del a, c, t, counters
+    gc.collect()
+    # Once every holder is gone the memory is: no process holds a
+    # descriptor or a mapping of it, no name, and its pages are freed.
+    assert holders(memory) == []
+    assert set(os.listdir("/dev/shm")) == dev_shm
+    assert held - shmem_kib() > (size >> 10) * 3 // 4
+
+
+def holders(memory):
+    """Processes holding a descriptor or a mapping of the file memory
+    (an os.stat_result), found by device and inode in /proc."""
+    found = set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                st = os.stat(f"/proc/{pid}/fd/{fd}")
+                if (st.st_dev, st.st_ino) == (memory.st_dev, memory.st_ino):
+                    found.add(int(pid))
+            with open(f"/proc/{pid}/maps") as f:
+                for line in f:
+                    fields = line.split()
+                    if len(fields) >= 5 and fields[4] == str(memory.st_ino) and "memfd:" in line:
+                        found.add(int(pid))
+        except OSError:
+            continue
+    return sorted(found)
+
+
+def test_queue_pipe_and_pool_carry_shared_tensors_by_handle():
+    ctx = mp.get_context("spawn")
+    t = dlbridge.zeros((8,), dtype="int32", shared=True)
+    with concurrent.futures.ProcessPoolExecutor(2, mp_context=ctx) as pool:
+        results = list(pool.map(w.add_one, [t] * 8, range(8)))
+    assert t.tolist() == [1] * 8
+    assert all(shared for _, shared in results) and max(s for s, _ in results) == 8
+    # A Pipe: the worker's write reaches the sender.
+    here, there = ctx.Pipe()
+    p = ctx.Process(target=w.echo_write, args=(there,))
+    p.start()
+    here.send(t[2:6])
+    info = here.recv()
+    assert info == {"shared": True, "readonly": False, "device": "cpu", "values": [1] * 4, "after": [9, 1, 1, 1]}
+    assert t.tolist() == [1, 1, 9, 1, 1, 1, 1, 1]
+    here.send("done")
+    p.join(30)
+    assert p.exitcode == 0
+
+
+def test_tensors_not_in_shared_memory_travel_by_value():
+    ctx = mp.get_context("spawn")
+    t = dlbridge.arange(4, dtype="int16")
+    here, there = ctx.Pipe()
+    p = ctx.Process(target=w.echo_write, args=(there,))
+    p.start()
+    here.send(t)
+    info = here.recv()
+    here.send("done")
+    p.join(30)
+    assert info["shared"] is False and info["values"] == [0, 1, 2, 3] and info["after"] == [9, 1, 2, 3]
+    assert t.tolist() == [0, 1, 2, 3]
+
+
+@pytest.mark.skipif(SANITIZED, reason="the child's SIGSEGV is reported by AddressSanitizer instead")
+def test_read_only_shared_tensors_are_read_only_in_the_receiver():
+    ctx = mp.get_context("spawn")
+    ro = dlbridge.from_dlpack(capsule_of(np.arange(4, dtype=np.uint8), flags=READ_ONLY)).share_memory()
+    assert ro.is_shared and ro.readonly
+    here, there = ctx.Pipe()
+    p = ctx.Process(target=w.poke_read_only, args=(there,))
+    p.start()
+    here.send(ro)
+    assert here.recv() == (True, False)
+    p.join(30)
+    # The mapping is read-only: the write behind NumPy's back faults.
+    assert p.exitcode == -signal.SIGSEGV
+    assert ro.tolist() == [0, 1, 2, 3]
+
+
+def test_share_memory_copies_once_and_keeps_shared_tensors():
+    t = dlbridge.asarray([[1, 2, 3], [4, 5, 6]], dtype="int32")
+    assert not t.is_shared
+    s = t.T.share_memory()
+    assert s.is_shared and s.tolist() == [[1, 4], [2, 5], [3, 6]] and s.data_ptr != t.data_ptr
+    assert s.share_memory() is s and s[1:].is_shared and s[1:].share_memory() is not None
+    assert dlbridge.full((2,), 7, shared=True).tolist() == [7, 7]
+    z = dlbridge.zeros((3,), dtype="float64", shared=True)
+    assert z.is_shared and z.tolist() == [0.0] * 3
+    assert dlbridge.empty(0, shared=True).is_shared
+    assert not dlbridge.zeros(2, shared=False).is_shared and not dlbridge.full(2, 1, shared=None).is_shared
+    # Through versioned DLPack the tensor stays what it is.
+    assert dlbridge.from_dlpack(s.__dlpack__(max_version=(1, 0))).is_shared and dlbridge.from_dlpack(s).is_shared
+    with pytest.raises(ValueError, match="shared=True allocates cpu memory"):
+        dlbridge.zeros(2, device="cuda:0", shared=True)
+    with pytest.raises(TypeError, match="shared must be True or False"):
+        dlbridge.empty(2, shared=1)
+
+
+def test_share_memory_keeps_device_tensors_and_refuses_padded_sub_bytes():
+    from support import KDLCUDA, SUBBYTE_PADDED, helper
+
+    d = dlbridge.from_dlpack(helper.make_capsule(data=0x10000, shape=[4], dtype=(2, 32, 1), device=(KDLCUDA, 0)))
+    assert d.share_memory() is d
+    buf = bytearray(4)
+    p = dlbridge.from_dlpack(helper.make_capsule(data=buf, shape=[4], dtype=(0, 4, 1), flags=SUBBYTE_PADDED))
+    with pytest.raises(ValueError, match="padded sub-byte elements"):
+        p.share_memory()
+    packed = dlbridge.empty((5,), dtype="int4")
+    assert packed.share_memory().is_shared and packed.share_memory().nbytes == 3
+
+
+def test_set_sharing_pin_returns_the_previous_setting():
+    assert dlbridge.set_sharing_pin("rocm_host") is None
+    try:
+        assert dlbridge.get_sharing_pin() == "rocm_host"
+        assert dlbridge.set_sharing_pin("cuda_host") == "rocm_host"
+    finally:
+        assert dlbridge.set_sharing_pin(None) == "cuda_host"
+    assert dlbridge.get_sharing_pin() is None
+
+
+# ---------------------------------------------------------------------------
+# Hostile handles through share_import
+
+
+def exported(t):
+    handle, fd = dlbridge.share_export(t)
+    return bytearray(handle), fd
+
+
+@pytest.fixture
+def victim():
+    t = dlbridge.zeros((4, 8), dtype="float32", shared=True)
+    handle, fd = exported(t)
+    yield t, handle, fd
+    os.close(fd)
+
+
+def refused(handle, fd, match):
+    with pytest.raises(ValueError, match=match):
+        dlbridge.share_import(bytes(handle), fd)
+
+
+def put(handle, offset, value, size):
+    h = bytearray(handle)
+    h[offset:offset + size] = value.to_bytes(size, "little", signed=value < 0)
+    return h
+
+
+def test_a_good_handle_imports_the_same_memory(victim):
+    t, handle, fd = victim
+    u = dlbridge.share_import(bytes(handle), fd)
+    np.from_dlpack(u)[1, 2] = 5
+    assert t.tolist()[1][2] == 5 and u.shape == (4, 8) and u.is_shared
+
+
+def test_truncated_oversized_foreign_and_newer_handles_are_refused(victim):
+    _, handle, fd = victim
+    for cut in (0, 8, 15, 100, len(handle) - 1):
+        refused(handle[:cut], fd, "share handle")
+    refused(handle + b"\0", fd, "share handle")
+    refused(b"NOTSHARE" + handle[8:], fd, "magic")
+    refused(put(handle, 8, 2, 2), fd, "version")
+
+
+@pytest.mark.parametrize(
+    "field, offset, value, size",
+    [
+        ("ndim", 24, 33, 4),
+        ("ndim", 24, -1, 4),
+        ("dtype", 17, 99, 1),
+        ("flags", 32, 1 << 40, 8),
+        ("shape", 208, 1 << 40, 8),
+        ("shape", 208, -4, 8),
+        ("strides", 208 + 16, -8, 8),
+        ("strides", 208 + 16, 1 << 62, 8),
+        ("byte_offset", 56, 1 << 20, 8),
+        ("size", 40, 1 << 30, 8),
+        ("identity", 64, 0x5A5A, 2),
+    ],
+)
+def test_tampered_handles_are_refused(victim, field, offset, value, size):
+    _, handle, fd = victim
+    with pytest.raises(ValueError) as e:
+        dlbridge.share_import(bytes(put(handle, offset, value, size)), fd)
+    assert "share_import()" in str(e.value)
+
+
+def test_a_handle_replayed_with_other_memory_is_refused(victim):
+    _, handle, fd = victim
+    other = dlbridge.zeros((4, 8), dtype="float32", shared=True)
+    other_handle, other_fd = exported(other)
+    try:
+        refused(handle, other_fd, "identity")
+    finally:
+        os.close(other_fd)
+
+
+def test_descriptors_that_are_not_sealed_shared_memory_are_refused(victim):
+    _, handle, fd = victim
+    with tempfile.TemporaryFile() as f:
+        f.truncate(4096)
+        refused(handle, f.fileno(), "share handle")
+    r, wr = os.pipe()
+    try:
+        refused(handle, r, "share handle")
+    finally:
+        os.close(r)
+        os.close(wr)
+    unsealed = os.memfd_create("unsealed", os.MFD_CLOEXEC)
+    try:
+        os.ftruncate(unsealed, os.fstat(fd).st_size)
+        refused(handle, unsealed, "seal")
+    finally:
+        os.close(unsealed)
+    ro = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY)
+    try:
+        refused(handle, ro, "share handle")
+    finally:
+        os.close(ro)
+    refused(handle, -1, "share handle")
+    with pytest.raises(ValueError, match="fd -2 is not a file descriptor"):
+        dlbridge.share_import(bytes(handle), -2)
+
+
+def test_share_export_and_import_refuse_what_they_cannot_carry():
+    with pytest.raises(ValueError, match="not shared memory"):
+        dlbridge.share_export(dlbridge.zeros(3))
+    with pytest.raises(TypeError, match="takes a dlbridge.Tensor"):
+        dlbridge.share_export(np.zeros(3))
+    t = dlbridge.zeros(3, shared=True)
+    handle, fd = dlbridge.share_export(t)
+    try:
+        with pytest.raises(ValueError, match="pin is 'cuda:0'"):
+            dlbridge.share_import(handle, fd, pin="cuda:0")
+        with pytest.raises(TypeError):
+            dlbridge.share_import(handle, "3")
+    finally:
+        os.close(fd)
+    with pytest.raises(ValueError, match="set_sharing_pin"):
+        dlbridge.set_sharing_pin("cuda:0")
+    assert dlbridge.get_sharing_pin() is None
+
+
+# ---------------------------------------------------------------------------
+# Pinned on receipt, against the emulated CUDA driver
+
+
+@pytest.fixture(scope="module")
+def emulated_cuda(tmp_path_factory):
+    """tests/emu's CUDA driver, built as test_gpu_emulated builds it."""
+    repo = Path(__file__).resolve().parents[2]
+    emu = repo / "tests" / "emu"
+    cc = shutil.which(os.environ.get("CC", "cc"))
+    if cc is None:
+        pytest.skip("needs a C compiler")
+    out = tmp_path_factory.mktemp("emu") / "libcuda.so.1"
+    subprocess.run(
+        [cc, "-shared", "-fPIC", "-O1", "-D_GNU_SOURCE", "-DEMU_PROC_ADDRESS", f"-I{repo / 'src'}", f"-I{emu}",
+         str(emu / "emu_cuda.c"), str(emu / "emu_core.c"), "-fvisibility=hidden", "-Wl,-Bsymbolic",
+         "-lpthread", "-o", str(out)],
+        check=True,
+    )
+    return str(out)
+
+
+PIN_SCRIPT = """
+import concurrent.futures, ctypes, gc, multiprocessing as mp, os, sys
+sys.path.insert(0, {tests!r})
+import dlbridge, share_workers as w
+
+lib = ctypes.CDLL(os.environ["DLBRIDGE_CUDA_LIBRARY"])
+lib.emu_live_kind.restype = ctypes.c_long
+lib.emu_live_kind.argtypes = [ctypes.c_int]
+t = dlbridge.zeros((4096,), dtype="uint8", shared=True)
+ctx = mp.get_context({method!r})
+with concurrent.futures.ProcessPoolExecutor(1, mp_context=ctx, initializer=dlbridge.set_sharing_pin,
+                                            initargs=("cuda_host",)) as pool:
+    print(pool.submit(w.pinned_receipt, t).result())
+print(t[1].item(), lib.emu_live_kind(4))
+# In this process too: pinned on import, unpinned when the last tensor goes.
+handle, fd = dlbridge.share_export(t)
+u = dlbridge.share_import(handle, fd, pin="cuda_host")
+os.close(fd)
+v = u[8:]
+print(u.device, v.device, u.is_shared, lib.emu_live_kind(4))
+del u
+print(lib.emu_live_kind(4))
+del v
+gc.collect()
+print(lib.emu_live_kind(4))
+"""
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_a_worker_pins_what_it_receives(emulated_cuda, method):
+    script = PIN_SCRIPT.format(tests=str(Path(__file__).parent), method=method)
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, DLBRIDGE_CUDA_LIBRARY=emulated_cuda))
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    assert lines == [
+        "('cuda_host', True, 1, 'cuda_host')",
+        "42 0",
+        "cuda_host cuda_host True 1",
+        "1",
+        "0",
+    ]
+
+
+DEVICE_SCRIPT = """
+import ctypes, multiprocessing as mp, os, sys
+sys.path.insert(0, {tests!r})
+import dlbridge, share_workers as w
+
+lib = ctypes.CDLL(os.environ["DLBRIDGE_CUDA_LIBRARY"])
+lib.emu_shadow.restype = ctypes.c_void_p
+lib.emu_shadow.argtypes = [ctypes.c_void_p]
+t = dlbridge.asarray([1.0, 2.0, 3.0, 4.0], device="cuda:0")
+ctx = mp.get_context({method!r})
+here, there = ctx.Pipe()
+p = ctx.Process(target=w.device_reader, args=(there,))
+p.start()
+here.send(t[1:])
+print(here.recv())
+# The sender writes the device memory after the worker opened it.
+ctypes.c_float.from_address(lib.emu_shadow(t.data_ptr) + 8).value = 30.0
+here.send("again")
+print(here.recv())
+here.send("done")
+p.join()
+print(p.exitcode)
+"""
+
+
+@pytest.mark.parametrize("method", ["spawn", "fork"])
+def test_cuda_tensors_travel_by_ipc_handle(emulated_cuda, method):
+    script = DEVICE_SCRIPT.format(tests=str(Path(__file__).parent), method=method)
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, DLBRIDGE_CUDA_LIBRARY=emulated_cuda))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.splitlines() == ["('cuda:0', True, [2.0, 3.0, 4.0])", "[2.0, 30.0, 4.0]", "0"]
