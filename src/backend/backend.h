@@ -89,6 +89,8 @@ typedef struct dlb__gpu {
   dlb_status (*stream_wait)(int device, void *consumer, void *producer);
   /* The host waits for all work on the device. */
   dlb_status (*device_sync)(int device);
+  /* What the runtime says about the device; creates no context. */
+  dlb_status (*info)(int device, dlb_gpu_info *out);
 } dlb__gpu;
 
 extern const dlb__gpu dlb__cuda;

@@ -42,6 +42,8 @@ dlb_status dlb__cuda_copy(int device, const dlb__pitched *c, void *stream);
 dlb_status dlb__cuda_stream_sync(int device, void *stream);
 dlb_status dlb__cuda_stream_wait(int device, void *consumer, void *producer);
 dlb_status dlb__cuda_device_sync(int device);
+/* In cuda_info.c. */
+dlb_status dlb__cuda_info(int device, dlb_gpu_info *out);
 
 /* Stores device's attribute attr in *out; name spells attr for the
  * failure message. */

@@ -20,4 +20,5 @@ const dlb__gpu dlb__cuda = {
     .stream_sync = dlb__cuda_stream_sync,
     .stream_wait = dlb__cuda_stream_wait,
     .device_sync = dlb__cuda_device_sync,
+    .info = dlb__cuda_info,
 };

@@ -37,6 +37,8 @@ dlb_status dlb__hip_copy(int device, const dlb__pitched *c, void *stream);
 dlb_status dlb__hip_stream_sync(int device, void *stream);
 dlb_status dlb__hip_stream_wait(int device, void *consumer, void *producer);
 dlb_status dlb__hip_device_sync(int device);
+/* In hip_info.c. */
+dlb_status dlb__hip_info(int device, dlb_gpu_info *out);
 
 /* Records "<what>: hipErrorName (code): description" and returns
  * DLB_E_NOMEM, DLB_E_UNSUPPORTED or DLB_E_RUNTIME as for CUDA. */

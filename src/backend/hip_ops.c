@@ -20,4 +20,5 @@ const dlb__gpu dlb__hip = {
     .stream_sync = dlb__hip_stream_sync,
     .stream_wait = dlb__hip_stream_wait,
     .device_sync = dlb__hip_device_sync,
+    .info = dlb__hip_info,
 };

@@ -54,6 +54,7 @@
   X(cuMemGetAddressRange, 2000)           \
   X(cuMemAllocHost, 2000)                 \
   X(cuMemHostGetDevicePointer, 2020)      \
-  X(cuDevicePrimaryCtxRelease, 7000)
+  X(cuDevicePrimaryCtxRelease, 7000)      \
+  X(cuDeviceTotalMem, 2000)
 
 #endif /* DLB_TESTS_EMU_CUDA_H */
