@@ -28,5 +28,6 @@
 #include "dlbridge/view.h"
 #include "dlbridge/copy.h"
 #include "dlbridge/gpu.h"
+#include "dlbridge/npy.h"
 
 #endif /* DLBRIDGE_H */
