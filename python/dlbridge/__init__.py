@@ -37,7 +37,8 @@ from ._dlbridge import (
     zeros,
 )
 
-__version__ = "0.1.0"
+# The core's version, which the build takes from meson.build.
+from ._dlbridge import core_version as __version__  # noqa: E402
 
 
 class DLDeviceType(_enum.IntEnum):
