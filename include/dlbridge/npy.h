@@ -53,9 +53,9 @@ DLB_API dlb_status dlb_npy_read_header(const char *path, dlb_npy_header *out);
 
 /*
  * Maps the .npy file at path (borrowed) read-only and returns a tensor of
- * its data: flags READ_ONLY, device cpu (or the pinned kind), data the start
- * of the mapping and byte_offset the header's size, strides for the file's
- * order. The file may be closed, renamed or deleted afterwards; the mapping
+ * its data: flags READ_ONLY, device cpu (or the pinned kind), data the
+ * first element (aligned as NumPy aligns it: 64 bytes into a page for the
+ * files it writes) and byte_offset 0, strides for the file's order. The file may be closed, renamed or deleted afterwards; the mapping
  * lives until the tensor and every view or share of it are released.
  * Writing to the file meanwhile changes what the tensor reads. Refuses what
  * dlb_npy_read_header() refuses, with its statuses; DLB_E_INVAL for unknown

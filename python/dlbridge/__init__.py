@@ -31,8 +31,10 @@ from ._dlbridge import (
     empty,
     from_dlpack,
     full,
+    load_npy,
     pin,
     prefetch,
+    runtimes,
     synchronize,
     zeros,
 )
@@ -82,8 +84,10 @@ __all__ = [
     "from_dlpack",
     "full",
     "get_include",
+    "load_npy",
     "pin",
     "prefetch",
+    "runtimes",
     "synchronize",
     "zeros",
 ]

@@ -1,6 +1,7 @@
 import enum
+import os
 import sys
-from typing import Any, Dict, Iterator, Literal, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, Literal, Optional, Sequence, Tuple, Union
 
 DLPACK_MAJOR_VERSION: int
 DLPACK_MINOR_VERSION: int
@@ -124,3 +125,10 @@ def prefetch(t: Any, /, device: _Device, stream: Optional[int] = None) -> None: 
 def advise(t: Any, /, advice: _Advice, device: Optional[_Device] = None) -> None: ...
 def synchronize(x: Any, /) -> None: ...
 def get_include() -> str: ...
+def load_npy(
+    path: Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"],
+    /,
+    mmap: bool = True,
+    pin: Union[bool, Literal["cuda_host", "rocm_host"]] = False,
+) -> Tensor: ...
+def runtimes() -> List[Dict[str, Any]]: ...

@@ -372,14 +372,17 @@ dlb_status dlb_tensor_map_npy(const char *path, unsigned flags,
   }
   int64_t strides[DLB_MAX_NDIM];
   int64_t numel = h.data_bytes / (h.dtype.bits / 8u);
+  /* data is the first element, not the mapping's start: the header is no
+   * part of the tensor, and pinning registers only the elements, so every
+   * consumer that classifies data finds it pinned. */
   DLTensor desc = {
-      .data = m->base,
+      .data = (char *)m->base + h.data_offset,
       .device = {kDLCPU, 0},
       .ndim = h.ndim,
       .dtype = h.dtype,
       .shape = h.shape,
       .strides = NULL,
-      .byte_offset = h.data_offset,
+      .byte_offset = 0,
   };
   /* Without elements NULL strides let dlb_tensor_wrap pick safe ones. */
   if (h.fortran_order && numel > 0) {
