@@ -14,7 +14,7 @@ WERROR  ?= $(if $(CI),true,false)
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
 .PHONY: all deps deps-c build demo check test-c test-cli test-install test-asan \
-        test-python test-python-asan python bench clean
+        test-python test-python-asan test-wheel python bench clean
 
 all: build
 
@@ -76,7 +76,13 @@ python: deps
 test-python: python
 	$(VPY) -m pytest -q tests/python
 
-check: test-c test-cli test-install test-asan test-python test-python-asan
+# Builds the wheel as `pip wheel .` does, installs it into a fresh virtual
+# environment and runs part of the Python tests and the command there.
+test-wheel: python
+	tests/install/test_wheel.sh $(VPY)
+
+check: test-c test-cli test-install test-asan test-python test-python-asan \
+       test-wheel
 
 # Every benchmark in one run (bench/run_bench.py): copy bandwidth against
 # memcpy, NumPy and PyTorch; exchange cost through the module; the C-level
