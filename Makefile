@@ -30,8 +30,10 @@ $(BUILD)/build.ninja: | deps-c
 build: deps-c $(BUILD)/build.ninja
 	$(NINJA) -C $(BUILD)
 
-demo: build
+# The C tour, then the Python one with the module installed into .venv.
+demo: build python
 	$(BUILD)/examples/demo
+	$(VPY) examples/tour.py
 
 test-c: build
 	$(BUILD)/tests/c/dlb_tests

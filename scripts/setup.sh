@@ -20,6 +20,9 @@ have cc || need_debs="$need_debs build-essential"
 have c++ || need_debs="$need_debs g++"
 have pkg-config || need_debs="$need_debs pkg-config"
 have git || need_debs="$need_debs git"
+# The install test builds a CMake project against the installed library.
+have cmake || need_debs="$need_debs cmake"
+have readelf || need_debs="$need_debs binutils"
 have "$python" || need_debs="$need_debs python3"
 if have "$python"; then
   "$python" -c 'import venv, ensurepip' 2>/dev/null || need_debs="$need_debs python3-venv"
