@@ -14,7 +14,7 @@ WERROR  ?= $(if $(CI),true,false)
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
 .PHONY: all deps deps-c build demo check test-c test-cli test-install test-asan \
-        test-python test-python-asan test-wheel python bench clean
+        test-python test-python-asan test-wheel test-docs docs python bench clean
 
 all: build
 
@@ -83,8 +83,18 @@ test-python: python
 test-wheel: python
 	tests/install/test_wheel.sh $(VPY)
 
+# The C API reference from the header comments (Doxygen; any warning
+# fails): $(BUILD)/docs/html/index.html.
+docs: build
+	tests/docs/check_docs.py --build $(BUILD) --python $(VPY) --reference-only
+
+# The reference as above, every C and Python block of README.md and docs/
+# compiled and run, every public Python name in docs/python.md.
+test-docs: build python
+	tests/docs/check_docs.py --build $(BUILD) --python $(VPY)
+
 check: test-c test-cli test-install test-asan test-python test-python-asan \
-       test-wheel
+       test-wheel test-docs
 
 # Every benchmark in one run (bench/run_bench.py): copy bandwidth against
 # memcpy, NumPy and PyTorch; exchange cost through the module; the C-level

@@ -23,6 +23,8 @@ have git || need_debs="$need_debs git"
 # The install test builds a CMake project against the installed library.
 have cmake || need_debs="$need_debs cmake"
 have readelf || need_debs="$need_debs binutils"
+# The C API reference (make docs, make check).
+have doxygen || need_debs="$need_debs doxygen"
 have "$python" || need_debs="$need_debs python3"
 if have "$python"; then
   "$python" -c 'import venv, ensurepip' 2>/dev/null || need_debs="$need_debs python3-venv"

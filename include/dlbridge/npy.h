@@ -30,8 +30,8 @@ typedef struct dlb_npy_header {
   int fortran_order;      /* 1 for column-major data, 0 for row-major */
   char descr[8];          /* the dtype as the file spells it, e.g. "<f4" */
   DLDataType dtype;       /* the same as a DLPack dtype */
-  int32_t ndim;
-  int64_t shape[DLB_MAX_NDIM];
+  int32_t ndim;           /* the number of dimensions */
+  int64_t shape[DLB_MAX_NDIM]; /* the extents; ndim of them are set */
 } dlb_npy_header;
 
 /*
