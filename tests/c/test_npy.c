@@ -311,3 +311,26 @@ DLB_TEST(npy_pin_without_runtime) {
                DLB_E_NO_RUNTIME);
   CHECK(t == NULL);
 }
+
+static dlb_status body_map(void *ctx) {
+  const char *path = ctx;
+  DLManagedTensorVersioned *t = (DLManagedTensorVersioned *)(uintptr_t)1;
+  dlb_status s = dlb_tensor_map_npy(path, 0, &t);
+  if (s != DLB_OK) {
+    CHECK(t == (DLManagedTensorVersioned *)(uintptr_t)1);
+    return s;
+  }
+  CHECK(((const float *)t->dl_tensor.data)[5] == 5.0f);
+  dlb_tensor_release(t);
+  return s;
+}
+
+/* Every allocation failing in turn: DLB_E_NOMEM, nothing left mapped or
+ * allocated (the mapping's bookkeeping, then the tensor's). */
+DLB_TEST(npy_map_out_of_memory) {
+  char path[128];
+  snprintf(path, sizeof path, "%s", write_npy("o.npy", 1,
+           "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3)}", 0, six,
+           sizeof six));
+  CHECK_EQ_INT(dlb_test_oom_loop(body_map, path), 3);
+}
