@@ -32,6 +32,8 @@ if have "$python"; then
   [ -f "$inc/Python.h" ] || need_debs="$need_debs python3-dev"
 fi
 if [ "$what" = bench ]; then have valgrind || need_debs="$need_debs valgrind"; fi
+# The two-rank mpi4py test runs on Debian's Open MPI.
+if [ "$what" != c ]; then have mpirun || need_debs="$need_debs openmpi-bin libopenmpi-dev"; fi
 
 if [ -n "$need_debs" ]; then
   if [ "$(id -u)" = 0 ] && have apt-get; then
@@ -59,6 +61,8 @@ if [ ! -f "$stamp" ] || [ "$root/scripts/setup.sh" -nt "$stamp" ]; then
   if [ "$what" != c ]; then
     # torch is pinned: 2.13.0's CPU build is what the tests are written for.
     pip_install meson-python 'numpy>=2,<3' pytest 'torch==2.13.0'
+    # mpi4py's binary wheel finds Debian's Open MPI at run time.
+    pip_install --only-binary=mpi4py 'mpi4py==4.1.2'
   fi
   touch "$stamp"
 fi
