@@ -6,7 +6,7 @@ place, with no copy on the host side. Run:
 
 Rank 0 sends a 3 x 4 float32 tensor and receives it back doubled; rank 1
 receives into a tensor it allocated, doubles it through NumPy (sharing the
-memory) and sends it back. Each rank prints one line.
+memory) and sends it back. Rank 0 prints a line for each rank.
 """
 
 import numpy as np
@@ -26,11 +26,12 @@ if rank == 0:
     # MPI writes straight into the tensor's memory.
     assert MPI.buffer(back).address == np.from_dlpack(back).ctypes.data
     comm.Recv(back, source=1, tag=2)
-    print(f"rank 0: sent {t.shape}, got back {back.tolist()[2]}")
+    lines = comm.gather(f"rank 0: sent {t.shape}, got back {back.tolist()[2]}")
+    print("\n".join(lines))
 else:
     r = dlbridge.zeros((3, 4), "float32")
     comm.Recv(r, source=0, tag=1)
     first = r.tolist()[0]
     np.from_dlpack(r).__imul__(2)   # in place, in r's memory
     comm.Send(r, dest=0, tag=2)
-    print(f"rank 1: received {first}, doubled and sent back")
+    comm.gather(f"rank 1: received {first}, doubled and sent back")
