@@ -180,17 +180,19 @@ static int select_kinds(const char *list, cli_kind *kinds, int *n) {
 
 static void text_report(const cli_kind *kinds, int n, const result *kr,
                         const result *cr, int passed, int total) {
-  printf("%-16s %-6s\n", "kind", "alloc, classify, view");
+  printf("%-16s %s\n", "kind", "alloc, classify, view");
   for (int i = 0; i < n; i++)
     printf("%-16s %s\n", kinds[i].label, kr[i].ok ? "ok" : "FAIL");
   printf("\ncopies of a strided view (rows: from, columns: to)\n%-16s",
          "");
-  for (int b = 0; b < n; b++) printf(" %-15s", kinds[b].label);
+  /* The last column is not padded: no line ends in spaces. */
+  for (int b = 0; b < n; b++)
+    printf(" %-*s", b + 1 < n ? 15 : 0, kinds[b].label);
   printf("\n");
   for (int a = 0; a < n; a++) {
     printf("%-16s", kinds[a].label);
     for (int b = 0; b < n; b++)
-      printf(" %-15s", cr[a * n + b].ok ? "ok" : "FAIL");
+      printf(" %-*s", b + 1 < n ? 15 : 0, cr[a * n + b].ok ? "ok" : "FAIL");
     printf("\n");
   }
   for (int i = 0; i < n; i++)
