@@ -14,8 +14,8 @@ WERROR  ?= $(if $(CI),true,false)
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
 .PHONY: all deps deps-c build demo check test-c test-cli test-install test-asan \
-        test-python test-python-asan python bench clean test-fuzz-replay fuzz \
-        test-tsan test-valgrind coverage
+        test-python test-python-asan test-wheel test-docs docs python bench \
+        clean test-fuzz-replay fuzz test-tsan test-valgrind coverage
 
 all: build
 
@@ -31,8 +31,10 @@ $(BUILD)/build.ninja: | deps-c
 build: deps-c $(BUILD)/build.ninja
 	$(NINJA) -C $(BUILD)
 
-demo: build
+# The C tour, then the Python one with the module installed into .venv.
+demo: build python
 	$(BUILD)/examples/demo
+	$(VPY) examples/tour.py
 
 test-c: build
 	$(BUILD)/tests/c/dlb_tests
@@ -77,8 +79,23 @@ python: deps
 test-python: python
 	$(VPY) -m pytest -q tests/python
 
+# Builds the wheel as `pip wheel .` does, installs it into a fresh virtual
+# environment and runs part of the Python tests and the command there.
+test-wheel: python
+	tests/install/test_wheel.sh $(VPY)
+
+# The C API reference from the header comments (Doxygen; any warning
+# fails): $(BUILD)/docs/html/index.html.
+docs: build
+	tests/docs/check_docs.py --build $(BUILD) --python $(VPY) --reference-only
+
+# The reference as above, every C and Python block of README.md and docs/
+# compiled and run, every public Python name in docs/python.md.
+test-docs: build python
+	tests/docs/check_docs.py --build $(BUILD) --python $(VPY)
+
 check: test-c test-cli test-install test-asan test-python test-python-asan \
-       test-fuzz-replay test-tsan test-valgrind
+       test-wheel test-docs test-fuzz-replay test-tsan test-valgrind
 
 # Every benchmark in one run (bench/run_bench.py): copy bandwidth against
 # memcpy, NumPy and PyTorch; exchange cost through the module; the C-level

@@ -29,5 +29,6 @@
 #include "dlbridge/copy.h"
 #include "dlbridge/gpu.h"
 #include "dlbridge/share.h"
+#include "dlbridge/npy.h"
 
 #endif /* DLBRIDGE_H */

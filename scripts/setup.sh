@@ -3,8 +3,9 @@
 #   scripts/setup.sh [c|python|bench|fuzz|tools]   (default: python)
 # c:      the C toolchain (Debian packages, installed with apt-get when run as
 #         root; otherwise it says which are missing) and meson + ninja.
-# python: c, plus a virtual environment .venv with meson-python, NumPy,
-#         PyTorch (CPU) and pytest from PyPI.
+# python: c, plus Open MPI and a virtual environment .venv with
+#         meson-python, NumPy, PyTorch (CPU), pytest, Hypothesis and mpi4py
+#         from PyPI.
 # bench:  python, plus valgrind for instruction counts.
 # fuzz:   c, plus clang and its libFuzzer runtime (make fuzz).
 # tools:  python, plus valgrind and gcovr (make test-valgrind, make coverage).
@@ -22,6 +23,11 @@ have cc || need_debs="$need_debs build-essential"
 have c++ || need_debs="$need_debs g++"
 have pkg-config || need_debs="$need_debs pkg-config"
 have git || need_debs="$need_debs git"
+# The install test builds a CMake project against the installed library.
+have cmake || need_debs="$need_debs cmake"
+have readelf || need_debs="$need_debs binutils"
+# The C API reference (make docs, make check).
+have doxygen || need_debs="$need_debs doxygen"
 have "$python" || need_debs="$need_debs python3"
 if have "$python"; then
   "$python" -c 'import venv, ensurepip' 2>/dev/null || need_debs="$need_debs python3-venv"
@@ -38,6 +44,10 @@ if [ "$what" = fuzz ]; then
        >/dev/null 2>&1; then
     need_debs="$need_debs libclang-rt-14-dev"
   fi
+fi
+# The two-rank mpi4py test runs on Debian's Open MPI.
+if [ "$what" = python ]; then
+  have mpirun || need_debs="$need_debs openmpi-bin libopenmpi-dev"
 fi
 
 if [ -n "$need_debs" ]; then
@@ -66,6 +76,8 @@ if [ ! -f "$stamp" ] || [ "$root/scripts/setup.sh" -nt "$stamp" ]; then
   if [ "$what" != c ] && [ "$what" != fuzz ]; then
     # torch is pinned: 2.13.0's CPU build is what the tests are written for.
     pip_install meson-python 'numpy>=2,<3' pytest 'torch==2.13.0' 'hypothesis>=6,<7'
+    # mpi4py's binary wheel finds Debian's Open MPI at run time.
+    pip_install --only-binary=mpi4py 'mpi4py==4.1.2'
   fi
   touch "$stamp"
 fi

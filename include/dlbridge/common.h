@@ -9,11 +9,9 @@
 #include <stdint.h>
 
 #include "../dlpack/dlpack.h"
+/* Written by the build (see version.h.in); the installed headers hold it. */
+#include "dlbridge/version.h"
 
-/* The library's version. The soname changes with the major version. */
-#define DLB_VERSION_MAJOR 0
-#define DLB_VERSION_MINOR 1
-#define DLB_VERSION_PATCH 0
 #define DLB_VERSION_NUMBER \
   (DLB_VERSION_MAJOR * 10000 + DLB_VERSION_MINOR * 100 + DLB_VERSION_PATCH)
 

@@ -63,6 +63,31 @@ DLB_API dlb_status dlb_runtime_version(dlb_runtime runtime, int *out);
  * string), or NULL when it is not loaded or not usable. */
 DLB_API const char *dlb_runtime_library(dlb_runtime runtime);
 
+/* Longest GPU name dlb_gpu_get_info() stores, with its terminating NUL. */
+#define DLB_GPU_NAME_MAX 256
+
+/* What a runtime says about one GPU. Each capability is 1 (yes), 0 (no) or
+ * -1 (the runtime could not say). */
+typedef struct dlb_gpu_info {
+  char name[DLB_GPU_NAME_MAX]; /* the runtime's name for the GPU */
+  uint64_t total_memory;       /* bytes of device memory */
+  int managed_memory;          /* can allocate managed memory */
+  int concurrent_managed;      /* GPU and CPU may use managed memory at once */
+  int host_register;           /* can pin ordinary host memory in place */
+  /* can hand memory to other processes (cuIpcGetMemHandle,
+   * hipIpcGetMemHandle), which needs unified addressing */
+  int ipc;
+} dlb_gpu_info;
+
+/*
+ * Stores what the runtime says about the GPU device (cuda:N or rocm:N) in
+ * *out (written only on success). DLB_E_INVAL for NULL out, DLB_E_DEVICE
+ * for another kind of device, the runtime's load status when it is
+ * missing, DLB_E_NO_DEVICE for an ordinal it does not have, DLB_E_RUNTIME
+ * when the name or memory query fails. Creates no GPU context.
+ */
+DLB_API dlb_status dlb_gpu_get_info(DLDevice device, dlb_gpu_info *out);
+
 /*
  * Tells which kind of memory ptr points into, asking each runtime that is
  * usable: cuda:N, cuda_host (allocated pinned or registered), cuda_managed,

@@ -28,9 +28,9 @@ DLB_BEGIN_DECLS
  * negative (counted from the end) and are clamped; DLB_SLICE_DEFAULT picks
  * the natural end for the step's sign; step != 0 and may be negative. */
 typedef struct dlb_slice {
-  int64_t start;
-  int64_t stop;
-  int64_t step;
+  int64_t start; /* first index, or DLB_SLICE_DEFAULT */
+  int64_t stop;  /* index past the last, or DLB_SLICE_DEFAULT */
+  int64_t step;  /* distance between indices, not 0 */
 } dlb_slice;
 
 /* Slices the first nslices dimensions (nslices <= ndim; the rest are kept

@@ -37,8 +37,10 @@ from ._dlbridge import (
     empty,
     from_dlpack,
     full,
+    load_npy,
     pin,
     prefetch,
+    runtimes,
     share_export,
     share_import,
     synchronize,
@@ -46,7 +48,8 @@ from ._dlbridge import (
 )
 from ._sharing import get_sharing_pin, set_sharing_pin
 
-__version__ = "0.1.0"
+# The core's version, which the build takes from meson.build.
+from ._dlbridge import core_version as __version__  # noqa: E402
 
 
 class DLDeviceType(_enum.IntEnum):
@@ -91,8 +94,10 @@ __all__ = [
     "full",
     "get_include",
     "get_sharing_pin",
+    "load_npy",
     "pin",
     "prefetch",
+    "runtimes",
     "set_sharing_pin",
     "share_export",
     "share_import",

@@ -1,6 +1,7 @@
 import enum
+import os
 import sys
-from typing import Any, Dict, Iterator, Literal, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, Literal, Optional, Sequence, Tuple, Union
 
 DLPACK_MAJOR_VERSION: int
 DLPACK_MINOR_VERSION: int
@@ -149,3 +150,10 @@ def share_export(t: Tensor, /) -> Tuple[bytes, int]: ...
 def share_import(handle: Any, fd: int, /, *, pin: Optional[_HostKind] = None) -> Tensor: ...
 def set_sharing_pin(kind: Optional[_HostKind]) -> Optional[_HostKind]: ...
 def get_sharing_pin() -> Optional[_HostKind]: ...
+def load_npy(
+    path: Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"],
+    /,
+    mmap: bool = True,
+    pin: Union[bool, Literal["cuda_host", "rocm_host"]] = False,
+) -> Tensor: ...
+def runtimes() -> List[Dict[str, Any]]: ...

@@ -417,6 +417,11 @@ int dlbpy_exchange_publish(PyTypeObject *type);
 /* Adds the _C_API capsule to module. */
 int dlbpy_capi_add(PyObject *module);
 
+/* files.c: load_npy() and runtimes(). */
+PyObject *dlbpy_load_npy(PyObject *module, PyObject *const *args,
+                         Py_ssize_t nargsf, PyObject *kwnames);
+PyObject *dlbpy_runtimes(PyObject *module, PyObject *unused);
+
 PyObject *dlbpy_empty(PyObject *module, PyObject *const *args,
                       Py_ssize_t nargsf, PyObject *kwnames);
 PyObject *dlbpy_zeros(PyObject *module, PyObject *const *args,

@@ -201,6 +201,25 @@ static PyMethodDef dlbpy_module_methods[] = {
      "_rebuild(data, dtype, shape, flags, /)\n--\n\n"
      "A pickled tensor from its data (any buffer of the compact "
      "elements), sharing the buffer when it can."},
+    {"load_npy", (PyCFunction)(void (*)(void))dlbpy_load_npy,
+     METH_FASTCALL | METH_KEYWORDS,
+     "load_npy(path, /, mmap=True, pin=False)\n--\n\n"
+     "Returns the array in the .npy file at path (format 1.0, 2.0 or 3.0, "
+     "C or Fortran order, bool, int, uint, float or complex in the "
+     "machine's byte order). mmap=True maps the file: a read-only tensor "
+     "without a copy, which keeps the mapping; mmap=False reads it into a "
+     "new writable tensor. pin=True (or 'cuda_host', 'rocm_host') pins the "
+     "memory for GPU access. OSError when the file cannot be opened, "
+     "ValueError naming the field for a header dlbridge refuses, "
+     "RuntimeError when pinning finds no runtime."},
+    {"runtimes", dlbpy_runtimes, METH_NOARGS,
+     "runtimes()\n--\n\n"
+     "Returns what the GPU runtimes report: a list of one dict per runtime "
+     "('cuda', 'rocm') with 'available', 'status', 'error' (why not, or "
+     "None), 'version', 'library' and 'devices', a list of dicts with "
+     "'device', 'name', 'total_memory' and the capabilities "
+     "'managed_memory', 'concurrent_managed', 'host_register' and 'ipc' "
+     "(True, False, or None when the runtime cannot say)."},
     {NULL, NULL, 0, NULL},
 };
 

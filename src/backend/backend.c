@@ -145,3 +145,22 @@ const char *dlb_runtime_library(dlb_runtime runtime) {
   const dlb__gpu *gpu = runtime_gpu(runtime);
   return gpu != NULL && gpu->ready() ? gpu->library() : NULL;
 }
+
+dlb_status dlb_gpu_get_info(DLDevice device, dlb_gpu_info *out) {
+  if (out == NULL)
+    return dlb__fail(DLB_E_INVAL, "dlb_gpu_get_info: out is NULL");
+  if (device.device_type != kDLCUDA && device.device_type != kDLROCM)
+    return dlb__fail(DLB_E_DEVICE, "dlb_gpu_get_info: device_type %d (%s) "
+                     "is not a GPU; must be cuda (%d) or rocm (%d)",
+                     (int)device.device_type,
+                     dlb__type_label(device.device_type), (int)kDLCUDA,
+                     (int)kDLROCM);
+  const dlb__gpu *gpu = dlb__gpu_for_type(device.device_type);
+  int ordinal = 0;
+  dlb_status s = dlb__gpu_device(gpu, device, &ordinal);
+  if (s != DLB_OK) return s;
+  dlb_gpu_info info;
+  s = gpu->info(ordinal, &info);
+  if (s == DLB_OK) *out = info;
+  return s;
+}

@@ -107,6 +107,8 @@ typedef struct dlb__gpu {
   dlb_status (*ipc_open)(int device, const uint8_t *handle, void **base);
   void (*ipc_close)(int device, void *base);
   dlb_status (*ipc_wait)(int device, const uint8_t *handle);
+  /* What the runtime says about the device; creates no context. */
+  dlb_status (*info)(int device, dlb_gpu_info *out);
 } dlb__gpu;
 
 #define DLB__IPC_HANDLE_BYTES 64

@@ -130,6 +130,7 @@ typedef struct dlb__cu_ipc_event_handle {
 #define DLB__CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING 41u
 #define DLB__CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY 83u
 #define DLB__CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS 89u
+#define DLB__CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED 99u
 
 #define DLB__CU_MEMHOSTALLOC_PORTABLE 0x1u
 #define DLB__CU_MEMHOSTALLOC_DEVICEMAP 0x2u
@@ -167,6 +168,10 @@ typedef struct dlb__cu_ipc_event_handle {
     (dlb__cu_result error, const char **str))                                 \
   X(cuDeviceGet, cuDeviceGet, 2000, (dlb__cu_device *device, int ordinal))    \
   X(cuDeviceGetCount, cuDeviceGetCount, 2000, (int *count))                   \
+  X(cuDeviceGetName, cuDeviceGetName, 2000,                                   \
+    (char *name, int len, dlb__cu_device device))                             \
+  X(cuDeviceTotalMem_v2, cuDeviceTotalMem, 3020,                              \
+    (size_t *bytes, dlb__cu_device device))                                   \
   X(cuDeviceGetAttribute, cuDeviceGetAttribute, 2000,                         \
     (int *value, dlb__cu_enum attrib, dlb__cu_device device))                 \
   X(cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain, 7000,                 \

@@ -55,6 +55,8 @@ dlb_status dlb__cuda_ipc_event(int device, uint8_t *handle);
 dlb_status dlb__cuda_ipc_open(int device, const uint8_t *handle, void **base);
 void dlb__cuda_ipc_close(int device, void *base);
 dlb_status dlb__cuda_ipc_wait(int device, const uint8_t *handle);
+/* In cuda_info.c. */
+dlb_status dlb__cuda_info(int device, dlb_gpu_info *out);
 
 /* Stores device's attribute attr in *out; name spells attr for the
  * failure message. */

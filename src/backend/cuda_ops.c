@@ -26,4 +26,5 @@ const dlb__gpu dlb__cuda = {
     .ipc_open = dlb__cuda_ipc_open,
     .ipc_close = dlb__cuda_ipc_close,
     .ipc_wait = dlb__cuda_ipc_wait,
+    .info = dlb__cuda_info,
 };

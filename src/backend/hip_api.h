@@ -91,7 +91,11 @@ typedef struct dlb__hip_memcpy3d {
 #define DLB__HIP_IPC_LAZY_PEER_ACCESS_5 0u
 #define DLB__HIP_IPC_LAZY_PEER_ACCESS_6 1u
 #define DLB__HIP_STREAM_NON_BLOCKING 0x1u
+#define DLB__HIP_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS 9
+#define DLB__HIP_ATTRIBUTE_MANAGED_MEMORY 24
 #define DLB__HIP_ATTRIBUTE_MAX_PITCH 58
+#define DLB__HIP_ATTRIBUTE_UNIFIED_ADDRESSING 85
+#define DLB__HIP_ATTRIBUTE_HOST_REGISTER_SUPPORTED 90
 #define DLB__HIP_STREAM_PER_THREAD ((dlb__hip_stream)0x2)
 
 /*
@@ -110,6 +114,8 @@ typedef struct dlb__hip_memcpy3d {
   X(hipDeviceGetAttribute, dlb__hip_error,                                    \
     (int *value, int attribute, int device))                                  \
   X(hipDeviceSynchronize, dlb__hip_error, (void))                             \
+  X(hipDeviceGetName, dlb__hip_error, (char *name, int len, int device))      \
+  X(hipDeviceTotalMem, dlb__hip_error, (size_t *bytes, int device))           \
   X(hipMalloc, dlb__hip_error, (void **ptr, size_t size))                     \
   X(hipFree, dlb__hip_error, (void *ptr))                                     \
   X(hipHostMalloc, dlb__hip_error,                                            \

@@ -45,6 +45,8 @@ dlb_status dlb__hip_ipc_event(int device, uint8_t *handle);
 dlb_status dlb__hip_ipc_open(int device, const uint8_t *handle, void **base);
 void dlb__hip_ipc_close(int device, void *base);
 dlb_status dlb__hip_ipc_wait(int device, const uint8_t *handle);
+/* In hip_info.c. */
+dlb_status dlb__hip_info(int device, dlb_gpu_info *out);
 
 /* Records "<what>: hipErrorName (code): description" and returns
  * DLB_E_NOMEM, DLB_E_UNSUPPORTED or DLB_E_RUNTIME as for CUDA. */

@@ -26,4 +26,5 @@ const dlb__gpu dlb__hip = {
     .ipc_open = dlb__hip_ipc_open,
     .ipc_close = dlb__hip_ipc_close,
     .ipc_wait = dlb__hip_ipc_wait,
+    .info = dlb__hip_info,
 };

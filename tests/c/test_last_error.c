@@ -314,6 +314,32 @@ static void pin_pinned_already(DLDeviceType host_type, void *heap) {
   dlb_tensor_release(t);
 }
 
+/* A .npy file of four float32 values: its header and a mapping of it. */
+static void npy_files(void) {
+  char path[] = "/tmp/dlb_last_error_XXXXXX";
+  int fd = mkstemp(path);
+  CHECK(fd >= 0);
+  static const char dict[] = "{'descr':'<f4','fortran_order':False,"
+                             "'shape':(4,)}";
+  char head[64];
+  memset(head, ' ', sizeof head);
+  memcpy(head, "\x93NUMPY\x01\x00\x36\x00", 10);
+  memcpy(head + 10, dict, sizeof dict - 1);
+  head[63] = '\n';
+  float data[4] = {1, 2, 3, 4};
+  CHECK(write(fd, head, sizeof head) == (ssize_t)sizeof head);
+  CHECK(write(fd, data, sizeof data) == (ssize_t)sizeof data);
+  close(fd);
+  dlb_npy_header h;
+  KEEPS_OK(dlb_npy_read_header(path, &h));
+  CHECK_EQ_INT(h.ndim, 1);
+  DLManagedTensorVersioned *t = NULL;
+  KEEPS_OK(dlb_tensor_map_npy(path, 0, &t));
+  CHECK(((const float *)t->dl_tensor.data)[3] == 4.0f);
+  dlb_tensor_release(t);
+  unlink(path);
+}
+
 /* Shared host memory, through a handle and through a socket; pinned on
  * import when pin_flag is not 0 (a runtime must be loaded). */
 static void sharing(uint64_t pin_flag) {
@@ -349,6 +375,8 @@ static void cuda_functions(void) {
   KEEPS_OK(dlb_runtime_device_count(DLB_RUNTIME_CUDA, &v));
   KEEPS_OK(dlb_runtime_version(DLB_RUNTIME_CUDA, &v));
   KEEPS(dlb_runtime_library(DLB_RUNTIME_CUDA) != NULL);
+  dlb_gpu_info info;
+  KEEPS_OK(dlb_gpu_get_info((DLDevice){kDLCUDA, 0}, &info));
   KEEPS_OK(dlb_stream_from_dlpack(kDLCUDA, DLB_STREAM_NONE, &stream, &sync));
 
   int64_t n[1] = {256};
@@ -453,6 +481,7 @@ DLB_TEST(every_public_function_keeps_the_message_on_success) {
   tensors_and_views();
   cpu_copies();
   sharing(0);
+  npy_files();
   cuda_functions();
   hip_functions();
   static char names[256][64];

@@ -1,16 +1,25 @@
 #!/bin/sh
-# test_cli.sh BUILD_DIR -- checks the dlbridge command-line tool's answers.
+# test_cli.sh BUILD_DIR -- checks the dlbridge command-line tool's answers,
+# its JSON, its exit codes, and `dlbridge check` without a GPU runtime and
+# against the emulated CUDA driver and HIP runtime (tests/emu).
 set -u
-tool="$1/tools/dlbridge"
+build=$(cd "$1" && pwd)
+tool="$build/tools/dlbridge"
+emu="$build/tests/emu"
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
 pass=0
 fail=0
 # $with: NAME=VALUE words added to the tool's environment.
 with=
+run_tool() {
+  # shellcheck disable=SC2086
+  env -u DLBRIDGE_CUDA_LIBRARY -u DLBRIDGE_HIP_LIBRARY $with "$tool" "$@"
+}
 expect() { # expect NAME EXIT_CODE PATTERN -- ARGS...
   name=$1 code=$2 pattern=$3
   shift 4
-  # shellcheck disable=SC2086
-  out=$(env -u DLBRIDGE_CUDA_LIBRARY -u DLBRIDGE_HIP_LIBRARY $with "$tool" "$@" 2>&1)
+  out=$(run_tool "$@" 2>&1)
   rc=$?
   if [ "$rc" -eq "$code" ] && printf '%s\n' "$out" | grep -Eq -- "$pattern"; then
     pass=$((pass + 1))
@@ -19,31 +28,114 @@ expect() { # expect NAME EXIT_CODE PATTERN -- ARGS...
     printf 'FAIL %s: exit %s (wanted %s), output:\n%s\n' "$name" "$rc" "$code" "$out"
   fi
 }
+# expect_json NAME EXIT_CODE PYTHON_EXPR -- ARGS...: stdout parses as JSON
+# (python3 -m json.tool) and PYTHON_EXPR, about the parsed value j, holds.
+expect_json() {
+  name=$1 code=$2 cond=$3
+  shift 4
+  run_tool "$@" >"$scratch/out.json" 2>"$scratch/err"
+  rc=$?
+  if [ "$rc" -eq "$code" ] &&
+     python3 -m json.tool "$scratch/out.json" >/dev/null 2>"$scratch/jerr" &&
+     python3 -c "import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if ($cond) else 1)" "$scratch/out.json"; then
+    pass=$((pass + 1))
+  else
+    fail=$((fail + 1))
+    printf 'FAIL %s: exit %s (wanted %s), condition %s, output:\n' "$name" "$rc" "$code" "$cond"
+    cat "$scratch/out.json" "$scratch/err" "$scratch/jerr"
+  fi
+}
+
 expect version 0 '^[0-9]+\.[0-9]+\.[0-9]+$' -- version
+expect version-flag 0 '^[0-9]+\.[0-9]+\.[0-9]+$' -- --version
+expect_json version-json 0 'j["version"].count(".") == 2 and j["dlpack"] == "1.3"' -- version --json
 expect info 0 'DLPack 1\.3' -- info
 # Where a driver is installed the default search finds it; elsewhere the
 # line names the files it tried.
 expect info-cuda-default 0 'cuda +(DLB_E_NO_RUNTIME: .*libcuda\.so\.1|[0-9]+ device\(s\), version [0-9]+, from )' -- info
 expect info-rocm-default 0 'rocm +(DLB_E_NO_RUNTIME: .*libamdhip64\.so|[0-9]+ device\(s\), version [0-9]+, from )' -- info
+expect info-kinds-cpu 0 '^kinds +cpu' -- info
 with="DLBRIDGE_CUDA_LIBRARY=/nonexistent/libcuda.so.1 DLBRIDGE_HIP_LIBRARY=/nonexistent/libamdhip64.so.6"
 expect info-cuda-missing 0 'cuda +DLB_E_NO_RUNTIME: .*DLBRIDGE_CUDA_LIBRARY.*/nonexistent/libcuda\.so\.1' -- info
 expect info-rocm-missing 0 'rocm +DLB_E_NO_RUNTIME: .*DLBRIDGE_HIP_LIBRARY.*/nonexistent/libamdhip64\.so\.6' -- info
+expect info-only-cpu 0 '^kinds +cpu$' -- info
+expect_json info-json-missing 0 'j["runtimes"][0]["status"] == "DLB_E_NO_RUNTIME" and "/nonexistent/libcuda.so.1" in j["runtimes"][0]["error"] and j["runtimes"][0]["devices"] == [] and j["kinds"] == ["cpu"]' -- info --json
+expect check-cpu 0 '^2 of 2 checks passed$' -- check
+expect check-cpu-table 0 '^cpu +ok$' -- check
+expect_json check-cpu-json 0 'j["passed"] and j["checks"] == 2 and j["copies"] == [{"from": "cpu", "to": "cpu", "ok": True, "error": None}]' -- check --json
+
+# Against the emulated runtimes: every GPU, its properties, every kind.
+with="DLBRIDGE_CUDA_LIBRARY=$emu/libcuda.so.1 DLBRIDGE_HIP_LIBRARY=$emu/libamdhip64.so.6 EMU_CUDA_DEVICE_MEMORY=2147483648 EMU_CUDA_CONCURRENT_MANAGED=0"
+expect info-emu-cuda 0 '^  cuda:1  Emulated CUDA GPU 1, 2\.0 GiB; managed memory yes \(concurrent no\), host registration yes, IPC yes$' -- info
+expect info-emu-rocm 0 '^  rocm:0  Emulated HIP GPU 0, 1\.0 GiB; managed memory yes \(concurrent no\), host registration unknown, IPC yes$' -- info
+expect info-emu-kinds 0 '^kinds +cpu cuda:0 cuda:1 cuda_host cuda_managed cuda_host\(reg\) rocm:0 rocm:1 rocm_host rocm_host\(reg\)$' -- info
+expect_json info-emu-json 0 'j["runtimes"][0]["devices"][1] == {"device": "cuda:1", "name": "Emulated CUDA GPU 1", "total_memory": 2147483648, "managed_memory": True, "concurrent_managed": False, "host_register": True, "ipc": True} and j["runtimes"][1]["devices"][0]["host_register"] is None and len(j["kinds"]) == 10' -- info --json
+expect check-emu 0 '^110 of 110 checks passed$' -- check
+expect check-emu-table 0 '^rocm_host\(reg\) +(ok +){9}ok$' -- check
+expect_json check-emu-json 0 'j["passed"] and j["failures"] == 0 and len(j["copies"]) == 100 and {c["from"] for c in j["copies"]} == set(k["kind"] for k in j["kinds"])' -- check --json
+expect check-emu-some 0 '^6 of 6 checks passed$' -- check --kinds cuda:1,rocm_host
+expect check-bad-kind 2 "unknown or unusable kind 'cuda:7'; usable here: cpu cuda:0 cuda:1 cuda_host" -- check --kinds cpu,cuda:7
+# GPUs too small for the test tensors: allocation fails, the run fails.
+with="DLBRIDGE_CUDA_LIBRARY=$emu/libcuda.so.1 EMU_CUDA_DEVICE_MEMORY=16"
+expect check-emu-fails 1 '^FAIL cuda:0 -> cpu: allocate: .*cuMemAlloc' -- check
+expect_json check-emu-fails-json 1 'not j["passed"] and j["failures"] > 0 and any(c["to"] == "cuda:1" and not c["ok"] and "allocate" in c["error"] for c in j["copies"])' -- check --json
 with=
+
 expect dtype 0 'float32: code 2, bits 32, lanes 1.*itemsize 4' -- dtype float32
 expect dtype-subbyte 0 'float4_e2m1fn: code 17, bits 4.*sub-byte' -- dtype float4_e2m1fn
 expect dtype-bad 1 'bogus' -- dtype bogus
+expect_json dtype-json 0 'j == [{"name": "bfloat16", "code": 4, "bits": 16, "lanes": 1, "subbyte": False, "itemsize": 2}]' -- dtype --json bfloat16
 expect device 0 'cuda:1: device_type 2, device_id 1, device memory' -- device cuda:1
 expect device-host 0 'cuda_managed: device_type 13, device_id 0, host-type.*CPU-readable' -- device cuda_managed
 expect device-bad 1 'cuda_host' -- device cuda_host:1
 expect device-cpu 0 '^cpu: device_type 1, device_id 0, host-type.*, CPU-readable$' -- device cpu
 expect device-not-readable 0 '^cuda:1: .*, not CPU-readable$' -- device cuda:1
+expect_json device-json 0 'j == [{"name": "rocm:3", "device_type": 10, "device_id": 3, "host_type": False, "cpu_readable": False}]' -- device rocm:3 --json
 # A bad name fails the run but the other names are still described.
 expect dtype-mixed 1 '^int4: code 0, bits 4' -- dtype bogus int4
 expect device-mixed 1 '^rocm_host: device_type 11' -- device nope rocm_host
+
+# inspect: .npy headers as NumPy writes them, and a refused one.
+python3 - "$scratch" <<'PY'
+import struct, sys
+def npy(path, major, d, data):
+    head = 10 if major == 1 else 12
+    text = d.encode()
+    total = (head + len(text) + 1 + 63) // 64 * 64
+    text += b" " * (total - head - len(text) - 1) + b"\n"
+    size = struct.pack("<H" if major == 1 else "<I", len(text))
+    with open(path, "wb") as f:
+        f.write(b"\x93NUMPY" + bytes([major, 0]) + size + text + data)
+d = sys.argv[1]
+npy(d + "/c.npy", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", bytes(24))
+npy(d + "/f.npy", 3, "{'descr': '<c16', 'fortran_order': True, 'shape': (5,), }", bytes(80))
+npy(d + "/big.npy", 1, "{'descr': '>f8', 'fortran_order': False, 'shape': (1,), }", bytes(8))
+PY
+expect inspect 0 "c\.npy: dtype float32 \('<f4'\), shape \(2, 3\), order C, format 1\.0, data at byte 128 \(24 bytes\)$" -- inspect "$scratch/c.npy"
+expect inspect-f 0 "f\.npy: dtype complex128 \('<c16'\), shape \(5,\), order F, format 3\.0, data at byte 128 \(80 bytes\)$" -- inspect "$scratch/f.npy"
+expect_json inspect-json 0 'j[0]["shape"] == [2, 3] and j[0]["order"] == "C" and j[0]["version"] == "1.0" and j[0]["data_offset"] == 128 and j[0]["dtype"] == "float32" and j[1]["order"] == "F" and j[1]["version"] == "3.0"' -- inspect --json "$scratch/c.npy" "$scratch/f.npy"
+expect inspect-big-endian 1 "big\.npy: .*'>f8', big-endian" -- inspect "$scratch/big.npy"
+expect inspect-missing 1 'nope\.npy: cannot open .*No such file' -- inspect "$scratch/nope.npy"
+expect inspect-no-file 2 'missing arguments' -- inspect
+
+# Every command answers --help; unknown options name the valid ones.
+for c in info check bench inspect dtype device version; do
+  expect "help-$c" 0 "^usage: dlbridge $c " -- "$c" --help
+  expect "help-word-$c" 0 "^usage: dlbridge $c " -- help "$c"
+  expect "bad-option-$c" 2 "dlbridge $c: unknown option '--frob'; valid options: .*--help" -- "$c" --frob
+done
+expect bad-option-lists 2 "valid options: --json --kinds --help" -- check --frob
+expect json-takes-no-value 2 '--json takes no value' -- info --json=yes
+expect bench-reps-bad 2 "--reps is 'x'" -- bench --reps x
+expect bench-reps-missing 2 '--reps needs a value' -- bench --reps
+expect info-extra 2 'too many arguments' -- info extra
 expect help 0 '^usage: dlbridge' -- --help
 expect help-word 0 '^  version ' -- help
 expect help-short 0 '^  dtype NAME' -- -h
-expect unknown-command 2 'unknown command' -- frobnicate
+expect help-exit-codes 0 'Exit status: 0 success, 1 failure, 2 bad command line' -- --help
+expect unknown-command 2 "unknown command 'frobnicate'; valid commands: info check bench inspect dtype device version" -- frobnicate
+expect unknown-help 2 "unknown command 'frob'" -- help frob
+expect unknown-global 2 "unknown option '--frob'" -- --frob
 expect no-command 2 'usage' --
 echo "cli: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -176,6 +176,26 @@ cures cuDeviceGet(dlb__cu_device *device, int ordinal) {
   RETURN(DLB__CUDA_SUCCESS);
 }
 
+cures cuDeviceGetName(char *name, int len, dlb__cu_device device) {
+  ENTER_QUIET("cuDeviceGetName");
+  NEED_INIT();
+  if (name == NULL || len <= 0) RETURN(DLB__CUDA_ERROR_INVALID_VALUE);
+  if (device < 0 || device >= emu_cfg.devices)
+    RETURN(DLB__CUDA_ERROR_INVALID_DEVICE);
+  snprintf(name, (size_t)len, "Emulated CUDA GPU %d", device);
+  RETURN(DLB__CUDA_SUCCESS);
+}
+
+cures cuDeviceTotalMem_v2(size_t *bytes, dlb__cu_device device) {
+  ENTER_QUIET("cuDeviceTotalMem_v2");
+  NEED_INIT();
+  if (bytes == NULL) RETURN(DLB__CUDA_ERROR_INVALID_VALUE);
+  if (device < 0 || device >= emu_cfg.devices)
+    RETURN(DLB__CUDA_ERROR_INVALID_DEVICE);
+  *bytes = emu_cfg.device_memory;
+  RETURN(DLB__CUDA_SUCCESS);
+}
+
 cures cuDeviceGetAttribute(int *value, dlb__cu_enum attrib,
                            dlb__cu_device device) {
   ENTER("cuDeviceGetAttribute");

@@ -53,6 +53,7 @@
   X(cuMemAllocHost, 2000)                 \
   X(cuMemHostGetDevicePointer, 2020)      \
   X(cuDevicePrimaryCtxRelease, 7000)      \
-  X(cuIpcOpenMemHandle, 4010)
+  X(cuIpcOpenMemHandle, 4010)             \
+  X(cuDeviceTotalMem, 2000)
 
 #endif /* DLB_TESTS_EMU_CUDA_H */

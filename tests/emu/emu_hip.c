@@ -155,9 +155,41 @@ herr hipDeviceGetAttribute(int *value, int attribute, int device) {
   if (value == NULL) RETURN(DLB__HIP_ERROR_INVALID_VALUE);
   if (device < 0 || device >= emu_cfg.devices)
     RETURN(DLB__HIP_ERROR_INVALID_DEVICE);
-  if (attribute != DLB__HIP_ATTRIBUTE_MAX_PITCH)
-    RETURN(DLB__HIP_ERROR_INVALID_VALUE);
-  *value = emu_cfg.max_pitch;
+  switch (attribute) {
+    case DLB__HIP_ATTRIBUTE_MAX_PITCH:
+      *value = emu_cfg.max_pitch;
+      break;
+    case DLB__HIP_ATTRIBUTE_MANAGED_MEMORY:
+    case DLB__HIP_ATTRIBUTE_UNIFIED_ADDRESSING:
+      *value = 1;
+      break;
+    case DLB__HIP_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS:
+      *value = 0;
+      break;
+    default:
+      /* Like a ROCm that predates the attribute (HostRegisterSupported). */
+      RETURN(DLB__HIP_ERROR_INVALID_VALUE);
+  }
+  RETURN(DLB__HIP_SUCCESS);
+}
+
+herr hipDeviceGetName(char *name, int len, int device) {
+  ENTER_QUIET("hipDeviceGetName");
+  NEED_INIT();
+  if (name == NULL || len <= 0) RETURN(DLB__HIP_ERROR_INVALID_VALUE);
+  if (device < 0 || device >= emu_cfg.devices)
+    RETURN(DLB__HIP_ERROR_INVALID_DEVICE);
+  snprintf(name, (size_t)len, "Emulated HIP GPU %d", device);
+  RETURN(DLB__HIP_SUCCESS);
+}
+
+herr hipDeviceTotalMem(size_t *bytes, int device) {
+  ENTER_QUIET("hipDeviceTotalMem");
+  NEED_INIT();
+  if (bytes == NULL) RETURN(DLB__HIP_ERROR_INVALID_VALUE);
+  if (device < 0 || device >= emu_cfg.devices)
+    RETURN(DLB__HIP_ERROR_INVALID_DEVICE);
+  *bytes = emu_cfg.device_memory;
   RETURN(DLB__HIP_SUCCESS);
 }
 

@@ -459,7 +459,8 @@ int main(void) {
 EOF
 
 if step 30 "compile gpu_check.c" cc -std=c11 -D_GNU_SOURCE -O2 -Wall -o "$OUT/gpu_check" \
-     "$OUT/gpu_check.c" -I"$REPO/include" "$OUT/build/src/libdlbridge.a" \
+     "$OUT/gpu_check.c" -I"$REPO/include" -I"$OUT/build/include" \
+     "$OUT/build/src/libdlbridge.a" \
      -ldl -lpthread -lm; then
   step 60 "gpu_check (real driver)" bash -c "'$OUT/gpu_check' > '$OUT/gpu_check.txt' 2>&1"
   cat "$OUT/gpu_check.txt" >> "$LOG"

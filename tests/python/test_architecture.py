@@ -116,8 +116,7 @@ def test_every_folder_is_named():
 
 def test_every_command_of_the_cli_is_named():
     text = "".join(p.read_text() for p in (ROOT / "tools").glob("*.c"))
-    commands = set(re.findall(r'strcmp\(cmd, "([a-z][a-z-]*)"\)', text))
-    commands |= set(re.findall(r'\{\s*"([a-z][a-z-]*)",\s*cmd_', text))
+    commands = set(re.findall(r'const cli_cmd cli_\w+ = \{\s*"([a-z][a-z-]*)"', text))
     assert commands
     row = next(line for line in DOC.splitlines() if line.startswith("| `tools/` |"))
     for command in commands:

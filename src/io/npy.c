@@ -1,0 +1,412 @@
+/*
+ * npy.c -- .npy files: the header parser and the read-only mapping.
+ *
+ * The header is parsed from the mapping itself, so what is checked is what
+ * the tensor reads. Only the dictionary NumPy writes is accepted: the keys
+ * 'descr', 'fortran_order' and 'shape', once each, with a simple dtype
+ * string, a bool and a tuple of integers; anything else is refused rather
+ * than guessed at.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+/* Longest header dlbridge reads: NumPy's own reader stops at 10000 bytes
+ * unless told otherwise; a megabyte leaves room and bounds the work. */
+#define NPY_HEADER_MAX (1u << 20)
+
+typedef struct npy_text {
+  const char *p;
+  const char *end;
+} npy_text;
+
+static void skip_space(npy_text *t) {
+  while (t->p < t->end && (*t->p == ' ' || *t->p == '\t' || *t->p == '\n' ||
+                           *t->p == '\r'))
+    t->p++;
+}
+
+/* Consumes c after optional spaces; 1 when it was there. */
+static int accept(npy_text *t, char c) {
+  skip_space(t);
+  if (t->p < t->end && *t->p == c) {
+    t->p++;
+    return 1;
+  }
+  return 0;
+}
+
+static dlb_status syntax(const npy_text *t, const char *start,
+                         const char *what) {
+  return dlb__fail(DLB_E_INVAL, ".npy header: %s at byte %td of the "
+                   "dictionary", what, t->p - start);
+}
+
+/* A quoted string without escapes into buf (size bytes). */
+static dlb_status quoted(npy_text *t, const char *start, char *buf,
+                         size_t size, const char *what) {
+  skip_space(t);
+  if (t->p >= t->end || (*t->p != '\'' && *t->p != '"'))
+    return syntax(t, start, what);
+  char q = *t->p++;
+  size_t n = 0;
+  while (t->p < t->end && *t->p != q) {
+    if (*t->p == '\\' || (unsigned char)*t->p < 0x20 ||
+        (unsigned char)*t->p >= 0x7f)
+      return syntax(t, start, "an escape or non-ASCII character in a string");
+    if (n + 1 >= size) return syntax(t, start, "a string too long for a key "
+                                     "or a simple dtype");
+    buf[n++] = *t->p++;
+  }
+  if (t->p >= t->end) return syntax(t, start, "an unterminated string");
+  t->p++;
+  buf[n] = '\0';
+  return DLB_OK;
+}
+
+static dlb_status parse_bool(npy_text *t, const char *start, int *out) {
+  skip_space(t);
+  size_t left = (size_t)(t->end - t->p);
+  if (left >= 4 && memcmp(t->p, "True", 4) == 0) {
+    t->p += 4;
+    *out = 1;
+    return DLB_OK;
+  }
+  if (left >= 5 && memcmp(t->p, "False", 5) == 0) {
+    t->p += 5;
+    *out = 0;
+    return DLB_OK;
+  }
+  return syntax(t, start, "'fortran_order' is not True or False");
+}
+
+static dlb_status parse_shape(npy_text *t, const char *start, int32_t *ndim,
+                              int64_t *shape) {
+  if (!accept(t, '(')) return syntax(t, start, "'shape' is not a tuple");
+  int32_t n = 0;
+  for (;;) {
+    if (accept(t, ')')) break;
+    skip_space(t);
+    if (t->p >= t->end || *t->p < '0' || *t->p > '9')
+      return syntax(t, start, "a 'shape' entry is not a non-negative integer");
+    uint64_t v = 0;
+    while (t->p < t->end && *t->p >= '0' && *t->p <= '9') {
+      v = v * 10 + (uint64_t)(*t->p - '0');
+      if (v > (uint64_t)INT64_MAX)
+        return dlb__fail(DLB_E_OVERFLOW, ".npy header: shape[%d] exceeds "
+                         "INT64_MAX", (int)n);
+      t->p++;
+    }
+    if (n == DLB_MAX_NDIM)
+      return dlb__fail(DLB_E_LAYOUT, ".npy header: shape has more than %d "
+                       "dimensions", DLB_MAX_NDIM);
+    shape[n++] = (int64_t)v;
+    if (accept(t, ')')) break;
+    if (!accept(t, ',')) return syntax(t, start, "'shape' lacks a comma");
+    /* A one-element tuple is written (5,); a trailing comma may follow
+     * any tuple. */
+  }
+  /* (5) is an integer in parentheses, not a tuple: NumPy never writes it. */
+  *ndim = n;
+  return DLB_OK;
+}
+
+/* Turns descr into a DLPack dtype; *align is the element's alignment. */
+static dlb_status parse_descr(const char *descr, DLDataType *out,
+                              unsigned *align) {
+  char order = descr[0];
+  const char *kind = descr;
+  if (order == '<' || order == '>' || order == '|' || order == '=')
+    kind++;
+  else
+    order = '=';
+  char k = kind[0];
+  char *endp = NULL;
+  unsigned long size = 0;
+  if (k != '\0' && kind[1] >= '1' && kind[1] <= '9') {
+    errno = 0;
+    size = strtoul(kind + 1, &endp, 10);
+    if (errno != 0 || *endp != '\0') size = 0;
+  }
+  static const struct {
+    char kind;
+    unsigned long size;
+    uint8_t code;
+  } known[] = {
+      {'b', 1, kDLBool},    {'i', 1, kDLInt},     {'i', 2, kDLInt},
+      {'i', 4, kDLInt},     {'i', 8, kDLInt},     {'u', 1, kDLUInt},
+      {'u', 2, kDLUInt},    {'u', 4, kDLUInt},    {'u', 8, kDLUInt},
+      {'f', 2, kDLFloat},   {'f', 4, kDLFloat},   {'f', 8, kDLFloat},
+      {'c', 8, kDLComplex}, {'c', 16, kDLComplex},
+  };
+  size_t i = 0;
+  while (i < sizeof known / sizeof known[0] &&
+         (known[i].kind != k || known[i].size != size))
+    i++;
+  if (i == sizeof known / sizeof known[0]) {
+    const char *why = k == 'O'                ? " (Python objects)"
+                      : k == 'V'              ? " (raw or structured records)"
+                      : k == 'S' || k == 'a'  ? " (byte strings)"
+                      : k == 'U'              ? " (Unicode strings)"
+                      : k == 'M' || k == 'm'  ? " (dates and times)"
+                      : k == 'f' && size > 8  ? " (long double)"
+                                              : "";
+    return dlb__fail(DLB_E_DTYPE, ".npy header: 'descr' is '%s'%s; dlbridge "
+                     "maps bool (b1), int and uint (1, 2, 4, 8 bytes), float "
+                     "(f2, f4, f8) and complex (c8, c16)", descr, why);
+  }
+  const uint16_t probe = 1;
+  const char native = *(const char *)&probe == 1 ? '<' : '>';
+  if (size > 1 && order == '|')
+    return dlb__fail(DLB_E_INVAL, ".npy header: 'descr' is '%s': a "
+                     "multi-byte dtype needs a byte order", descr);
+  if (size > 1 && order != '=' && order != native)
+    return dlb__fail(DLB_E_UNSUPPORTED, ".npy header: 'descr' is '%s', %s "
+                     "data on a %s machine; convert it first (NumPy: "
+                     "a.astype(a.dtype.newbyteorder('='))", descr,
+                     order == '>' ? "big-endian" : "little-endian",
+                     native == '<' ? "little-endian" : "big-endian");
+  out->code = known[i].code;
+  out->bits = (uint8_t)(size * 8);
+  out->lanes = 1;
+  *align = (unsigned)(k == 'c' ? size / 2 : size);
+  return DLB_OK;
+}
+
+/* Parses the dictionary text[0, len) into h (its dtype fields, order and
+ * shape); *align receives the element alignment. */
+static dlb_status parse_dict(const char *text, size_t len, dlb_npy_header *h,
+                             unsigned *align) {
+  npy_text t = {text, text + len};
+  int have_descr = 0, have_order = 0, have_shape = 0;
+  if (!accept(&t, '{')) return syntax(&t, text, "the header is not a "
+                                      "dictionary");
+  for (;;) {
+    if (accept(&t, '}')) break;
+    char key[16];
+    dlb_status s = quoted(&t, text, key, sizeof key, "a key is not a string");
+    if (s != DLB_OK) return s;
+    if (!accept(&t, ':')) return syntax(&t, text, "a key lacks its ':'");
+    if (strcmp(key, "descr") == 0 && !have_descr) {
+      skip_space(&t);
+      if (t.p < t.end && (*t.p == '[' || *t.p == '{'))
+        return dlb__fail(DLB_E_DTYPE, ".npy header: 'descr' is a structured "
+                         "dtype (a list of fields); dlbridge maps only "
+                         "arrays of one numeric type");
+      s = quoted(&t, text, h->descr, sizeof h->descr,
+                 "'descr' is not a simple dtype string");
+      if (s == DLB_OK) s = parse_descr(h->descr, &h->dtype, align);
+      have_descr = 1;
+    } else if (strcmp(key, "fortran_order") == 0 && !have_order) {
+      s = parse_bool(&t, text, &h->fortran_order);
+      have_order = 1;
+    } else if (strcmp(key, "shape") == 0 && !have_shape) {
+      s = parse_shape(&t, text, &h->ndim, h->shape);
+      have_shape = 1;
+    } else {
+      return dlb__fail(DLB_E_INVAL, ".npy header: key '%s' is %s; NumPy "
+                       "writes 'descr', 'fortran_order' and 'shape' once each",
+                       key, strcmp(key, "descr") == 0 ||
+                       strcmp(key, "fortran_order") == 0 ||
+                       strcmp(key, "shape") == 0 ? "repeated" : "unknown");
+    }
+    if (s != DLB_OK) return s;
+    if (accept(&t, '}')) break;
+    if (!accept(&t, ',')) return syntax(&t, text, "entries lack a comma");
+  }
+  skip_space(&t);
+  if (t.p != t.end)
+    return syntax(&t, text, "text after the dictionary");
+  if (!have_descr || !have_order || !have_shape)
+    return dlb__fail(DLB_E_INVAL, ".npy header: the dictionary lacks '%s'",
+                     !have_descr ? "descr" : !have_order ? "fortran_order"
+                                                         : "shape");
+  return DLB_OK;
+}
+
+/* Checks the file image base[0, size) and fills *h. */
+static dlb_status parse_file(const unsigned char *base, uint64_t size,
+                             dlb_npy_header *h) {
+  static const unsigned char magic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
+  if (size < 10 || memcmp(base, magic, sizeof magic) != 0)
+    return dlb__fail(DLB_E_INVAL, ".npy file: %s", size < 10
+                     ? "shorter than the 10 bytes of the smallest header"
+                     : "the magic string \\x93NUMPY is missing");
+  dlb_npy_header r;
+  memset(&r, 0, sizeof r);
+  r.major = base[6];
+  r.minor = base[7];
+  if (r.major < 1 || r.major > 3 || r.minor != 0)
+    return dlb__fail(DLB_E_INVAL, ".npy file: format version %d.%d; dlbridge "
+                     "reads 1.0, 2.0 and 3.0", r.major, r.minor);
+  uint64_t len, start;
+  if (r.major == 1) {
+    len = (uint64_t)base[8] | (uint64_t)base[9] << 8;
+    start = 10;
+  } else {
+    if (size < 12)
+      return dlb__fail(DLB_E_INVAL, ".npy file: %llu bytes, shorter than "
+                       "a version %d header's 12", (unsigned long long)size,
+                       r.major);
+    len = (uint64_t)base[8] | (uint64_t)base[9] << 8 |
+          (uint64_t)base[10] << 16 | (uint64_t)base[11] << 24;
+    start = 12;
+  }
+  if (len > size - start)
+    return dlb__fail(DLB_E_INVAL, ".npy file: header_len %llu runs past the "
+                     "end of the file (%llu bytes)", (unsigned long long)len,
+                     (unsigned long long)size);
+  if (len > NPY_HEADER_MAX)
+    return dlb__fail(DLB_E_INVAL, ".npy file: header_len %llu exceeds the "
+                     "%u bytes dlbridge reads", (unsigned long long)len,
+                     NPY_HEADER_MAX);
+  unsigned align = 1;
+  dlb_status s = parse_dict((const char *)base + start, (size_t)len, &r,
+                            &align);
+  if (s != DLB_OK) return s;
+  r.data_offset = start + len;
+  int64_t numel = 0;
+  s = dlb_shape_numel(r.ndim, r.shape, &numel);
+  if (s != DLB_OK) return s;
+  uint64_t itemsize = r.dtype.bits / 8u;
+  if ((uint64_t)numel > UINT64_MAX / itemsize ||
+      (uint64_t)numel * itemsize > (uint64_t)INT64_MAX)
+    return dlb__fail(DLB_E_OVERFLOW, ".npy file: %lld elements of %llu "
+                     "bytes overflow", (long long)numel,
+                     (unsigned long long)itemsize);
+  r.data_bytes = (uint64_t)numel * itemsize;
+  if (r.data_bytes > size - r.data_offset)
+    return dlb__fail(DLB_E_LAYOUT, ".npy file: the shape needs %llu bytes of "
+                     "data but the file holds %llu after the header",
+                     (unsigned long long)r.data_bytes,
+                     (unsigned long long)(size - r.data_offset));
+  if (r.data_offset % align != 0)
+    return dlb__fail(DLB_E_LAYOUT, ".npy file: data starts at byte %llu, not "
+                     "a multiple of the %u-byte alignment of '%s'",
+                     (unsigned long long)r.data_offset, align, r.descr);
+  *h = r;
+  return DLB_OK;
+}
+
+typedef struct npy_map {
+  void *base;
+  size_t size;
+} npy_map;
+
+/* Maps the regular file at path read-only, whole. */
+static dlb_status map_file(const char *path, npy_map *out) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return dlb__fail(DLB_E_INVAL, "cannot open '%s': %s", path,
+                     strerror(errno));
+  struct stat st;
+  dlb_status s = DLB_OK;
+  if (fstat(fd, &st) != 0)
+    s = dlb__fail(DLB_E_INVAL, "cannot stat '%s': %s", path, strerror(errno));
+  else if (!S_ISREG(st.st_mode))
+    s = dlb__fail(DLB_E_INVAL, "'%s' is not a regular file", path);
+  else if (st.st_size < 10)
+    s = dlb__fail(DLB_E_INVAL, ".npy file '%s': %lld bytes, shorter than the "
+                  "10 bytes of the smallest header", path,
+                  (long long)st.st_size);
+  else if ((uint64_t)st.st_size > SIZE_MAX)
+    s = dlb__fail(DLB_E_OVERFLOW, "'%s' is too large to map", path);
+  if (s == DLB_OK) {
+    void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED)
+      s = dlb__fail(errno == ENOMEM ? DLB_E_NOMEM : DLB_E_INVAL,
+                    "cannot map '%s': %s", path, strerror(errno));
+    else
+      *out = (npy_map){p, (size_t)st.st_size};
+  }
+  close(fd);
+  return s;
+}
+
+dlb_status dlb_npy_read_header(const char *path, dlb_npy_header *out) {
+  if (path == NULL || out == NULL)
+    return dlb__fail(DLB_E_INVAL, "dlb_npy_read_header: %s is NULL",
+                     path == NULL ? "path" : "out");
+  npy_map m;
+  dlb_status s = map_file(path, &m);
+  if (s != DLB_OK) return s;
+  s = parse_file(m.base, m.size, out);
+  munmap(m.base, m.size);
+  return s;
+}
+
+static void unmap(void *ctx) {
+  npy_map *m = ctx;
+  munmap(m->base, m->size);
+  dlb__free(m);
+}
+
+dlb_status dlb_tensor_map_npy(const char *path, unsigned flags,
+                              DLManagedTensorVersioned **out) {
+  if (path == NULL || out == NULL)
+    return dlb__fail(DLB_E_INVAL, "dlb_tensor_map_npy: %s is NULL",
+                     path == NULL ? "path" : "out");
+  if ((flags & ~(DLB_NPY_PIN_CUDA | DLB_NPY_PIN_ROCM)) != 0 ||
+      flags == (DLB_NPY_PIN_CUDA | DLB_NPY_PIN_ROCM))
+    return dlb__fail(DLB_E_INVAL, "dlb_tensor_map_npy: flags 0x%x; allowed "
+                     "are 0, DLB_NPY_PIN_CUDA (1) and DLB_NPY_PIN_ROCM (2)",
+                     flags);
+  npy_map *m = dlb__malloc(sizeof *m);
+  if (m == NULL) return DLB_E_NOMEM;
+  dlb_status s = map_file(path, m);
+  if (s != DLB_OK) {
+    dlb__free(m);
+    return s;
+  }
+  dlb_npy_header h;
+  s = parse_file(m->base, m->size, &h);
+  if (s != DLB_OK) {
+    unmap(m);
+    return s;
+  }
+  int64_t strides[DLB_MAX_NDIM];
+  int64_t numel = (int64_t)(h.data_bytes / (h.dtype.bits / 8u));
+  /* data is the first element, not the mapping's start: the header is no
+   * part of the tensor, and pinning registers only the elements, so every
+   * consumer that classifies data finds it pinned. */
+  DLTensor desc = {
+      .data = (char *)m->base + h.data_offset,
+      .device = {kDLCPU, 0},
+      .ndim = h.ndim,
+      .dtype = h.dtype,
+      .shape = h.shape,
+      .strides = NULL,
+      .byte_offset = 0,
+  };
+  /* Without elements NULL strides let dlb_tensor_wrap pick safe ones. */
+  if (h.fortran_order && numel > 0) {
+    int64_t step = 1;
+    for (int32_t i = 0; i < h.ndim; i++) {
+      strides[i] = step;
+      step *= h.shape[i];
+    }
+    desc.strides = strides;
+  }
+  DLManagedTensorVersioned *t = NULL;
+  s = dlb_tensor_wrap(&desc, DLPACK_FLAG_BITMASK_READ_ONLY, unmap, m, &t);
+  if (s != DLB_OK) {
+    unmap(m);
+    return s;
+  }
+  if (flags == 0) {
+    *out = t;
+    return DLB_OK;
+  }
+  DLManagedTensorVersioned *pinned = NULL;
+  s = dlb_tensor_pin(t, flags == DLB_NPY_PIN_CUDA ? kDLCUDAHost : kDLROCMHost,
+                     &pinned);
+  dlb_tensor_release(t);
+  if (s == DLB_OK) *out = pinned;
+  return s;
+}

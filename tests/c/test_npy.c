@@ -1,0 +1,337 @@
+/* test_npy.c -- .npy files: headers of every format version and order
+ * mapped without a copy, pinning, and hostile files refused by name. */
+#include <ftw.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../emu/emu_fns.h"
+#include "test.h"
+
+static char dir[64];
+/* Where the data of the last file write_npy() wrote starts. */
+static size_t last_offset;
+
+static int remove_one(const char *path, const struct stat *st, int flag,
+                      struct FTW *ftw) {
+  (void)st;
+  (void)flag;
+  (void)ftw;
+  return remove(path);
+}
+
+static void remove_dir(void) { nftw(dir, remove_one, 8, FTW_DEPTH | FTW_PHYS); }
+
+static void make_dir(void) {
+  if (dir[0] != '\0') return;
+  strcpy(dir, "/tmp/dlb_npy_XXXXXX");
+  CHECK(mkdtemp(dir) != NULL);
+  atexit(remove_dir);
+}
+
+/* Writes raw bytes to a file in the scratch folder; returns its path
+ * (static storage, one at a time). */
+static const char *write_raw(const char *name, const void *bytes, size_t n) {
+  static char path[128];
+  make_dir();
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "wb");
+  CHECK(f != NULL);
+  CHECK(fwrite(bytes, 1, n, f) == n);
+  CHECK(fclose(f) == 0);
+  return path;
+}
+
+/* Writes a .npy file of version major with dictionary dict (padded with
+ * spaces and a newline so the data starts at a multiple of 64, plus
+ * extra_pad more bytes), then data_len bytes of data. */
+static const char *write_npy(const char *name, int major, const char *dict,
+                             size_t extra_pad, const void *data,
+                             size_t data_len) {
+  unsigned char buf[8192];
+  size_t pre = major == 1 ? 10 : 12;
+  size_t dl = strlen(dict);
+  size_t total = (pre + dl + 1 + 63) / 64 * 64 + extra_pad;
+  size_t hlen = total - pre;
+  CHECK(total + data_len <= sizeof buf);
+  memcpy(buf, "\x93NUMPY", 6);
+  buf[6] = (unsigned char)major;
+  buf[7] = 0;
+  buf[8] = (unsigned char)(hlen & 0xff);
+  buf[9] = (unsigned char)(hlen >> 8);
+  if (major != 1) buf[10] = buf[11] = 0;
+  memcpy(buf + pre, dict, dl);
+  memset(buf + pre + dl, ' ', hlen - dl - 1);
+  buf[total - 1] = '\n';
+  if (data_len > 0) memcpy(buf + total, data, data_len);
+  last_offset = total;
+  return write_raw(name, buf, total + data_len);
+}
+
+static const float six[6] = {0, 1, 2, 3, 4, 5};
+
+DLB_TEST(npy_maps_c_order_without_copy) {
+  for (int major = 1; major <= 3; major++) {
+    const char *path = write_npy("c.npy", major,
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", 0,
+        six, sizeof six);
+    dlb_clear_error();
+    DLManagedTensorVersioned *t = NULL;
+    CHECK_OK(dlb_tensor_map_npy(path, 0, &t));
+    CHECK_STR(dlb_last_error(), "");
+    const DLTensor *d = &t->dl_tensor;
+    CHECK_EQ_INT(t->flags, DLPACK_FLAG_BITMASK_READ_ONLY);
+    CHECK_EQ_INT(d->device.device_type, kDLCPU);
+    CHECK_EQ_INT(d->ndim, 2);
+    CHECK_EQ_INT(d->shape[0], 2);
+    CHECK_EQ_INT(d->shape[1], 3);
+    CHECK_EQ_INT(d->strides[0], 3);
+    CHECK_EQ_INT(d->strides[1], 1);
+    /* data is the first element, last_offset bytes into the mapping. */
+    CHECK_EQ_INT(d->byte_offset, 0);
+    CHECK_EQ_INT(last_offset % 64, 0);
+    CHECK_EQ_INT((uintptr_t)d->data % 4096, last_offset % 4096);
+    CHECK(dlb_tensor_is_c_contiguous(d));
+    const float *v = (const float *)d->data;
+    for (int i = 0; i < 6; i++) CHECK(v[i] == six[i]);
+    /* The mapping outlives the file. */
+    CHECK(unlink(path) == 0);
+    CHECK(v[5] == 5.0f);
+    dlb_tensor_release(t);
+  }
+}
+
+DLB_TEST(npy_maps_fortran_order) {
+  const char *path = write_npy("f.npy", 1,
+      "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }", 0, six,
+      sizeof six);
+  DLManagedTensorVersioned *t = NULL;
+  CHECK_OK(dlb_tensor_map_npy(path, 0, &t));
+  CHECK_EQ_INT(t->dl_tensor.strides[0], 1);
+  CHECK_EQ_INT(t->dl_tensor.strides[1], 2);
+  CHECK(dlb_tensor_is_f_contiguous(&t->dl_tensor));
+  /* A view shares the mapping and keeps it after the base goes. */
+  DLManagedTensorVersioned *row = NULL;
+  CHECK_OK(dlb_tensor_select(t, 0, 1, &row));
+  dlb_tensor_release(t);
+  const float *v = (const float *)((const char *)row->dl_tensor.data +
+                                   row->dl_tensor.byte_offset);
+  CHECK(v[0] == 1.0f && v[row->dl_tensor.strides[0] * 2] == 5.0f);
+  CHECK_EQ_INT(row->flags & DLPACK_FLAG_BITMASK_READ_ONLY,
+               DLPACK_FLAG_BITMASK_READ_ONLY);
+  dlb_tensor_release(row);
+}
+
+DLB_TEST(npy_dtypes_and_shapes) {
+  static const struct {
+    const char *descr;
+    uint8_t code, bits;
+  } cases[] = {
+      {"|b1", kDLBool, 8},     {"|i1", kDLInt, 8},      {"<i2", kDLInt, 16},
+      {"<i4", kDLInt, 32},     {"<i8", kDLInt, 64},     {"|u1", kDLUInt, 8},
+      {"<u2", kDLUInt, 16},    {"<u4", kDLUInt, 32},    {"<u8", kDLUInt, 64},
+      {"<f2", kDLFloat, 16},   {"<f8", kDLFloat, 64},   {"<c8", kDLComplex, 64},
+      {"<c16", kDLComplex, 128}, {"=f4", kDLFloat, 32},
+  };
+  static const unsigned char zeros[64];
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char dict[128];
+    snprintf(dict, sizeof dict, "{\"descr\": \"%s\", \"fortran_order\": "
+             "False, \"shape\": (3,)}", cases[i].descr);
+    const char *path = write_npy("d.npy", 1, dict, 0, zeros, sizeof zeros);
+    dlb_npy_header h;
+    CHECK_OK(dlb_npy_read_header(path, &h));
+    CHECK_STR(h.descr, cases[i].descr);
+    CHECK_EQ_INT(h.dtype.code, cases[i].code);
+    CHECK_EQ_INT(h.dtype.bits, cases[i].bits);
+    CHECK_EQ_INT(h.dtype.lanes, 1);
+    CHECK_EQ_INT(h.ndim, 1);
+    CHECK_EQ_INT(h.shape[0], 3);
+    CHECK_EQ_INT(h.data_bytes, 3 * cases[i].bits / 8);
+    CHECK_EQ_INT(h.data_offset, last_offset);
+    CHECK_EQ_INT(h.major, 1);
+    CHECK_EQ_INT(h.fortran_order, 0);
+  }
+  /* A scalar, and an empty array whose other extent is huge. */
+  const char *path = write_npy("s.npy", 2,
+      "{'descr': '<f4', 'fortran_order': False, 'shape': ()}", 0, six, 4);
+  DLManagedTensorVersioned *t = NULL;
+  CHECK_OK(dlb_tensor_map_npy(path, 0, &t));
+  CHECK_EQ_INT(t->dl_tensor.ndim, 0);
+  dlb_tensor_release(t);
+  path = write_npy("e.npy", 3, "{'descr': '<f8', 'fortran_order': True, "
+                   "'shape': (0, 9223372036854775807)}", 0, NULL, 0);
+  CHECK_OK(dlb_tensor_map_npy(path, 0, &t));
+  CHECK_EQ_INT(t->dl_tensor.shape[1], INT64_MAX);
+  dlb_tensor_release(t);
+}
+
+/* The file is refused with status and a message containing needle. */
+static void refused(const char *path, dlb_status status, const char *needle) {
+  DLManagedTensorVersioned *t = (DLManagedTensorVersioned *)(uintptr_t)1;
+  CHECK_STATUS(dlb_tensor_map_npy(path, 0, &t), status);
+  CHECK_ERROR_MENTIONS(needle);
+  CHECK(t == (DLManagedTensorVersioned *)(uintptr_t)1);
+  dlb_npy_header h;
+  memset(&h, 0x5a, sizeof h);
+  CHECK_STATUS(dlb_npy_read_header(path, &h), status);
+  CHECK_ERROR_MENTIONS(needle);
+  CHECK_EQ_INT(h.major, 0x5a5a5a5a);
+}
+
+static void refused_dict(const char *dict, dlb_status status,
+                         const char *needle) {
+  refused(write_npy("h.npy", 1, dict, 0, six, sizeof six), status, needle);
+}
+
+DLB_TEST(npy_refuses_hostile_files) {
+  refused(write_raw("t.npy", "\x93NUM", 5), DLB_E_INVAL, "5 bytes");
+  refused(write_raw("m.npy", "\x93NUMPZ\x01\x00\x00\x00", 10), DLB_E_INVAL,
+          "magic");
+  refused(write_raw("v.npy", "\x93NUMPY\x04\x00\x00\x00", 10), DLB_E_INVAL,
+          "version 4.0");
+  refused(write_raw("v1.npy", "\x93NUMPY\x01\x01\x00\x00", 10), DLB_E_INVAL,
+          "version 1.1");
+  refused(write_raw("v2.npy", "\x93NUMPY\x02\x00\x00\x00", 10), DLB_E_INVAL,
+          "12");
+  refused(write_raw("l.npy", "\x93NUMPY\x01\x00\xff\x00{}", 12), DLB_E_INVAL,
+          "header_len 255 runs past");
+  refused(write_raw("l3.npy", "\x93NUMPY\x03\x00\xff\xff\xff\xff{}", 14),
+          DLB_E_INVAL, "header_len 4294967295 runs past");
+  refused_dict("['descr', 'f4']", DLB_E_INVAL, "not a dictionary");
+  refused_dict("{'descr' '<f4', 'fortran_order': False, 'shape': (6,)}",
+               DLB_E_INVAL, "':'");
+  refused_dict("{'descr': '<f4' 'fortran_order': False, 'shape': (6,)}",
+               DLB_E_INVAL, "comma");
+  refused_dict("{'descr': '<f4', 'fortran_order': False, 'shape': (6,)",
+               DLB_E_INVAL, "comma");
+  refused_dict("{'descr': '<f4', 'fortran_order': False, 'shape': (6,)} x",
+               DLB_E_INVAL, "text after");
+  refused_dict("{'descr': '<f4', 'fortran_order': 0, 'shape': (6,)}",
+               DLB_E_INVAL, "True or False");
+  refused_dict("{'descr': '<f4', 'fortran_order': False, 'shape': 6}",
+               DLB_E_INVAL, "not a tuple");
+  refused_dict("{'descr': '<f4', 'fortran_order': False, 'shape': (-6,)}",
+               DLB_E_INVAL, "non-negative");
+  refused_dict("{'descr': '<f4', 'fortran_order': False, 'shape': (6 3)}",
+               DLB_E_INVAL, "comma");
+  refused_dict("{'descr': '<f\\x34', 'fortran_order': False, 'shape': (6,)}",
+               DLB_E_INVAL, "escape");
+  refused_dict("{'descr: '<f4', 'fortran_order': False, 'shape': (6,)}",
+               DLB_E_INVAL, "");
+  refused_dict("{'descr': '<f4', 'fortran_order': False}", DLB_E_INVAL,
+               "lacks 'shape'");
+  refused_dict("{'descr': '<f4', 'shape': (6,), 'shape': (6,)}",
+               DLB_E_INVAL, "key 'shape' is repeated");
+  refused_dict("{'descr': '<f4', 'fortran_order': False, 'shape': (6,), "
+               "'extra': 1}", DLB_E_INVAL, "key 'extra' is unknown");
+  refused_dict("{'descr': '|O', 'fortran_order': False, 'shape': (6,)}",
+               DLB_E_DTYPE, "Python objects");
+  refused_dict("{'descr': [('a', '<f4')], 'fortran_order': False, "
+               "'shape': (6,)}", DLB_E_DTYPE, "structured");
+  refused_dict("{'descr': '<U3', 'fortran_order': False, 'shape': (6,)}",
+               DLB_E_DTYPE, "Unicode");
+  refused_dict("{'descr': '<f16', 'fortran_order': False, 'shape': (6,)}",
+               DLB_E_DTYPE, "long double");
+  refused_dict("{'descr': '<f3', 'fortran_order': False, 'shape': (6,)}",
+               DLB_E_DTYPE, "'<f3'");
+  refused_dict("{'descr': '<f', 'fortran_order': False, 'shape': (6,)}",
+               DLB_E_DTYPE, "'<f'");
+  refused_dict("{'descr': '<f4x', 'fortran_order': False, 'shape': (6,)}",
+               DLB_E_DTYPE, "'<f4x'");
+  refused_dict("{'descr': '>f4', 'fortran_order': False, 'shape': (6,)}",
+               DLB_E_UNSUPPORTED, "big-endian");
+  refused_dict("{'descr': '|f4', 'fortran_order': False, 'shape': (6,)}",
+               DLB_E_INVAL, "byte order");
+  refused_dict("{'descr': '<f4', 'fortran_order': False, "
+               "'shape': (9223372036854775808,)}", DLB_E_OVERFLOW,
+               "INT64_MAX");
+  refused_dict("{'descr': '<f4', 'fortran_order': False, "
+               "'shape': (4294967296, 4294967296)}", DLB_E_OVERFLOW, "");
+  refused_dict("{'descr': '<f8', 'fortran_order': False, "
+               "'shape': (4611686018427387904,)}", DLB_E_OVERFLOW,
+               "overflow");
+  refused_dict("{'descr': '<f4', 'fortran_order': False, 'shape': (7,)}",
+               DLB_E_LAYOUT, "needs 28 bytes of data but the file holds 24");
+  char many[512] = "{'descr': '<f4', 'fortran_order': False, 'shape': (";
+  for (int i = 0; i < 65; i++) strcat(many, "1,");
+  strcat(many, ")}");
+  refused_dict(many, DLB_E_LAYOUT, "more than 64");
+  /* Data at byte 65 cannot hold aligned doubles. */
+  refused(write_npy("a.npy", 1, "{'descr': '<f8', 'fortran_order': False, "
+                    "'shape': (1,)}", 1, six, 8), DLB_E_LAYOUT,
+          "8-byte alignment");
+  make_dir();
+  refused(dir, DLB_E_INVAL, "not a regular file");
+  refused("/nonexistent/x.npy", DLB_E_INVAL, "No such file");
+}
+
+DLB_TEST(npy_refuses_bad_arguments) {
+  const char *path = write_npy("c.npy", 1, "{'descr': '<f4', "
+                               "'fortran_order': False, 'shape': (6,)}", 0,
+                               six, sizeof six);
+  DLManagedTensorVersioned *t = NULL;
+  CHECK_STATUS(dlb_tensor_map_npy(NULL, 0, &t), DLB_E_INVAL);
+  CHECK_ERROR_MENTIONS("path is NULL");
+  CHECK_STATUS(dlb_tensor_map_npy(path, 0, NULL), DLB_E_INVAL);
+  CHECK_ERROR_MENTIONS("out is NULL");
+  CHECK_STATUS(dlb_tensor_map_npy(path, 4, &t), DLB_E_INVAL);
+  CHECK_ERROR_MENTIONS("flags 0x4");
+  CHECK_STATUS(dlb_tensor_map_npy(path, 3, &t), DLB_E_INVAL);
+  CHECK_ERROR_MENTIONS("flags 0x3");
+  dlb_npy_header h;
+  CHECK_STATUS(dlb_npy_read_header(NULL, &h), DLB_E_INVAL);
+  CHECK_STATUS(dlb_npy_read_header(path, NULL), DLB_E_INVAL);
+  CHECK(t == NULL);
+}
+
+DLB_TEST(npy_pins_for_the_gpu) {
+  emu e = emu_cuda();
+  const char *path = write_npy("p.npy", 1, "{'descr': '<f4', "
+                               "'fortran_order': False, 'shape': (6,)}", 0,
+                               six, sizeof six);
+  DLManagedTensorVersioned *t = NULL;
+  CHECK_OK(dlb_tensor_map_npy(path, DLB_NPY_PIN_CUDA, &t));
+  CHECK_EQ_INT(t->dl_tensor.device.device_type, kDLCUDAHost);
+  CHECK_EQ_INT(t->flags, DLPACK_FLAG_BITMASK_READ_ONLY);
+  CHECK_EQ_INT(e.live_kind(EMU_LIVE_REGISTERED), 1);
+  DLDevice d;
+  CHECK_OK(dlb_device_of_pointer(t->dl_tensor.data, &d));
+  CHECK_EQ_INT(d.device_type, kDLCUDAHost);
+  dlb_tensor_release(t);
+  CHECK_EQ_INT(e.live_kind(EMU_LIVE_REGISTERED), 0);
+}
+
+DLB_TEST(npy_pin_without_runtime) {
+  setenv("DLBRIDGE_HIP_LIBRARY", "/nonexistent/libamdhip64.so.6", 1);
+  const char *path = write_npy("p.npy", 1, "{'descr': '<f4', "
+                               "'fortran_order': False, 'shape': (6,)}", 0,
+                               six, sizeof six);
+  DLManagedTensorVersioned *t = NULL;
+  CHECK_STATUS(dlb_tensor_map_npy(path, DLB_NPY_PIN_ROCM, &t),
+               DLB_E_NO_RUNTIME);
+  CHECK(t == NULL);
+}
+
+static dlb_status body_map(void *ctx) {
+  const char *path = ctx;
+  DLManagedTensorVersioned *t = (DLManagedTensorVersioned *)(uintptr_t)1;
+  dlb_status s = dlb_tensor_map_npy(path, 0, &t);
+  if (s != DLB_OK) {
+    CHECK(t == (DLManagedTensorVersioned *)(uintptr_t)1);
+    return s;
+  }
+  CHECK(((const float *)t->dl_tensor.data)[5] == 5.0f);
+  dlb_tensor_release(t);
+  return s;
+}
+
+/* Every allocation failing in turn: DLB_E_NOMEM, nothing left mapped or
+ * allocated (the mapping's bookkeeping, then the tensor's block, which
+ * holds its owner). */
+DLB_TEST(npy_map_out_of_memory) {
+  char path[128];
+  snprintf(path, sizeof path, "%s", write_npy("o.npy", 1,
+           "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3)}", 0, six,
+           sizeof six));
+  CHECK_EQ_INT(dlb_test_oom_loop(body_map, path), 2);
+}

@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""check_docs.py --build BUILD_DIR --python PYTHON [--reference-only]
+
+The documentation is true:
+- the C API reference builds from the header comments with Doxygen and no
+  warning (docs/Doxyfile; written to BUILD_DIR/docs/html), and every
+  DLB_API function of the headers is in it with a description;
+- every ```c block of README.md and docs/*.md compiles and runs against the
+  build (a block without main() runs as main's body, its #include lines
+  first), and every ```python block runs with PYTHON, against the emulated
+  CUDA driver and HIP runtime of the build (tests/emu), so that blocks
+  showing GPU memory run too;
+- every name the Python module exports is in docs/python.md.
+Shell blocks (```sh) are commands to type, not run here.
+"""
+
+import argparse
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+failures = []
+
+
+def fail(msg):
+    failures.append(msg)
+    print("FAIL " + msg)
+
+
+def doxygen(build):
+    out = os.path.join(build, "docs")
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    with open(os.path.join(ROOT, "docs", "Doxyfile")) as f:
+        conf = f.read() + "\nOUTPUT_DIRECTORY = %s\n" % out
+    r = subprocess.run(["doxygen", "-"], input=conf, text=True, cwd=ROOT,
+                       capture_output=True)
+    if r.returncode != 0 or r.stderr.strip():
+        fail("doxygen (warnings are errors):\n" + r.stderr + r.stdout)
+        return
+    declared = set()
+    for h in [os.path.join(ROOT, "include", "dlbridge.h")] + glob.glob(
+            os.path.join(ROOT, "include", "dlbridge", "*.h")):
+        with open(h) as f:
+            declared |= set(re.findall(r"DLB_API[^(;]*?\b(dlb_\w+)\s*\(", f.read()))
+    documented = set()
+    for x in glob.glob(os.path.join(out, "xml", "*_8h.xml")):
+        for m in ET.parse(x).iter("memberdef"):
+            if m.get("kind") != "function":
+                continue
+            text = "".join(m.find("briefdescription").itertext()) + "".join(
+                m.find("detaileddescription").itertext())
+            if text.strip():
+                documented.add(m.findtext("name"))
+    if not declared:
+        fail("no DLB_API function found in the headers")
+    for name in sorted(declared - documented):
+        fail("the C API reference lacks a description of %s" % name)
+    print("doxygen: %d functions documented" % len(declared & documented))
+
+
+def blocks(path):
+    with open(path) as f:
+        text = f.read()
+    for m in re.finditer(r"^```(\w+)[^\n]*\n(.*?)^```", text, re.S | re.M):
+        line = text.count("\n", 0, m.start()) + 1
+        yield m.group(1), m.group(2), "%s:%d" % (os.path.relpath(path, ROOT), line)
+
+
+def c_program(code):
+    if re.search(r"\bmain\s*\(", code):
+        return code
+    lines = code.splitlines()
+    head = [l for l in lines if l.startswith("#include")]
+    body = [l for l in lines if not l.startswith("#include")]
+    return "\n".join(["#include <stdio.h>"] + head + ["int main(void) {"] + body
+                     + ["return 0;", "}", ""])
+
+
+def run_snippets(build, python, tmp):
+    emu = os.path.join(build, "tests", "emu")
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1",
+               DLBRIDGE_CUDA_LIBRARY=os.path.join(emu, "libcuda.so.1"),
+               DLBRIDGE_HIP_LIBRARY=os.path.join(emu, "libamdhip64.so.6"))
+    counts = {"c": 0, "python": 0}
+    docs = [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
+    for doc in docs:
+        for lang, code, where in blocks(doc):
+            if lang == "c":
+                src = os.path.join(tmp, "snippet.c")
+                exe = os.path.join(tmp, "snippet")
+                with open(src, "w") as f:
+                    f.write(c_program(code))
+                r = subprocess.run(
+                    ["cc", "-std=c11", "-D_GNU_SOURCE", "-Wall", "-Werror", "-Wno-unused-variable",
+                     "-I" + os.path.join(ROOT, "include"), "-I" + os.path.join(build, "include"),
+                     src, os.path.join(build, "src", "libdlbridge.a"), "-lpthread", "-ldl",
+                     "-lm", "-o", exe], capture_output=True, text=True)
+                if r.returncode == 0:
+                    r = subprocess.run([exe], capture_output=True, text=True, env=env, timeout=60)
+                if r.returncode != 0:
+                    fail("%s: the C block fails:\n%s%s" % (where, r.stdout, r.stderr))
+                counts["c"] += 1
+            elif lang == "python":
+                r = subprocess.run([python, "-c", code], capture_output=True, text=True,
+                                   env=env, timeout=120, cwd=tmp)
+                if r.returncode != 0:
+                    fail("%s: the Python block fails:\n%s%s" % (where, r.stdout, r.stderr))
+                counts["python"] += 1
+            elif lang not in ("sh", "text", "console"):
+                fail("%s: a ```%s block, which nothing checks" % (where, lang))
+    print("snippets: %d C and %d Python blocks ran" % (counts["c"], counts["python"]))
+
+
+def python_names(python):
+    code = ("import dlbridge, json; print(json.dumps(dlbridge.__all__ + "
+            "[n for n in dir(dlbridge.Tensor) if not n.startswith('_')]))")
+    r = subprocess.run([python, "-c", code], capture_output=True, text=True)
+    if r.returncode != 0:
+        fail("cannot import dlbridge with %s:\n%s" % (python, r.stderr))
+        return
+    import json
+    with open(os.path.join(ROOT, "docs", "python.md")) as f:
+        doc = f.read()
+    names = json.loads(r.stdout)
+    for n in names:
+        if not re.search(r"\b%s\b" % re.escape(n), doc):
+            fail("docs/python.md does not mention %s" % n)
+    print("python: %d public names in docs/python.md" % len(names))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--build", required=True)
+    ap.add_argument("--python", required=True)
+    ap.add_argument("--reference-only", action="store_true",
+                    help="only build and check the C API reference")
+    args = ap.parse_args()
+    build = os.path.abspath(args.build)
+    python = os.path.abspath(args.python) if os.sep in args.python else args.python
+    doxygen(build)
+    if args.reference_only:
+        print("docs: %d failures; the reference is in %s" % (
+            len(failures), os.path.join(build, "docs", "html", "index.html")))
+        return 1 if failures else 0
+    with tempfile.TemporaryDirectory() as tmp:
+        run_snippets(build, python, tmp)
+    python_names(python)
+    print("docs: %d failures" % len(failures))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

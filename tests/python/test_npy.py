@@ -1,0 +1,175 @@
+"""load_npy: .npy files written by NumPy mapped without a copy or read into
+a new tensor, pinned on the emulated runtimes; refused files; runtimes() and
+python -m dlbridge."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import dlbridge
+from test_gpu_emulated import emulators, run  # noqa: F401 (a fixture)
+
+DTYPES = [np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
+          np.uint64, np.float16, np.float32, np.float64, np.complex64, np.complex128]
+
+
+def save(path, a, version=None):
+    with open(path, "wb") as f:
+        np.lib.format.write_array(f, a, version=version, allow_pickle=False)
+    return str(path)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_every_dtype_and_order_maps(tmp_path, dtype, order):
+    a = np.asarray(np.arange(24).reshape(2, 3, 4) % 7, dtype=dtype, order=order)
+    t = dlbridge.load_npy(save(tmp_path / "a.npy", a))
+    assert t.shape == a.shape and t.dtype == np.dtype(dtype).name
+    b = np.from_dlpack(t)
+    assert b.strides == a.strides
+    assert not b.flags.writeable
+    np.testing.assert_array_equal(b, a)
+
+
+@pytest.mark.parametrize("version", [(1, 0), (2, 0), (3, 0)])
+def test_format_versions(tmp_path, version):
+    a = np.linspace(0, 1, 10, dtype=np.float64)
+    t = dlbridge.load_npy(save(tmp_path / "v.npy", a, version=version))
+    np.testing.assert_array_equal(np.from_dlpack(t), a)
+
+
+def test_scalar_empty_and_pathlike(tmp_path):
+    p = tmp_path / "s.npy"
+    np.save(p, np.float32(2.5))
+    t = dlbridge.load_npy(p)
+    assert t.shape == () and float(t) == 2.5
+    np.save(p, np.zeros((0, 5), dtype=np.int16))
+    assert dlbridge.load_npy(os.fsencode(p)).shape == (0, 5)
+
+
+def test_mapping_shares_the_file_and_a_read_copies(tmp_path):
+    a = np.arange(1024, dtype=np.int32)
+    p = save(tmp_path / "m.npy", a)
+    mapped = dlbridge.load_npy(p)
+    read = dlbridge.load_npy(p, mmap=False)
+    assert read.tolist() == a.tolist()
+    with open(p, "r+b") as f:
+        f.seek(-4, os.SEEK_END)
+        f.write(np.int32(-7).tobytes())
+    # The mapping reads the file's pages; the read copy is its own memory.
+    assert int(mapped[1023]) == -7
+    assert int(read[1023]) == 1023
+    r = np.from_dlpack(read)
+    assert r.flags.writeable
+    r[0] = 5
+    assert int(read[0]) == 5
+    # The mapping outlives the file and every other reference.
+    os.remove(p)
+    view = mapped[1000:]
+    del mapped
+    assert int(view[23]) == -7
+
+
+def test_refused_files_name_the_problem(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        dlbridge.load_npy(tmp_path / "missing.npy")
+    cases = [
+        (np.arange(3, dtype=">f4"), "big-endian"),
+        (np.array([1, "x"], dtype=object), "Python objects"),
+        (np.zeros(2, dtype=[("a", "<f4"), ("b", "<i4")]), "structured"),
+        (np.array(["ab"]), "Unicode"),
+        (np.array(["2020-01-01"], dtype="datetime64[D]"), "dates"),
+    ]
+    for i, (a, words) in enumerate(cases):
+        p = tmp_path / f"bad{i}.npy"
+        with open(p, "wb") as f:
+            np.lib.format.write_array(f, a, allow_pickle=True)
+        with pytest.raises(ValueError, match=words):
+            dlbridge.load_npy(p)
+    p = tmp_path / "short.npy"
+    np.save(p, np.arange(100, dtype=np.float64))
+    data = p.read_bytes()
+    p.write_bytes(data[:-8])
+    with pytest.raises(ValueError, match="needs 800 bytes of data but the file holds 792"):
+        dlbridge.load_npy(p)
+    p.write_bytes(b"\x93NUMPY\x09\x00" + data[8:])
+    with pytest.raises(ValueError, match="version 9.0"):
+        dlbridge.load_npy(p)
+    with pytest.raises(ValueError, match="pin is 'cuda'"):
+        dlbridge.load_npy(tmp_path / "bad0.npy", pin="cuda")
+    with pytest.raises(TypeError):
+        dlbridge.load_npy(3.5)
+
+
+def test_pin_without_a_runtime_says_why(tmp_path):
+    p = save(tmp_path / "p.npy", np.ones(4, dtype=np.float32))
+    r = subprocess.run(
+        [sys.executable, "-c", "import sys, dlbridge\n"
+         "try:\n    dlbridge.load_npy(sys.argv[1], pin=True)\n"
+         "except RuntimeError as e:\n    print('refused', e)\n", p],
+        capture_output=True, text=True, timeout=60,
+        env=dict(os.environ, DLBRIDGE_CUDA_LIBRARY="/nonexistent/libcuda.so.1",
+                 DLBRIDGE_HIP_LIBRARY="/nonexistent/libamdhip64.so.6"))
+    assert r.returncode == 0, r.stderr
+    assert "refused load_npy(): " in r.stdout and "/nonexistent/libcuda.so.1" in r.stdout
+
+
+def test_pin_on_emulated_runtimes(emulators, tmp_path):  # noqa: F811
+    p = save(tmp_path / "p.npy", np.arange(6, dtype=np.float32).reshape(2, 3), version=(2, 0))
+    run(emulators, f"""
+        cuda, hip = runtime("DLBRIDGE_CUDA_LIBRARY"), runtime("DLBRIDGE_HIP_LIBRARY")
+        t = dlbridge.load_npy({p!r}, pin=True)
+        assert t.device == "cuda_host" and dlbridge.device_of(t) == "cuda_host"
+        assert cuda.emu_live_kind(LIVE_REGISTERED) == 1
+        assert np.from_dlpack(t).tolist() == [[0, 1, 2], [3, 4, 5]]
+        del t
+        gc.collect()
+        assert cuda.emu_live_kind(LIVE_REGISTERED) == 0
+        r = dlbridge.load_npy({p!r}, mmap=False, pin="rocm_host")
+        assert r.device == "rocm_host" and hip.emu_live_kind(LIVE_REGISTERED) == 1
+        np.from_dlpack(r)[0, 0] = 9
+        assert r.tolist()[0] == [9, 1, 2]
+        """)
+
+
+def test_runtimes_without_and_with_emulators(emulators):  # noqa: F811
+    r = subprocess.run(
+        [sys.executable, "-c", "import dlbridge; print(repr(dlbridge.runtimes()))"],
+        capture_output=True, text=True, timeout=60,
+        env=dict(os.environ, DLBRIDGE_CUDA_LIBRARY="/nonexistent/libcuda.so.1",
+                 DLBRIDGE_HIP_LIBRARY="/nonexistent/libamdhip64.so.6"))
+    got = eval(r.stdout)
+    assert [x["name"] for x in got] == ["cuda", "rocm"]
+    assert got[0]["available"] is False and got[0]["status"] == "DLB_E_NO_RUNTIME"
+    assert "/nonexistent/libcuda.so.1" in got[0]["error"] and got[0]["devices"] == []
+    assert got[1]["version"] is None and got[1]["library"] is None
+    run(emulators, """
+        cuda, rocm = dlbridge.runtimes()
+        assert cuda["available"] and cuda["error"] is None and cuda["version"] == 13000
+        assert cuda["library"] == os.environ["DLBRIDGE_CUDA_LIBRARY"]
+        assert cuda["devices"][1] == {"device": "cuda:1", "name": "Emulated CUDA GPU 1",
+                                      "total_memory": 1 << 30, "managed_memory": True,
+                                      "concurrent_managed": True, "host_register": True,
+                                      "ipc": True}
+        assert rocm["status"] == "DLB_OK" and len(rocm["devices"]) == 2
+        assert rocm["devices"][0]["host_register"] is None
+        assert rocm["devices"][0]["concurrent_managed"] is False
+        """)
+
+
+def test_python_m_dlbridge_runs_the_command():
+    from dlbridge.__main__ import find_command
+    if find_command() is None:
+        pytest.skip("the dlbridge command is not installed beside this Python")
+    r = subprocess.run([sys.executable, "-m", "dlbridge"], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0 and r.stdout.startswith(f"dlbridge {dlbridge.__version__} ")
+    r = subprocess.run([sys.executable, "-m", "dlbridge", "version"], capture_output=True,
+                       text=True, timeout=60)
+    assert r.stdout.strip() == dlbridge.__version__
+    r = subprocess.run([sys.executable, "-m", "dlbridge", "frob"], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 2 and "unknown command 'frob'" in r.stderr
