@@ -249,6 +249,13 @@ PyObject *dlbpy_tensor_new(dlbpy_state *st, DLManagedTensorVersioned *mt);
  * (the Tensor keeps the result). NULL with an exception on failure. */
 const DLManagedTensorVersioned *dlbpy_tensor_owned(PyObject *self);
 
+/* Defined in indexing.c: t[key] (a view; ints, slices, None, one
+ * Ellipsis) and t[key] = value (written through that view, value
+ * broadcast). */
+PyObject *dlbpy_tensor_subscript(PyObject *self, PyObject *key);
+int dlbpy_tensor_ass_subscript(PyObject *self, PyObject *key,
+                               PyObject *value);
+
 /* Methods defined in export.c. */
 PyObject *dlbpy_tensor_dlpack(PyObject *self, PyObject *const *args,
                               Py_ssize_t nargsf, PyObject *kwnames);

@@ -1,6 +1,6 @@
 /*
  * tensor_type.c -- the dlbridge.Tensor heap type: lifetime, properties,
- * repr, indexing and the view and copy methods.
+ * repr and the view and copy methods (indexing is in indexing.c).
  *
  * A Tensor holds one dlbridge managed tensor. Views are new managed tensors
  * sharing the same owner, so a view keeps the data (and whatever foreign
@@ -330,157 +330,6 @@ static Py_ssize_t dlbpy_tensor_length(PyObject *self) {
 }
 
 /* ------------------------------------------------------------------------
- * Indexing: ints, slices and one Ellipsis, as NumPy reads them
- * ---------------------------------------------------------------------- */
-
-static int dlbpy_slice_bound(PyObject *obj, int64_t *out) {
-  if (obj == Py_None) {
-    *out = DLB_SLICE_DEFAULT;
-    return 0;
-  }
-  if (PyBool_Check(obj) || !PyIndex_Check(obj)) {
-    PyErr_SetString(PyExc_TypeError,
-                    "slice indices must be integers or None");
-    return -1;
-  }
-  /* Saturates: a bound past either end is clamped by the slice anyway. */
-  Py_ssize_t v = PyNumber_AsSsize_t(obj, NULL);
-  if (v == -1 && PyErr_Occurred()) return -1;
-  /* INT64_MIN is the DEFAULT marker; its saturated neighbour clamps the
-   * same way. */
-  *out = v == PY_SSIZE_T_MIN ? (int64_t)PY_SSIZE_T_MIN + 1 : (int64_t)v;
-  return 0;
-}
-
-static int dlbpy_parse_slice(PyObject *obj, dlb_slice *out) {
-  PySliceObject *sl = (PySliceObject *)obj;
-  dlb_slice s;
-  if (sl->step == Py_None) {
-    s.step = 1;
-  } else {
-    if (PyBool_Check(sl->step) || !PyIndex_Check(sl->step)) {
-      PyErr_SetString(PyExc_TypeError,
-                      "slice indices must be integers or None");
-      return -1;
-    }
-    Py_ssize_t step = PyNumber_AsSsize_t(sl->step, NULL);
-    if (step == -1 && PyErr_Occurred()) return -1;
-    if (step == 0) {
-      PyErr_SetString(PyExc_ValueError, "slice step cannot be zero");
-      return -1;
-    }
-    /* -INT64_MAX steps as far as INT64_MIN would. */
-    s.step = step == PY_SSIZE_T_MIN ? -(int64_t)PY_SSIZE_T_MAX : step;
-  }
-  if (dlbpy_slice_bound(sl->start, &s.start) < 0 ||
-      dlbpy_slice_bound(sl->stop, &s.stop) < 0)
-    return -1;
-  *out = s;
-  return 0;
-}
-
-static PyObject *dlbpy_tensor_subscript(PyObject *self, PyObject *key) {
-  const DLManagedTensorVersioned *mt = dlbpy_tensor_owned(self);
-  if (mt == NULL) return NULL;
-  int32_t ndim = mt->dl_tensor.ndim;
-  PyObject *const *items = &key;
-  Py_ssize_t n = 1;
-  if (PyTuple_Check(key)) {
-    items = &PyTuple_GET_ITEM(key, 0);
-    n = PyTuple_GET_SIZE(key);
-  }
-  Py_ssize_t ellipsis = -1, consumed = 0;
-  for (Py_ssize_t i = 0; i < n; i++) {
-    PyObject *item = items[i];
-    if (item == Py_Ellipsis) {
-      if (ellipsis >= 0) {
-        PyErr_SetString(PyExc_IndexError,
-                        "an index can only have a single ellipsis ('...')");
-        return NULL;
-      }
-      ellipsis = i;
-    } else if (PySlice_Check(item) ||
-               (PyIndex_Check(item) && !PyBool_Check(item))) {
-      consumed++;
-    } else {
-      PyErr_Format(PyExc_IndexError,
-                   "only integers, slices and ellipsis ('...') are valid "
-                   "indices, not %.100s",
-                   Py_TYPE(item)->tp_name);
-      return NULL;
-    }
-  }
-  if (consumed > ndim) {
-    PyErr_Format(PyExc_IndexError,
-                 "too many indices for tensor: tensor is %d-dimensional, but "
-                 "%zd were indexed",
-                 (int)ndim, consumed);
-    return NULL;
-  }
-  dlb_slice slices[DLB_MAX_NDIM];
-  int64_t index[DLB_MAX_NDIM];
-  unsigned char is_index[DLB_MAX_NDIM];
-  for (int32_t d = 0; d < ndim; d++) {
-    slices[d].start = DLB_SLICE_DEFAULT;
-    slices[d].stop = DLB_SLICE_DEFAULT;
-    slices[d].step = 1;
-    is_index[d] = 0;
-  }
-  int any_slice = 0, any_index = 0;
-  int32_t d = 0;
-  for (Py_ssize_t i = 0; i < n; i++) {
-    PyObject *item = items[i];
-    if (i == ellipsis) {
-      d += (int32_t)(ndim - consumed);
-    } else if (PySlice_Check(item)) {
-      if (dlbpy_parse_slice(item, &slices[d]) < 0) return NULL;
-      any_slice = 1;
-      d++;
-    } else {
-      Py_ssize_t v = PyNumber_AsSsize_t(item, PyExc_IndexError);
-      if (v == -1 && PyErr_Occurred()) return NULL;
-      index[d] = v;
-      is_index[d] = 1;
-      any_index = 1;
-      d++;
-    }
-  }
-  DLManagedTensorVersioned *view;
-  dlb_status s = any_slice ? dlb_tensor_slice(mt, ndim, slices, &view)
-                           : dlb_tensor_share(mt, &view);
-  if (s != DLB_OK) return dlbpy_raise(s, PyExc_IndexError, "index");
-  if (any_index) {
-    /* From the last dimension down, so earlier dimension numbers hold. */
-    for (int32_t k = ndim - 1; k >= 0; k--) {
-      if (!is_index[k]) continue;
-      DLManagedTensorVersioned *next;
-      s = dlb_tensor_select(view, k, index[k], &next);
-      dlb_tensor_release(view);
-      if (s != DLB_OK && s != DLB_E_RANGE && !any_slice &&
-          dlbpy_is_packed(mt)) {
-        /* Packed elements that start inside a byte: no view can say so. */
-        if (dlbpy_packed_select_copy(mt, is_index, index, &next) == NULL)
-          return NULL;
-        return dlbpy_tensor_like(self, next);
-      }
-      if (s != DLB_OK) {
-        if (s == DLB_E_RANGE)
-          PyErr_Format(PyExc_IndexError,
-                       "index %lld is out of bounds for axis %d with size "
-                       "%lld",
-                       (long long)index[k], (int)k,
-                       (long long)mt->dl_tensor.shape[k]);
-        else
-          dlbpy_raise(s, PyExc_IndexError, "index");
-        return NULL;
-      }
-      view = next;
-    }
-  }
-  return dlbpy_tensor_like(self, view);
-}
-
-/* ------------------------------------------------------------------------
  * Methods
  * ---------------------------------------------------------------------- */
 
@@ -700,6 +549,7 @@ static PyType_Slot dlbpy_tensor_slots[] = {
     {Py_tp_getset, dlbpy_tensor_getset},
     {Py_tp_members, dlbpy_tensor_members},
     {Py_mp_subscript, (void *)dlbpy_tensor_subscript},
+    {Py_mp_ass_subscript, (void *)dlbpy_tensor_ass_subscript},
     {Py_mp_length, (void *)dlbpy_tensor_length},
     {Py_sq_length, (void *)dlbpy_tensor_length},
     {Py_sq_contains, (void *)dlbpy_tensor_contains},
