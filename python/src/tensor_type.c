@@ -460,6 +460,51 @@ static PyObject *dlbpy_tensor_to(PyObject *self, PyObject *const *args,
   return dlbpy_tensor_like(self, out);
 }
 
+/* PyTorch's names for what the properties say, as methods as there. */
+static PyObject *dlbpy_tensor_element_size(PyObject *self, PyObject *unused) {
+  (void)unused;
+  return dlbpy_get_itemsize(self, NULL);
+}
+
+static PyObject *dlbpy_tensor_numel_method(PyObject *self, PyObject *unused) {
+  (void)unused;
+  return dlbpy_get_size(self, NULL);
+}
+
+static PyObject *dlbpy_tensor_dim(PyObject *self, PyObject *unused) {
+  (void)unused;
+  return dlbpy_get_ndim(self, NULL);
+}
+
+static PyObject *dlbpy_tensor_is_contiguous(PyObject *self, PyObject *unused) {
+  (void)unused;
+  return PyBool_FromLong(
+      dlb_tensor_is_c_contiguous(&DLBPY_TENSOR(self)->dl_tensor));
+}
+
+static PyObject *dlbpy_tensor_stride(PyObject *self, PyObject *const *args,
+                                     Py_ssize_t nargsf, PyObject *kwnames) {
+  PyObject *dim_arg = NULL;
+  const dlbpy_param params[] = {{"dim", DLBPY_OPTIONAL, &dim_arg}};
+  if (dlbpy_parse_args("stride", args, nargsf, kwnames, params,
+                       DLBPY_NPARAMS(params)) < 0)
+    return NULL;
+  if (dim_arg == NULL || dim_arg == Py_None)
+    return dlbpy_get_strides(self, NULL);
+  const DLTensor *t = &DLBPY_TENSOR(self)->dl_tensor;
+  int64_t dim;
+  if (dlbpy_parse_int64(dim_arg, "stride(): dim", &dim) < 0) return NULL;
+  if (dim < -(int64_t)t->ndim || dim >= (int64_t)t->ndim) {
+    PyErr_Format(PyExc_IndexError,
+                 "stride(): dim %lld is out of range for a %d-dimensional "
+                 "tensor",
+                 (long long)dim, (int)t->ndim);
+    return NULL;
+  }
+  if (dim < 0) dim += t->ndim;
+  return PyLong_FromLongLong((long long)t->strides[dim]);
+}
+
 /* Iteration walks the first dimension, as NumPy's does: t[0], t[1], ...
  * A 0-d tensor is not iterable, as len() of it is an error. */
 static PyObject *dlbpy_tensor_sq_item(PyObject *self, Py_ssize_t i) {
@@ -484,53 +529,71 @@ static PyObject *dlbpy_tensor_iter(PyObject *self) {
 static PyMethodDef dlbpy_tensor_methods[] = {
     {"__dlpack__", (PyCFunction)(void (*)(void))dlbpy_tensor_dlpack,
      METH_FASTCALL | METH_KEYWORDS,
-     "__dlpack__(*, stream=None, max_version=None, dl_device=None, "
+     "__dlpack__($self, /, *, stream=None, max_version=None, dl_device=None, "
      "copy=None)\n--\n\n"
      "Exports the tensor as a DLPack capsule."},
     {"__dlpack_device__", dlbpy_tensor_dlpack_device, METH_NOARGS,
-     "__dlpack_device__()\n--\n\n"
+     "__dlpack_device__($self, /)\n--\n\n"
      "Returns (device_type, device_id) of the tensor's memory."},
     {"__array__", (PyCFunction)(void (*)(void))dlbpy_tensor_array,
      METH_FASTCALL | METH_KEYWORDS,
-     "__array__(dtype=None, copy=None)\n--\n\n"
+     "__array__($self, /, dtype=None, copy=None)\n--\n\n"
      "Returns the tensor as a NumPy array: in place where NumPy has its "
      "dtype, else widened to dtype (which is then required)."},
     {"copy", dlbpy_tensor_copy, METH_NOARGS,
-     "copy()\n--\n\nReturns a compact copy on the same device."},
+     "copy($self, /)\n--\n\nReturns a compact copy on the same device."},
     {"to", (PyCFunction)(void (*)(void))dlbpy_tensor_to,
      METH_FASTCALL | METH_KEYWORDS,
-     "to(device, *, copy=None)\n--\n\n"
+     "to($self, /, device, *, copy=None)\n--\n\n"
      "Returns the tensor on device: itself when it is there already (unless "
      "copy=True), else a copy (ValueError with copy=False)."},
     {"permute", (PyCFunction)(void (*)(void))dlbpy_tensor_permute,
      METH_FASTCALL,
-     "permute(*axes)\n--\n\nReturns a view with the dimensions reordered."},
+     "permute($self, /, *axes)\n--\n\nReturns a view with the dimensions reordered."},
     {"reshape", (PyCFunction)(void (*)(void))dlbpy_tensor_reshape,
      METH_FASTCALL,
-     "reshape(*shape)\n--\n\n"
+     "reshape($self, /, *shape)\n--\n\n"
      "Returns a view with a new shape (one extent may be -1), or a copy when "
      "the strides do not allow a view."},
     {"tolist", dlbpy_tensor_tolist, METH_NOARGS,
-     "tolist()\n--\n\nReturns the values as nested lists of Python numbers."},
+     "tolist($self, /)\n--\n\nReturns the values as nested lists of Python numbers."},
     {"item", dlbpy_tensor_item, METH_NOARGS,
-     "item()\n--\n\n"
+     "item($self, /)\n--\n\n"
      "Returns the one element of a one-element tensor as a Python number."},
+    {"element_size", dlbpy_tensor_element_size, METH_NOARGS,
+     "element_size($self, /)\n--\n\n"
+     "The bytes of one element (itemsize), as PyTorch names it."},
+    {"numel", dlbpy_tensor_numel_method, METH_NOARGS,
+     "numel($self, /)\n--\n\n"
+     "The number of elements (size), as PyTorch names it."},
+    {"dim", dlbpy_tensor_dim, METH_NOARGS,
+     "dim($self, /)\n--\n\n"
+     "The number of dimensions (ndim), as PyTorch names it."},
+    {"is_contiguous", dlbpy_tensor_is_contiguous, METH_NOARGS,
+     "is_contiguous($self, /)\n--\n\n"
+     "True when the elements are compact in row-major order (extents of 1 "
+     "may have any stride)."},
+    {"stride", (PyCFunction)(void (*)(void))dlbpy_tensor_stride,
+     METH_FASTCALL | METH_KEYWORDS,
+     "stride($self, /, dim=None)\n--\n\n"
+     "The strides in elements (a tuple), or the stride of dimension dim "
+     "(negative counts from the end), as PyTorch gives them."},
     {"share_memory", dlbpy_tensor_share_memory, METH_NOARGS,
-     "share_memory()\n--\n\n"
+     "share_memory($self, /)\n--\n\n"
      "Returns the tensor in shared memory: itself when it is there already "
      "(or in device memory, which crosses processes by IPC handle), else "
      "one copy into a new shared cpu tensor (read-only when this is)."},
     {"__reduce_ex__", dlbpy_tensor_reduce_ex, METH_O,
-     "__reduce_ex__(protocol, /)\n--\n\n"
+     "__reduce_ex__($self, protocol, /)\n--\n\n"
      "Pickles the data by value (a PickleBuffer from protocol 5, so it can "
      "travel out of band)."},
     {"__copy__", dlbpy_tensor_copy_copy, METH_NOARGS,
-     "__copy__()\n--\n\nA copy of the data, read-only when this is."},
+     "__copy__($self, /)\n--\n\nA copy of the data, read-only when this is."},
     {"__deepcopy__", dlbpy_tensor_deepcopy, METH_O,
-     "__deepcopy__(memo, /)\n--\n\nA copy of the data, read-only when "
+     "__deepcopy__($self, memo, /)\n--\n\nA copy of the data, read-only when "
      "this is."},
     {"__complex__", dlbpy_tensor_complex, METH_NOARGS,
-     "__complex__()\n--\n\n"
+     "__complex__($self, /)\n--\n\n"
      "Returns the one element of a one-element tensor as a complex."},
     {NULL, NULL, 0, NULL},
 };
