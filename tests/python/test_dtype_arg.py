@@ -184,3 +184,63 @@ def test_attribute_errors_other_than_missing_propagate():
 
     with pytest.raises(RuntimeError, match="boom"):
         dlbridge.empty(1, dtype=Hostile())
+
+
+@pytest.mark.parametrize("module, accepted", [
+    ("numpy", True), ("numpy.core", True), ("ml_dtypes", True), ("ml_dtypes._x", True),
+    ("numpyx", False), ("ml_dtypesx", False), ("mynumpy", False), ("builtins", False)])
+def test_scalar_types_are_read_only_from_numpy_and_ml_dtypes(module, accepted):
+    class Scalar:
+        dtype = None
+
+        def __init__(self):
+            self.dtype = np.dtype("u2")
+
+    Scalar.__module__ = module
+    if accepted:
+        assert made("empty", Scalar) == "uint16"
+    else:
+        with pytest.raises(TypeError, match="not the type"):
+            dlbridge.empty(1, dtype=Scalar)
+
+
+def test_a_numpy_type_without_a_dtype_or_a_default_instance():
+    class NoDtype:
+        pass
+
+    class NeedsArgs:
+        def __init__(self, x):
+            self.dtype = np.dtype("f4")
+
+    for t in (NoDtype, NeedsArgs):
+        t.__module__ = "numpy"
+        with pytest.raises(TypeError, match="not the type"):
+            dlbridge.empty(1, dtype=t)
+
+
+@pytest.mark.parametrize("code", ["u16", "i16", "c32", "f1", "u3", "b8", "f4x", "x4",
+                                  "i99999999999", "==f4", "<|f4"])
+def test_malformed_codes(code):
+    with pytest.raises(ValueError, match="not known"):
+        dlbridge.empty(1, dtype=code)
+    if code != "c32":  # NumPy's long double complex, which DLPack lacks
+        with pytest.raises(TypeError):
+            np.dtype(code)
+
+
+def test_byteorder_attribute_of_dtype_like_objects():
+    class Like:
+        name = "float64"
+        byteorder = "="
+
+    assert made("empty", Like()) == "float64"
+    Like.byteorder = FOREIGN
+    with pytest.raises(ValueError, match="byte order"):
+        dlbridge.empty(1, dtype=Like())
+    Like.byteorder = NATIVE
+    assert made("empty", Like()) == "float64"
+    Like.byteorder = 3
+    assert made("empty", Like()) == "float64"
+    Like.name = 5
+    with pytest.raises(TypeError, match="dtype must be"):
+        dlbridge.empty(1, dtype=Like())
