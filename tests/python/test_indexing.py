@@ -238,3 +238,15 @@ def test_assignment_keeps_the_tensor_identity_and_views():
     ptr = t.data_ptr
     t[1] = 3.0
     assert t.data_ptr == ptr and v.tolist() == [3.0, 3.0]
+
+
+def test_new_axes_on_packed_copies():
+    t = dlbridge.asarray([[1, 2, 3], [4, 5, 6], [7, 0, 1]], dtype="int8")
+    p = dlbridge.zeros((3, 3), dtype="int4")
+    # Row 1 of a packed 3 x 3 int4 tensor starts inside a byte: a copy,
+    # with the new axis all the same.
+    for key in ((None, 1), (1, None), (None, 1, None, ...)):
+        v = p[key]
+        assert v.shape == np.zeros((3, 3))[key].shape and v.readonly
+        assert v.tolist() == np.zeros((3, 3), dtype=np.int64)[key].tolist()
+    assert t[None, 1].tolist() == [[4, 5, 6]]
