@@ -127,7 +127,8 @@ static int dlbpy_foreign_order(PyObject *shown) {
   PyErr_Format(PyExc_ValueError,
                "dtype %R is in %s byte order; dlbridge tensors are in the "
                "machine's (native) order",
-               shown, DLBPY_FOREIGN_ORDER == '>' ? "big-endian" : "little-endian");
+               shown,
+               DLBPY_FOREIGN_ORDER == '>' ? "big-endian" : "little-endian");
   return -1;
 }
 
@@ -262,7 +263,8 @@ static int dlbpy_parse_dtype_type(PyTypeObject *type, DLDataType *out) {
 
 int dlbpy_parse_dtype(PyObject *obj, DLDataType *out) {
   if (PyUnicode_Check(obj)) return dlbpy_parse_dtype_text(obj, obj, out);
-  if (PyType_Check(obj)) return dlbpy_parse_dtype_type((PyTypeObject *)obj, out);
+  if (PyType_Check(obj))
+    return dlbpy_parse_dtype_type((PyTypeObject *)obj, out);
   if (strcmp(Py_TYPE(obj)->tp_name, "torch.dtype") == 0) {
     /* str(torch.bfloat16) is 'torch.bfloat16'; the rest is our name. */
     PyObject *str = PyObject_Str(obj);

@@ -403,8 +403,8 @@ int dlbpy_tensor_ass_subscript(PyObject *self, PyObject *key,
   }
   /* The value first, as NumPy does: its conversion may fail before any
    * index is read. */
-  PyObject *src =
-      dlbpy_assigned_value(self, value, ((dlbpy_tensor *)self)->mt->dl_tensor.dtype);
+  DLDataType dtype = ((dlbpy_tensor *)self)->mt->dl_tensor.dtype;
+  PyObject *src = dlbpy_assigned_value(self, value, dtype);
   if (src == NULL) return -1;
   DLManagedTensorVersioned *dst;
   int copied, rc = -1;
@@ -416,7 +416,8 @@ int dlbpy_tensor_ass_subscript(PyObject *self, PyObject *key,
     PyErr_SetString(PyExc_ValueError,
                     "t[...] = value: packed sub-byte elements that do not "
                     "start on a byte cannot be written through a view");
-  } else if (!dlb_device_type_cpu_accessible(dst->dl_tensor.device.device_type)) {
+  } else if (!dlb_device_type_cpu_accessible(
+                 dst->dl_tensor.device.device_type)) {
     dlbpy_device_error("tensor", dst->dl_tensor.device);
   } else if (!dlb_device_type_cpu_accessible(
                  from->dl_tensor.device.device_type) &&

@@ -549,14 +549,16 @@ static PyMethodDef dlbpy_tensor_methods[] = {
      "copy=True), else a copy (ValueError with copy=False)."},
     {"permute", (PyCFunction)(void (*)(void))dlbpy_tensor_permute,
      METH_FASTCALL,
-     "permute($self, /, *axes)\n--\n\nReturns a view with the dimensions reordered."},
+     "permute($self, /, *axes)\n--\n\n"
+     "Returns a view with the dimensions reordered."},
     {"reshape", (PyCFunction)(void (*)(void))dlbpy_tensor_reshape,
      METH_FASTCALL,
      "reshape($self, /, *shape)\n--\n\n"
      "Returns a view with a new shape (one extent may be -1), or a copy when "
      "the strides do not allow a view."},
     {"tolist", dlbpy_tensor_tolist, METH_NOARGS,
-     "tolist($self, /)\n--\n\nReturns the values as nested lists of Python numbers."},
+     "tolist($self, /)\n--\n\n"
+     "Returns the values as nested lists of Python numbers."},
     {"item", dlbpy_tensor_item, METH_NOARGS,
      "item($self, /)\n--\n\n"
      "Returns the one element of a one-element tensor as a Python number."},
