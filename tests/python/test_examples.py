@@ -111,3 +111,19 @@ def test_openmp_kernel_refuses_read_only_memory(tmp_path):
     cap = ints.__dlpack__(max_version=(1, 0))
     assert kernel.scale_inplace(get(cap, b"dltensor_versioned"), 2.0) == -1
     assert ints.tolist() == [1, 1, 1, 1] and mapped.tolist() == [1.0] * 4
+
+
+def test_every_example_is_run_by_a_test():
+    # Each example file is named by a test (or a script of the suite) that
+    # runs or builds it; a new example without one fails here.
+    tests = ROOT / "tests"
+    text = "".join(p.read_text(errors="replace") for p in tests.rglob("*")
+                   if p.is_file() and p.suffix in (".py", ".sh", ".c", ".build"))
+    examples = [p for p in (ROOT / "examples").rglob("*")
+                if p.is_file() and p.suffix in (".py", ".c") or p.name in ("CMakeLists.txt", "Makefile")]
+    assert len(examples) >= 10
+    for p in examples:
+        rel = p.relative_to(ROOT / "examples")
+        named = p.name in text or (p.suffix == ".py" and f"import {p.stem}" in text)
+        folder = rel.parent == Path(".") or f"{rel.parent}" in text
+        assert named and folder, f"no test runs examples/{rel}"
