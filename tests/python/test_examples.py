@@ -127,3 +127,21 @@ def test_every_example_is_run_by_a_test():
         named = p.name in text or (p.suffix == ".py" and f"import {p.stem}" in text)
         folder = rel.parent == Path(".") or f"{rel.parent}" in text
         assert named and folder, f"no test runs examples/{rel}"
+
+
+def test_make_demo_installs_the_module_and_runs_both_tours():
+    import shutil
+    make = shutil.which("make")
+    if make is None or not (ROOT / "Makefile").exists():
+        pytest.skip("needs make and the source tree")
+    # What `make demo` would run (-n: nothing is run), in order.
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    r = subprocess.run([make, "-n", "-s", "demo"], cwd=ROOT, capture_output=True, text=True,
+                       timeout=60, env=env)
+    assert r.returncode == 0, r.stderr
+    steps = r.stdout.replace("\\\n", " ")
+    install = steps.find(".venv/bin/python -m pip install")
+    demo = steps.find("build/examples/demo")
+    tour = steps.find(".venv/bin/python examples/tour.py")
+    assert 0 <= install < tour and 0 <= demo < tour, steps
+    assert steps[install:].split("\n")[0].rstrip().endswith(" ."), steps
