@@ -42,6 +42,7 @@ def add_one(t):
         if t.dtype == "uint8":
             seen["numpy_writeable"] = np.from_dlpack(t).flags.writeable
         t = t.copy()
+    # Unpickled tensors are compact: nbytes from the start are all of it.
     raw = (ctypes.c_ubyte * t.nbytes).from_address(t.data_ptr + t.byte_offset)
     for i in range(t.nbytes):
         raw[i] = (raw[i] + 1) & 0xFF
