@@ -13,7 +13,8 @@ The documentation is true:
   functions), against the emulated
   CUDA driver and HIP runtime of the build (tests/emu), so that blocks
   showing GPU memory run too;
-- every name the Python module exports is in docs/python.md.
+- every name the Python module exports is in docs/python.md;
+- README.md names every page of docs/.
 Shell blocks (```sh) are commands to type, not run here.
 """
 
@@ -151,6 +152,18 @@ def python_names(python):
     print("python: %d public names in docs/python.md" % len(names))
 
 
+def readme_names_every_page():
+    with open(os.path.join(ROOT, "README.md")) as f:
+        readme = f.read()
+    pages = sorted(glob.glob(os.path.join(ROOT, "docs", "*.md"))) + [
+        os.path.join(ROOT, "docs", "dlbridge.1")]
+    for page in pages:
+        name = os.path.relpath(page, ROOT)
+        if "`%s`" % name not in readme:
+            fail("README.md's documentation list lacks %s" % name)
+    print("readme: names %d pages of docs/" % len(pages))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", required=True)
@@ -168,6 +181,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         run_snippets(build, python, tmp)
     python_names(python)
+    readme_names_every_page()
     print("docs: %d failures" % len(failures))
     return 1 if failures else 0
 
