@@ -4,8 +4,8 @@
 # c:      the C toolchain (Debian packages, installed with apt-get when run as
 #         root; otherwise it says which are missing) and meson + ninja.
 # python: c, plus Open MPI and a virtual environment .venv with
-#         meson-python, NumPy, PyTorch (CPU), pytest, Hypothesis, mpi4py
-#         and Dask distributed from PyPI.
+#         meson-python, NumPy, PyTorch (CPU), pytest, Hypothesis, mpi4py,
+#         Dask distributed and mypy (stubtest) from PyPI.
 # bench:  python, plus valgrind for instruction counts.
 # fuzz:   c, plus clang and its libFuzzer runtime (make fuzz).
 # tools:  python, plus valgrind and gcovr (make test-valgrind, make coverage).
