@@ -154,9 +154,9 @@ static void contiguous_stream(char *dst, int64_t dst_step, const char *src,
  * 16-byte vectors and pick the units out with shuffles: 16 bytes of dst
  * per round from two loads instead of 16 / unit single-unit loads. On the
  * development VM a 4096^2 float32 [::2, ::2] slice ran 1.1-1.4x faster
- * than the unrolled scalar gather; steps of 3 and 4 units (shuffles
- * written the same way) gained nothing: those slices are bound by reading
- * every line of every src row they visit. A round reads src units
+ * than the unrolled scalar gather; a step of 4 units needs as many
+ * instructions shuffled as scalar, and a step of 3 has its own kernel
+ * below for 4-byte units only. A round reads src units
  * [2i, 2i + 2 per), of which the last needed is 2 (i + per - 1): rounds
  * stop one short of the end so no load passes the row's last unit, and
  * the rest go one by one. */
