@@ -90,14 +90,6 @@ dlb_status dlb__tensor_validate_span(const DLTensor *t, const char *which,
 dlb_status dlb__managed_validate_span(const DLManagedTensorVersioned *m,
                                       dlb__span *out);
 
-/* dlb_tensor_wrap for a desc and flags that passed dlb_managed_validate
- * (as a managed tensor of the current major version) and have not changed
- * since: the same tensor without validating again, for importers that
- * validate first (the Python module). Only out of memory fails. */
-dlb_status dlb__tensor_wrap_validated(const DLTensor *desc, uint64_t flags,
-                                      dlb_release_fn release, void *ctx,
-                                      DLManagedTensorVersioned **out);
-
 /* Whether two tensors with elements (numel > 0) and these spans from
  * dlb__tensor_validate_span share a byte. Validation ruled out wrapping. */
 static inline int dlb__span_overlap(const DLTensor *x, const dlb__span *xs,

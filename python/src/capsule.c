@@ -12,7 +12,6 @@
 #include <string.h>
 
 #include "dlbpy.h"
-#include "internal.h" /* dlb__tensor_wrap_validated */
 
 static const char dlbpy_name_versioned[] = "dltensor_versioned";
 static const char dlbpy_name_legacy[] = "dltensor";
@@ -90,11 +89,6 @@ static void dlbpy_release_legacy(void *ctx) {
   dlbpy_call_with_gil(dlbpy_legacy_delete, ctx);
 }
 
-/* The release of a wrapped foreign tensor takes the GIL for its deleter. */
-static dlb_release_fn versioned_release(const DLManagedTensorVersioned *m) {
-  return m->deleter != NULL ? dlbpy_release_versioned : NULL;
-}
-
 dlb_status dlbpy_adopt_versioned(DLManagedTensorVersioned *foreign,
                                  DLManagedTensorVersioned **out) {
   if (dlb_tensor_is_ours(foreign)) {
@@ -107,7 +101,9 @@ dlb_status dlbpy_adopt_versioned(DLManagedTensorVersioned *foreign,
     return dlb_managed_validate(foreign);
   /* The core gives host-type memory device_id 0, as our tensors carry. */
   return dlb_tensor_wrap(&foreign->dl_tensor, foreign->flags,
-                         versioned_release(foreign), foreign, out);
+                         foreign->deleter != NULL ? dlbpy_release_versioned
+                                                  : NULL,
+                         foreign, out);
 }
 
 dlb_status dlbpy_accept_versioned(DLManagedTensorVersioned *foreign,
@@ -116,18 +112,18 @@ dlb_status dlbpy_accept_versioned(DLManagedTensorVersioned *foreign,
     *out = foreign;
     return DLB_OK;
   }
-  dlb_status s = dlb_managed_validate(foreign);
-  if (s != DLB_OK) return s;
+  /* A tensor that must be wrapped (compact strides to fill in, a host
+   * device_id to normalise) is validated by the wrap alone: validating it
+   * here first made every such import validate twice. A device that does
+   * not normalise fails validation below. */
   const DLTensor *t = &foreign->dl_tensor;
   DLDevice device = t->device;
-  /* Validated, so the device is known and normalises. */
-  (void)dlb_device_normalize(&device);
-  /* Validated already: wrapped without a second pass. */
   if ((t->strides == NULL && t->ndim != 0) ||
-      device.device_id != t->device.device_id)
-    return dlb__tensor_wrap_validated(t, foreign->flags,
-                                      versioned_release(foreign), foreign,
-                                      out);
+      (dlb_device_normalize(&device) == DLB_OK &&
+       device.device_id != t->device.device_id))
+    return dlbpy_adopt_versioned(foreign, out);
+  dlb_status s = dlb_managed_validate(foreign);
+  if (s != DLB_OK) return s;
   *out = foreign;
   return DLB_OK;
 }

@@ -335,14 +335,8 @@ dlb_status dlb_tensor_wrap(const DLTensor *desc, uint64_t flags,
   if (desc == NULL) return dlb__fail(DLB_E_INVAL, "desc is NULL");
   dlb_status st = validate_desc(desc, flags);
   if (st != DLB_OK) return st;
-  return dlb__tensor_wrap_validated(desc, flags, release, ctx, out);
-}
-
-dlb_status dlb__tensor_wrap_validated(const DLTensor *desc, uint64_t flags,
-                                      dlb_release_fn release, void *ctx,
-                                      DLManagedTensorVersioned **out) {
   dlb__tensor *t = NULL;
-  dlb_status st = tensor_import(desc, flags, DLB__OWNER_CALLBACK, NULL, &t);
+  st = tensor_import(desc, flags, DLB__OWNER_CALLBACK, NULL, &t);
   if (st != DLB_OK) return st;
   t->owner->u.callback.fn = release;
   t->owner->u.callback.ctx = ctx;

@@ -286,33 +286,6 @@ DLB_TEST(tensor_wrap_rejects_invalid_without_releasing) {
   CHECK_EQ_INT(count, 0);
 }
 
-/* What the Python module's import uses after dlb_managed_validate: the
- * tensor dlb_tensor_wrap makes, without a second validation. */
-DLB_TEST(tensor_wrap_validated_matches_wrap_without_validating) {
-  static float buf[6];
-  int64_t shape[2] = {3, 2};
-  DLTensor desc = {buf, {kDLCUDAHost, 3}, 2, F32, shape, NULL, 0};
-  int count = 0;
-  DLManagedTensorVersioned *t = NULL;
-  CHECK_OK(dlb__tensor_wrap_validated(&desc, DLPACK_FLAG_BITMASK_READ_ONLY,
-                                      count_release, &count, &t));
-  CHECK(dlb_tensor_is_ours(t));
-  check_shape2(&t->dl_tensor, 3, 2, 2, 1);
-  CHECK(t->dl_tensor.data == buf);
-  CHECK_EQ_INT(t->dl_tensor.device.device_id, 0);
-  CHECK_EQ_INT(t->flags, DLPACK_FLAG_BITMASK_READ_ONLY);
-  dlb_tensor_release(t);
-  CHECK_EQ_INT(count, 1);
-  /* A flag dlb_tensor_wrap rejects is taken as given: nothing is checked
-   * again. */
-  CHECK_STATUS(dlb_tensor_wrap(&desc, 1u << 5, NULL, NULL, &t), DLB_E_INVAL);
-  CHECK_OK(dlb__tensor_wrap_validated(&desc, 1u << 5, count_release, &count,
-                                      &t));
-  CHECK_EQ_INT(t->flags, 1u << 5);
-  dlb_tensor_release(t);
-  CHECK_EQ_INT(count, 2);
-}
-
 /* ---- adopt ------------------------------------------------------------- */
 
 DLB_TEST(tensor_adopt_calls_foreign_deleter_once) {
