@@ -78,6 +78,8 @@ if [ ! -f "$stamp" ] || [ "$root/scripts/setup.sh" -nt "$stamp" ]; then
     pip_install meson-python 'numpy>=2,<3' pytest 'torch==2.13.0' 'hypothesis>=6,<7'
     # mpi4py's binary wheel finds Debian's Open MPI at run time.
     pip_install --only-binary=mpi4py 'mpi4py==4.1.2'
+    # The stub's agreement with the module (tests/python/test_stubtest.py).
+    pip_install 'mypy==1.20.2'
   fi
   touch "$stamp"
 fi

@@ -231,12 +231,17 @@ DLB_TEST(share_ipc_views_and_reexport) {
       CHECK_OK(dlb_copy_sync(&x->dl_tensor, &o->dl_tensor, NULL));
       CHECK_EQ_INT(((uint8_t *)o->dl_tensor.data)[400], 100);
       dlb_tensor_release(x);
+      /* The host tensors came with the fork: freed, as any process frees
+       * its own (device memory goes with the process). */
+      dlb_tensor_release(o);
+      dlb_tensor_release(h);
       _exit(0);
     }
     CHECK_OK(dlb_share_send(grand, u));
     wait_ok(g);
     dlb_tensor_release(o);
     dlb_tensor_release(u);
+    dlb_tensor_release(h);
     _exit(0);
   }
   CHECK_OK(dlb_share_send(parent, v));
@@ -390,6 +395,8 @@ DLB_TEST(share_ipc_after_the_exporter_left) {
   if (pid == 0) {
     DLManagedTensorVersioned *d = cuda_bytes(64);
     CHECK_OK(dlb_share_send(child, d));
+    /* The exporter frees the memory and leaves. */
+    dlb_tensor_release(d);
     _exit(0);
   }
   wait_ok(pid);
