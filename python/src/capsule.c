@@ -112,15 +112,18 @@ dlb_status dlbpy_accept_versioned(DLManagedTensorVersioned *foreign,
     *out = foreign;
     return DLB_OK;
   }
-  dlb_status s = dlb_managed_validate(foreign);
-  if (s != DLB_OK) return s;
+  /* A tensor that must be wrapped (compact strides to fill in, a host
+   * device_id to normalise) is validated by the wrap alone: validating it
+   * here first made every such import validate twice. A device that does
+   * not normalise fails validation below. */
   const DLTensor *t = &foreign->dl_tensor;
   DLDevice device = t->device;
-  /* Validated, so the device is known and normalises. */
-  (void)dlb_device_normalize(&device);
   if ((t->strides == NULL && t->ndim != 0) ||
-      device.device_id != t->device.device_id)
+      (dlb_device_normalize(&device) == DLB_OK &&
+       device.device_id != t->device.device_id))
     return dlbpy_adopt_versioned(foreign, out);
+  dlb_status s = dlb_managed_validate(foreign);
+  if (s != DLB_OK) return s;
   *out = foreign;
   return DLB_OK;
 }

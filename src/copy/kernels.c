@@ -154,9 +154,9 @@ static void contiguous_stream(char *dst, int64_t dst_step, const char *src,
  * 16-byte vectors and pick the units out with shuffles: 16 bytes of dst
  * per round from two loads instead of 16 / unit single-unit loads. On the
  * development VM a 4096^2 float32 [::2, ::2] slice ran 1.1-1.4x faster
- * than the unrolled scalar gather; steps of 3 and 4 units (shuffles
- * written the same way) gained nothing: those slices are bound by reading
- * every line of every src row they visit. A round reads src units
+ * than the unrolled scalar gather; a step of 4 units needs as many
+ * instructions shuffled as scalar, and a step of 3 has its own kernel
+ * below for 4-byte units only. A round reads src units
  * [2i, 2i + 2 per), of which the last needed is 2 (i + per - 1): rounds
  * stop one short of the end so no load passes the row's last unit, and
  * the rest go one by one. */
@@ -199,6 +199,52 @@ static DLB__FORCE_INLINE void gather_by_2(char *dst, const char *src,
   }
 }
 
+/* 4-byte units three apart (a slice [::3] of float32 or int32): units
+ * 0, 3, 6, 9 of a round are the first and last of the 16 bytes at unit 0
+ * and of those at unit 6, so one shuffle of two loads makes 16 bytes of
+ * dst, where the scalar gather spends four loads and four stores. A
+ * round reads units [3i, 3i + 10) and needs 3i + 9: no load passes the
+ * last unit read. Under callgrind the [::2, ::3] slice of a 4096^2
+ * float32 matrix takes 0.6 x the scalar gather's instructions; it is
+ * bound by reading every line of every second src row, so the time falls
+ * less. Units of 8 bytes gain nothing this way (two loads, a shuffle and
+ * a store make two units, as two loads and two stores do), and 1- and
+ * 2-byte units would need byte shuffles SSE2 does not have. */
+static void gather_4_by_3(char *dst, int64_t dst_step, const char *src,
+                          int64_t src_step, int64_t n) {
+  (void)dst_step;
+  (void)src_step;
+  int64_t i = 0;
+  /* Two rounds a loop: the loop's own instructions are a third of it. */
+  for (; i + 8 <= n; i += 8) {
+    __m128 a = _mm_castsi128_ps(ld(src)), b = _mm_castsi128_ps(ld(src + 24));
+    __m128 c = _mm_castsi128_ps(ld(src + 48));
+    __m128 d = _mm_castsi128_ps(ld(src + 72));
+    _mm_storeu_si128((__m128i *)(void *)dst,
+                     _mm_castps_si128(_mm_shuffle_ps(
+                         a, b, _MM_SHUFFLE(3, 0, 3, 0))));
+    _mm_storeu_si128((__m128i *)(void *)(dst + 16),
+                     _mm_castps_si128(_mm_shuffle_ps(
+                         c, d, _MM_SHUFFLE(3, 0, 3, 0))));
+    src += 96;
+    dst += 32;
+  }
+  if (i + 4 <= n) {
+    __m128 a = _mm_castsi128_ps(ld(src)), b = _mm_castsi128_ps(ld(src + 24));
+    _mm_storeu_si128((__m128i *)(void *)dst,
+                     _mm_castps_si128(_mm_shuffle_ps(
+                         a, b, _MM_SHUFFLE(3, 0, 3, 0))));
+    src += 48;
+    dst += 16;
+    i += 4;
+  }
+  for (; i < n; i++) {
+    memcpy(dst, src, 4);
+    src += 12;
+    dst += 4;
+  }
+}
+
 #define DLB__GATHER_FN(UNIT)                                               \
   static void gather_##UNIT##_by_2(char *d, int64_t ds, const char *s,     \
                                    int64_t ss, int64_t n) {                \
@@ -211,6 +257,7 @@ DLB__GATHER_FN(8)
 
 /* The shuffling gather for this unit and src step, or NULL. */
 static dlb__row_fn gather_shuffled(size_t unit, int64_t src_step) {
+  if (unit == 4 && src_step == 12) return gather_4_by_3;
   if (src_step != 2 * (int64_t)unit) return NULL;
   switch (unit) {
     case 1:

@@ -241,3 +241,27 @@ DLB_TEST(gather_kernels_every_step_and_length) {
     }
   }
 }
+
+/* Steps the shuffling gathers serve get their own kernel on SSE2 builds;
+ * the test hook (and every other step) gets the unrolled scalar one. */
+DLB_TEST(gather_kernels_shuffle_where_the_step_allows) {
+  struct { size_t unit; int64_t step; } cases[] = {
+      {1, 2}, {2, 4}, {4, 8}, {8, 16}, {4, 12}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const size_t u = cases[i].unit;
+    dlb__row_fn fast = dlb__row_kernel(u, (int64_t)u, cases[i].step, 0);
+    dlb__copy_force_portable(1);
+    dlb__row_fn plain = dlb__row_kernel(u, (int64_t)u, cases[i].step, 0);
+    dlb__copy_force_portable(0);
+    /* A step with no shuffling kernel: the same scalar gather. */
+    dlb__row_fn other = dlb__row_kernel(u, (int64_t)u, 5 * (int64_t)u, 0);
+    CHECK(plain == other);
+#if defined(__SSE2__)
+    CHECK(fast != plain);
+#else
+    CHECK(fast == plain);
+#endif
+  }
+  /* Three units apart is shuffled for 4-byte units only. */
+  CHECK(dlb__row_kernel(8, 8, 24, 0) == dlb__row_kernel(8, 8, 40, 0));
+}
