@@ -51,11 +51,11 @@ def caused_by_memory_error(exc):
     return False
 
 
-def fail_in_turn(call, inputs=(), domains=ALL):
+def fail_in_turn(call, inputs=(), domains=ALL, also=()):
     """Runs call() with allocation 1, 2, ... failing; returns how many
-    allocations failed on the way to success."""
+    allocations failed on the way to success. A failure raises MemoryError
+    or an exception a MemoryError caused, or one named in also."""
     for n in range(1, LIMIT):
-        gc.collect()
         live = helper.oom_live()
         refs = [sys.getrefcount(x) for x in inputs]
         helper.oom_arm(n, domains)
@@ -69,27 +69,31 @@ def fail_in_turn(call, inputs=(), domains=ALL):
             counted, failed = helper.oom_disarm()
         if not failed:
             assert error is None, f"allocation {n} did not fail, yet {error}"
-            del result
-            gc.collect()
             return n - 1
-        assert error is None or error[2], f"allocation {n} of {counted}: {error}"
+        assert error is None or error[2] or error[0] in also, \
+            f"allocation {n} of {counted}: {error}"
         del result
-        gc.collect()
+        # A collection costs milliseconds: only when reference counting
+        # has not freed everything already.
+        if helper.oom_live() != live:
+            gc.collect()
         assert helper.oom_live() == live, f"allocation {n}: core blocks leaked"
         assert [sys.getrefcount(x) for x in inputs] == refs, f"allocation {n}"
     raise AssertionError(f"still failing after {LIMIT} allocations")
 
 
-def no_growth(call, inputs=()):
-    """The loop twice more under tracemalloc: the second pass must leave
-    nothing the first did not (caches fill during the first)."""
-    fail_in_turn(call, inputs)
+def no_growth(call, inputs=(), also=(), measure=True):
+    """The loop, then twice more under tracemalloc: the third pass must
+    leave nothing behind (caches and free lists fill in the first two)."""
+    fail_in_turn(call, inputs, also=also)
+    if not measure:
+        return
     tracemalloc.start()
     try:
-        fail_in_turn(call, inputs)
+        fail_in_turn(call, inputs, also=also)
         gc.collect()
         before = tracemalloc.get_traced_memory()[0]
-        fail_in_turn(call, inputs)
+        fail_in_turn(call, inputs, also=also)
         gc.collect()
         grown = tracemalloc.get_traced_memory()[0] - before
     finally:
@@ -190,9 +194,30 @@ CALLS = {
 }
 
 
+# Failures other code reports in its own words: the pickler reports a
+# failed import of the reconstructor's module as PicklingError without
+# chaining the MemoryError, PyTorch raises its own OutOfMemoryError.
+ALSO = {
+    "pickle": ("PicklingError",),
+    "pickle shared": ("PicklingError",),
+    "torch from_dlpack": ("OutOfMemoryError",),
+}
+
+
+# Calls through code that itself keeps memory when an allocation fails, so
+# Python memory is not measured for them (the core's blocks and the inputs'
+# reference counts still are): CPython's pickler and unpickler (pickling and
+# unpickling a bytearray, with no dlbridge code, leave a few hundred bytes
+# per loop too), and the ABC caches (weak references in sets, made anew
+# when one fails half-way) that NumPy's fallback for a failed buffer import
+# consults under __array__.
+UNMEASURED = {"pickle", "unpickle", "pickle shared", "__array__"}
+
+
 @pytest.mark.parametrize("name", list(CALLS))
 def test_allocation_failures(name, tmp_path):
     call, names = CALLS[name]
     e = Inputs(str(tmp_path))
     inputs = [A if n == "A" else getattr(e, n) for n in names]
-    no_growth(lambda: call(e), inputs)
+    no_growth(lambda: call(e), inputs, also=ALSO.get(name, ()),
+              measure=name not in UNMEASURED)

@@ -261,7 +261,14 @@ static PyObject *make_capsule(PyObject *self, PyObject *args,
 static const DLPackExchangeAPI *api_of(PyObject *type_or_obj) {
   PyObject *type = PyType_Check(type_or_obj) ? type_or_obj
                                              : (PyObject *)Py_TYPE(type_or_obj);
-  PyObject *capsule = PyObject_GetAttrString(type, "__dlpack_c_exchange_api__");
+  /* Made once: the allocation-failure tests fail dlbridge's calls, not
+   * the making of this name. */
+  static PyObject *name;
+  if (name == NULL) {
+    name = PyUnicode_InternFromString("__dlpack_c_exchange_api__");
+    if (name == NULL) return NULL;
+  }
+  PyObject *capsule = PyObject_GetAttr(type, name);
   if (capsule == NULL) return NULL;
   const DLPackExchangeAPI *api =
       PyCapsule_GetPointer(capsule, "dlpack_exchange_api");
