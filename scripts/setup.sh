@@ -4,8 +4,8 @@
 # c:      the C toolchain (Debian packages, installed with apt-get when run as
 #         root; otherwise it says which are missing) and meson + ninja.
 # python: c, plus Open MPI and a virtual environment .venv with
-#         meson-python, NumPy, PyTorch (CPU), pytest, Hypothesis and mpi4py
-#         from PyPI.
+#         meson-python, NumPy, PyTorch (CPU), pytest, Hypothesis, mpi4py,
+#         Dask distributed and mypy (stubtest) from PyPI.
 # bench:  python, plus valgrind for instruction counts.
 # fuzz:   c, plus clang and its libFuzzer runtime (make fuzz).
 # tools:  python, plus valgrind and gcovr (make test-valgrind, make coverage).
@@ -78,6 +78,10 @@ if [ ! -f "$stamp" ] || [ "$root/scripts/setup.sh" -nt "$stamp" ]; then
     pip_install meson-python 'numpy>=2,<3' pytest 'torch==2.13.0' 'hypothesis>=6,<7'
     # mpi4py's binary wheel finds Debian's Open MPI at run time.
     pip_install --only-binary=mpi4py 'mpi4py==4.1.2'
+    # The stub's agreement with the module (tests/python/test_stubtest.py).
+    pip_install 'mypy==1.20.2'
+    # The LocalCluster test (tests/python/test_dask.py) and its example.
+    pip_install 'dask[distributed]==2026.8.0'
   fi
   touch "$stamp"
 fi

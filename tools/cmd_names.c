@@ -7,7 +7,34 @@ static const cli_opt json_only[] = {
     {"--json", NULL, "print JSON instead of text"},
 };
 
-/* A bad name fails the run (exit 1) but the other names are described. */
+/* The one-lane dtype names, found by asking the library about every code
+ * and width, so the list cannot fall behind its parser. */
+static void list_dtypes(void) {
+  fprintf(stderr, "valid dtypes:");
+  for (unsigned code = 0; code <= UINT8_MAX; code++)
+    for (unsigned bits = 1; bits <= UINT8_MAX; bits++) {
+      DLDataType t = {(uint8_t)code, (uint8_t)bits, 1};
+      char name[DLB_DTYPE_NAME_MAX];
+      if (dlb_dtype_check(t) == DLB_OK &&
+          dlb_dtype_format(t, name, sizeof name) == DLB_OK)
+        fprintf(stderr, " %s", name);
+    }
+  fprintf(stderr, "; a vector type appends xN (float32x4)\n");
+}
+
+/* The kind names, from the library as above. */
+static void list_devices(void) {
+  fprintf(stderr, "valid kinds:");
+  for (int type = 0; type <= UINT8_MAX; type++) {
+    const char *name = dlb_device_type_name((DLDeviceType)type);
+    if (name != NULL) fprintf(stderr, " %s", name);
+  }
+  fprintf(stderr, "; a device memory kind takes an index (cuda:1), a host "
+                  "kind none\n");
+}
+
+/* A bad name fails the run (exit 1) but the other names are described;
+ * the valid names are listed once, after them. */
 static int dtype_run(const char **values, int argc, char **argv) {
   int as_json = values[0] != NULL, rc = CLI_OK;
   json j = {0};
@@ -51,6 +78,7 @@ static int dtype_run(const char **values, int argc, char **argv) {
       printf(", itemsize %zu\n", dlb_dtype_itemsize(t));
   }
   if (as_json) json_close(&j, ']');
+  if (rc != CLI_OK) list_dtypes();
   return rc;
 }
 
@@ -91,6 +119,7 @@ static int device_run(const char **values, int argc, char **argv) {
            readable ? "CPU-readable" : "not CPU-readable");
   }
   if (as_json) json_close(&j, ']');
+  if (rc != CLI_OK) list_devices();
   return rc;
 }
 

@@ -24,7 +24,7 @@ static void list_commands(FILE *f) {
 
 static int usage(FILE *f) {
   fprintf(f, "usage: %s <command> [options] [args]\n"
-             "       %s --version | --help | help [command]\n"
+             "       %s --version | -V | --help | -h | help [command]\n"
              "commands:\n", CLI_NAME, CLI_NAME);
   list_commands(f);
   fprintf(f, "Every command takes --help; the ones that report take --json.\n"
@@ -141,13 +141,13 @@ int main(int argc, char **argv) {
     cli_usage(cmd, stdout);
     return CLI_OK;
   }
-  if (strcmp(name, "--version") == 0) {
+  if (strcmp(name, "--version") == 0 || strcmp(name, "-V") == 0) {
     printf("%s\n", dlb_version_string());
     return CLI_OK;
   }
   if (name[0] == '-') {
     fprintf(stderr, "%s: unknown option '%s'; valid before a command: "
-                    "--help, --version\n", CLI_NAME, name);
+                    "--help -h --version -V\n", CLI_NAME, name);
     return CLI_USAGE;
   }
   const cli_cmd *cmd = find(name);

@@ -1,11 +1,49 @@
 import enum
 import os
 import sys
-from typing import Any, Dict, Iterator, List, Literal, Optional, Sequence, Tuple, Union
+from typing import (
+    Any,
+    Dict,
+    Iterator,
+    List,
+    Literal,
+    Optional,
+    Sequence,
+    SupportsIndex,
+    Tuple,
+    Union,
+    final,
+    overload,
+)
 
 DLPACK_MAJOR_VERSION: int
 DLPACK_MINOR_VERSION: int
 __version__: str
+__all__ = [
+    "DLDeviceType",
+    "DLPACK_MAJOR_VERSION",
+    "DLPACK_MINOR_VERSION",
+    "StreamError",
+    "Tensor",
+    "advise",
+    "arange",
+    "asarray",
+    "device_of",
+    "empty",
+    "from_dlpack",
+    "full",
+    "get_include",
+    "get_sharing_pin",
+    "load_npy",
+    "pin",
+    "prefetch",
+    "runtimes",
+    "set_sharing_pin",
+    "share_export",
+    "share_import",
+    "synchronize",
+    "zeros",
+]
 
 _Shape = Union[int, Sequence[int]]
 _Device = Union[str, Tuple[int, int]]
@@ -40,6 +78,7 @@ class DLDeviceType(enum.IntEnum):
 
 class StreamError(ValueError, RuntimeError): ...
 
+@final
 class Tensor:
     __dlpack_c_exchange_api__: Any
     __c_dlpack_exchange_api__: int
@@ -81,12 +120,14 @@ class Tensor:
     def __array__(self, dtype: Any = None, copy: Optional[bool] = None) -> Any: ...
     def __len__(self) -> int: ...
     def __getitem__(self, key: Any, /) -> "Tensor": ...
+    def __setitem__(self, key: Any, value: Any, /) -> None: ...
+    def __delitem__(self, key: Any, /) -> None: ...
     if sys.version_info >= (3, 12):
         def __buffer__(self, flags: int, /) -> memoryview: ...
     @property
     def is_shared(self) -> bool: ...
     def share_memory(self) -> "Tensor": ...
-    def __reduce_ex__(self, protocol: int, /) -> Tuple[Any, ...]: ...
+    def __reduce_ex__(self, protocol: SupportsIndex, /) -> Tuple[Any, ...]: ...
     def __copy__(self) -> "Tensor": ...
     def __deepcopy__(self, memo: Any, /) -> "Tensor": ...
     def copy(self) -> "Tensor": ...
@@ -94,6 +135,14 @@ class Tensor:
     def permute(self, *axes: Union[int, Sequence[int]]) -> "Tensor": ...
     def reshape(self, *shape: Union[int, Sequence[int]]) -> "Tensor": ...
     def tolist(self) -> Any: ...
+    def element_size(self) -> int: ...
+    def numel(self) -> int: ...
+    def dim(self) -> int: ...
+    def is_contiguous(self) -> bool: ...
+    @overload
+    def stride(self, dim: None = None) -> Tuple[int, ...]: ...
+    @overload
+    def stride(self, dim: SupportsIndex) -> int: ...
     def item(self) -> Union[bool, int, float, complex]: ...
     def __iter__(self) -> Iterator["Tensor"]: ...
     def __contains__(self, key: Any, /) -> bool: ...

@@ -16,7 +16,8 @@ import weakref as _weakref
 from multiprocessing import reduction as _reduction
 from multiprocessing.context import get_spawning_popen as _get_spawning_popen
 
-from ._dlbridge import Tensor, share_export, share_import
+# The extension's names are typed in __init__.pyi, which re-exports them.
+from ._dlbridge import Tensor, share_export, share_import  # type: ignore[import-not-found]
 
 _pin = None
 _pin_lock = _threading.Lock()

@@ -38,7 +38,7 @@ try:
 
     torch.set_num_threads(1)
 except ImportError:  # torch is optional for the benchmark
-    torch = None
+    torch = None  # type: ignore[assignment]
 
 
 def per_call_rounds(cases, calls, repeats):

@@ -1,7 +1,7 @@
 /*
  * argparse.c -- argument parsing for vectorcall entry points, and the
  * converters for the arguments every entry point shares (copy, device,
- * dtype, shape).
+ * shape; dtype is in dtype_arg.c).
  *
  * PyArg_ParseTupleAndKeywords would build a tuple and a dict per call; the
  * DLPack entry points are called millions of times, so they parse the
@@ -222,38 +222,6 @@ int dlbpy_parse_device(PyObject *obj, DLDevice *out) {
     }
   }
   *out = device;
-  return 0;
-}
-
-int dlbpy_parse_dtype(PyObject *obj, DLDataType *out) {
-  PyObject *name = NULL;
-  if (PyUnicode_Check(obj)) {
-    name = obj;
-    Py_INCREF(name);
-  } else {
-    /* NumPy dtypes carry their name; so does anything dtype-like. */
-    PyObject *attr = PyObject_GetAttrString(obj, "name");
-    if (attr != NULL && PyUnicode_Check(attr)) {
-      name = attr;
-    } else {
-      Py_XDECREF(attr);
-      PyErr_Clear();
-      PyErr_Format(PyExc_TypeError,
-                   "dtype must be a name such as 'float32', not %.100s",
-                   Py_TYPE(obj)->tp_name);
-      return -1;
-    }
-  }
-  const char *text = dlbpy_name_text(name, "dtype");
-  if (text == NULL) {
-    Py_DECREF(name);
-    return -1;
-  }
-  DLDataType dtype;
-  dlb_status s = dlb_dtype_parse(text, &dtype);
-  Py_DECREF(name);
-  if (s != DLB_OK) return dlbpy_fail(s, PyExc_ValueError, "dtype");
-  *out = dtype;
   return 0;
 }
 

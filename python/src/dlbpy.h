@@ -213,9 +213,11 @@ int dlbpy_parse_copy(PyObject *obj, const char *what, int *out);
  * TypeError for other types, ValueError for unknown or malformed ones. */
 int dlbpy_parse_device(PyObject *obj, DLDevice *out);
 
-/* A dtype name such as "float32", or an object whose name attribute is one
- * (a NumPy dtype). TypeError for other objects, ValueError for unknown
- * names. */
+/* dtype_arg.c: a dtype as users pass it elsewhere: a name ("float32"), a
+ * NumPy code ("f4", "<i8", "?"), a NumPy dtype or scalar type, a PyTorch
+ * dtype, or bool, int, float, complex (as NumPy reads them). TypeError for
+ * other objects, ValueError for unknown names and foreign byte order; both
+ * messages list the accepted forms. */
 int dlbpy_parse_dtype(PyObject *obj, DLDataType *out);
 
 /* A shape: an int or a sequence of ints >= 0, at most DLB_MAX_NDIM of them.
@@ -246,6 +248,13 @@ PyObject *dlbpy_tensor_new(dlbpy_state *st, DLManagedTensorVersioned *mt);
 /* The Tensor's tensor as a dlbridge tensor, wrapping a foreign one first
  * (the Tensor keeps the result). NULL with an exception on failure. */
 const DLManagedTensorVersioned *dlbpy_tensor_owned(PyObject *self);
+
+/* Defined in indexing.c: t[key] (a view; ints, slices, None, one
+ * Ellipsis) and t[key] = value (written through that view, value
+ * broadcast). */
+PyObject *dlbpy_tensor_subscript(PyObject *self, PyObject *key);
+int dlbpy_tensor_ass_subscript(PyObject *self, PyObject *key,
+                               PyObject *value);
 
 /* Methods defined in export.c. */
 PyObject *dlbpy_tensor_dlpack(PyObject *self, PyObject *const *args,

@@ -1,6 +1,6 @@
 /*
  * tensor_type.c -- the dlbridge.Tensor heap type: lifetime, properties,
- * repr, indexing and the view and copy methods.
+ * repr and the view and copy methods (indexing is in indexing.c).
  *
  * A Tensor holds one dlbridge managed tensor. Views are new managed tensors
  * sharing the same owner, so a view keeps the data (and whatever foreign
@@ -330,157 +330,6 @@ static Py_ssize_t dlbpy_tensor_length(PyObject *self) {
 }
 
 /* ------------------------------------------------------------------------
- * Indexing: ints, slices and one Ellipsis, as NumPy reads them
- * ---------------------------------------------------------------------- */
-
-static int dlbpy_slice_bound(PyObject *obj, int64_t *out) {
-  if (obj == Py_None) {
-    *out = DLB_SLICE_DEFAULT;
-    return 0;
-  }
-  if (PyBool_Check(obj) || !PyIndex_Check(obj)) {
-    PyErr_SetString(PyExc_TypeError,
-                    "slice indices must be integers or None");
-    return -1;
-  }
-  /* Saturates: a bound past either end is clamped by the slice anyway. */
-  Py_ssize_t v = PyNumber_AsSsize_t(obj, NULL);
-  if (v == -1 && PyErr_Occurred()) return -1;
-  /* INT64_MIN is the DEFAULT marker; its saturated neighbour clamps the
-   * same way. */
-  *out = v == PY_SSIZE_T_MIN ? (int64_t)PY_SSIZE_T_MIN + 1 : (int64_t)v;
-  return 0;
-}
-
-static int dlbpy_parse_slice(PyObject *obj, dlb_slice *out) {
-  PySliceObject *sl = (PySliceObject *)obj;
-  dlb_slice s;
-  if (sl->step == Py_None) {
-    s.step = 1;
-  } else {
-    if (PyBool_Check(sl->step) || !PyIndex_Check(sl->step)) {
-      PyErr_SetString(PyExc_TypeError,
-                      "slice indices must be integers or None");
-      return -1;
-    }
-    Py_ssize_t step = PyNumber_AsSsize_t(sl->step, NULL);
-    if (step == -1 && PyErr_Occurred()) return -1;
-    if (step == 0) {
-      PyErr_SetString(PyExc_ValueError, "slice step cannot be zero");
-      return -1;
-    }
-    /* -INT64_MAX steps as far as INT64_MIN would. */
-    s.step = step == PY_SSIZE_T_MIN ? -(int64_t)PY_SSIZE_T_MAX : step;
-  }
-  if (dlbpy_slice_bound(sl->start, &s.start) < 0 ||
-      dlbpy_slice_bound(sl->stop, &s.stop) < 0)
-    return -1;
-  *out = s;
-  return 0;
-}
-
-static PyObject *dlbpy_tensor_subscript(PyObject *self, PyObject *key) {
-  const DLManagedTensorVersioned *mt = dlbpy_tensor_owned(self);
-  if (mt == NULL) return NULL;
-  int32_t ndim = mt->dl_tensor.ndim;
-  PyObject *const *items = &key;
-  Py_ssize_t n = 1;
-  if (PyTuple_Check(key)) {
-    items = &PyTuple_GET_ITEM(key, 0);
-    n = PyTuple_GET_SIZE(key);
-  }
-  Py_ssize_t ellipsis = -1, consumed = 0;
-  for (Py_ssize_t i = 0; i < n; i++) {
-    PyObject *item = items[i];
-    if (item == Py_Ellipsis) {
-      if (ellipsis >= 0) {
-        PyErr_SetString(PyExc_IndexError,
-                        "an index can only have a single ellipsis ('...')");
-        return NULL;
-      }
-      ellipsis = i;
-    } else if (PySlice_Check(item) ||
-               (PyIndex_Check(item) && !PyBool_Check(item))) {
-      consumed++;
-    } else {
-      PyErr_Format(PyExc_IndexError,
-                   "only integers, slices and ellipsis ('...') are valid "
-                   "indices, not %.100s",
-                   Py_TYPE(item)->tp_name);
-      return NULL;
-    }
-  }
-  if (consumed > ndim) {
-    PyErr_Format(PyExc_IndexError,
-                 "too many indices for tensor: tensor is %d-dimensional, but "
-                 "%zd were indexed",
-                 (int)ndim, consumed);
-    return NULL;
-  }
-  dlb_slice slices[DLB_MAX_NDIM];
-  int64_t index[DLB_MAX_NDIM];
-  unsigned char is_index[DLB_MAX_NDIM];
-  for (int32_t d = 0; d < ndim; d++) {
-    slices[d].start = DLB_SLICE_DEFAULT;
-    slices[d].stop = DLB_SLICE_DEFAULT;
-    slices[d].step = 1;
-    is_index[d] = 0;
-  }
-  int any_slice = 0, any_index = 0;
-  int32_t d = 0;
-  for (Py_ssize_t i = 0; i < n; i++) {
-    PyObject *item = items[i];
-    if (i == ellipsis) {
-      d += (int32_t)(ndim - consumed);
-    } else if (PySlice_Check(item)) {
-      if (dlbpy_parse_slice(item, &slices[d]) < 0) return NULL;
-      any_slice = 1;
-      d++;
-    } else {
-      Py_ssize_t v = PyNumber_AsSsize_t(item, PyExc_IndexError);
-      if (v == -1 && PyErr_Occurred()) return NULL;
-      index[d] = v;
-      is_index[d] = 1;
-      any_index = 1;
-      d++;
-    }
-  }
-  DLManagedTensorVersioned *view;
-  dlb_status s = any_slice ? dlb_tensor_slice(mt, ndim, slices, &view)
-                           : dlb_tensor_share(mt, &view);
-  if (s != DLB_OK) return dlbpy_raise(s, PyExc_IndexError, "index");
-  if (any_index) {
-    /* From the last dimension down, so earlier dimension numbers hold. */
-    for (int32_t k = ndim - 1; k >= 0; k--) {
-      if (!is_index[k]) continue;
-      DLManagedTensorVersioned *next;
-      s = dlb_tensor_select(view, k, index[k], &next);
-      dlb_tensor_release(view);
-      if (s != DLB_OK && s != DLB_E_RANGE && !any_slice &&
-          dlbpy_is_packed(mt)) {
-        /* Packed elements that start inside a byte: no view can say so. */
-        if (dlbpy_packed_select_copy(mt, is_index, index, &next) == NULL)
-          return NULL;
-        return dlbpy_tensor_like(self, next);
-      }
-      if (s != DLB_OK) {
-        if (s == DLB_E_RANGE)
-          PyErr_Format(PyExc_IndexError,
-                       "index %lld is out of bounds for axis %d with size "
-                       "%lld",
-                       (long long)index[k], (int)k,
-                       (long long)mt->dl_tensor.shape[k]);
-        else
-          dlbpy_raise(s, PyExc_IndexError, "index");
-        return NULL;
-      }
-      view = next;
-    }
-  }
-  return dlbpy_tensor_like(self, view);
-}
-
-/* ------------------------------------------------------------------------
  * Methods
  * ---------------------------------------------------------------------- */
 
@@ -611,6 +460,51 @@ static PyObject *dlbpy_tensor_to(PyObject *self, PyObject *const *args,
   return dlbpy_tensor_like(self, out);
 }
 
+/* PyTorch's names for what the properties say, as methods as there. */
+static PyObject *dlbpy_tensor_element_size(PyObject *self, PyObject *unused) {
+  (void)unused;
+  return dlbpy_get_itemsize(self, NULL);
+}
+
+static PyObject *dlbpy_tensor_numel_method(PyObject *self, PyObject *unused) {
+  (void)unused;
+  return dlbpy_get_size(self, NULL);
+}
+
+static PyObject *dlbpy_tensor_dim(PyObject *self, PyObject *unused) {
+  (void)unused;
+  return dlbpy_get_ndim(self, NULL);
+}
+
+static PyObject *dlbpy_tensor_is_contiguous(PyObject *self, PyObject *unused) {
+  (void)unused;
+  return PyBool_FromLong(
+      dlb_tensor_is_c_contiguous(&DLBPY_TENSOR(self)->dl_tensor));
+}
+
+static PyObject *dlbpy_tensor_stride(PyObject *self, PyObject *const *args,
+                                     Py_ssize_t nargsf, PyObject *kwnames) {
+  PyObject *dim_arg = NULL;
+  const dlbpy_param params[] = {{"dim", DLBPY_OPTIONAL, &dim_arg}};
+  if (dlbpy_parse_args("stride", args, nargsf, kwnames, params,
+                       DLBPY_NPARAMS(params)) < 0)
+    return NULL;
+  if (dim_arg == NULL || dim_arg == Py_None)
+    return dlbpy_get_strides(self, NULL);
+  const DLTensor *t = &DLBPY_TENSOR(self)->dl_tensor;
+  int64_t dim;
+  if (dlbpy_parse_int64(dim_arg, "stride(): dim", &dim) < 0) return NULL;
+  if (dim < -(int64_t)t->ndim || dim >= (int64_t)t->ndim) {
+    PyErr_Format(PyExc_IndexError,
+                 "stride(): dim %lld is out of range for a %d-dimensional "
+                 "tensor",
+                 (long long)dim, (int)t->ndim);
+    return NULL;
+  }
+  if (dim < 0) dim += t->ndim;
+  return PyLong_FromLongLong((long long)t->strides[dim]);
+}
+
 /* Iteration walks the first dimension, as NumPy's does: t[0], t[1], ...
  * A 0-d tensor is not iterable, as len() of it is an error. */
 static PyObject *dlbpy_tensor_sq_item(PyObject *self, Py_ssize_t i) {
@@ -635,53 +529,73 @@ static PyObject *dlbpy_tensor_iter(PyObject *self) {
 static PyMethodDef dlbpy_tensor_methods[] = {
     {"__dlpack__", (PyCFunction)(void (*)(void))dlbpy_tensor_dlpack,
      METH_FASTCALL | METH_KEYWORDS,
-     "__dlpack__(*, stream=None, max_version=None, dl_device=None, "
+     "__dlpack__($self, /, *, stream=None, max_version=None, dl_device=None, "
      "copy=None)\n--\n\n"
      "Exports the tensor as a DLPack capsule."},
     {"__dlpack_device__", dlbpy_tensor_dlpack_device, METH_NOARGS,
-     "__dlpack_device__()\n--\n\n"
+     "__dlpack_device__($self, /)\n--\n\n"
      "Returns (device_type, device_id) of the tensor's memory."},
     {"__array__", (PyCFunction)(void (*)(void))dlbpy_tensor_array,
      METH_FASTCALL | METH_KEYWORDS,
-     "__array__(dtype=None, copy=None)\n--\n\n"
+     "__array__($self, /, dtype=None, copy=None)\n--\n\n"
      "Returns the tensor as a NumPy array: in place where NumPy has its "
      "dtype, else widened to dtype (which is then required)."},
     {"copy", dlbpy_tensor_copy, METH_NOARGS,
-     "copy()\n--\n\nReturns a compact copy on the same device."},
+     "copy($self, /)\n--\n\nReturns a compact copy on the same device."},
     {"to", (PyCFunction)(void (*)(void))dlbpy_tensor_to,
      METH_FASTCALL | METH_KEYWORDS,
-     "to(device, *, copy=None)\n--\n\n"
+     "to($self, /, device, *, copy=None)\n--\n\n"
      "Returns the tensor on device: itself when it is there already (unless "
      "copy=True), else a copy (ValueError with copy=False)."},
     {"permute", (PyCFunction)(void (*)(void))dlbpy_tensor_permute,
      METH_FASTCALL,
-     "permute(*axes)\n--\n\nReturns a view with the dimensions reordered."},
+     "permute($self, /, *axes)\n--\n\n"
+     "Returns a view with the dimensions reordered."},
     {"reshape", (PyCFunction)(void (*)(void))dlbpy_tensor_reshape,
      METH_FASTCALL,
-     "reshape(*shape)\n--\n\n"
+     "reshape($self, /, *shape)\n--\n\n"
      "Returns a view with a new shape (one extent may be -1), or a copy when "
      "the strides do not allow a view."},
     {"tolist", dlbpy_tensor_tolist, METH_NOARGS,
-     "tolist()\n--\n\nReturns the values as nested lists of Python numbers."},
+     "tolist($self, /)\n--\n\n"
+     "Returns the values as nested lists of Python numbers."},
     {"item", dlbpy_tensor_item, METH_NOARGS,
-     "item()\n--\n\n"
+     "item($self, /)\n--\n\n"
      "Returns the one element of a one-element tensor as a Python number."},
+    {"element_size", dlbpy_tensor_element_size, METH_NOARGS,
+     "element_size($self, /)\n--\n\n"
+     "The bytes of one element (itemsize), as PyTorch names it."},
+    {"numel", dlbpy_tensor_numel_method, METH_NOARGS,
+     "numel($self, /)\n--\n\n"
+     "The number of elements (size), as PyTorch names it."},
+    {"dim", dlbpy_tensor_dim, METH_NOARGS,
+     "dim($self, /)\n--\n\n"
+     "The number of dimensions (ndim), as PyTorch names it."},
+    {"is_contiguous", dlbpy_tensor_is_contiguous, METH_NOARGS,
+     "is_contiguous($self, /)\n--\n\n"
+     "True when the elements are compact in row-major order (extents of 1 "
+     "may have any stride)."},
+    {"stride", (PyCFunction)(void (*)(void))dlbpy_tensor_stride,
+     METH_FASTCALL | METH_KEYWORDS,
+     "stride($self, /, dim=None)\n--\n\n"
+     "The strides in elements (a tuple), or the stride of dimension dim "
+     "(negative counts from the end), as PyTorch gives them."},
     {"share_memory", dlbpy_tensor_share_memory, METH_NOARGS,
-     "share_memory()\n--\n\n"
+     "share_memory($self, /)\n--\n\n"
      "Returns the tensor in shared memory: itself when it is there already "
      "(or in device memory, which crosses processes by IPC handle), else "
      "one copy into a new shared cpu tensor (read-only when this is)."},
     {"__reduce_ex__", dlbpy_tensor_reduce_ex, METH_O,
-     "__reduce_ex__(protocol, /)\n--\n\n"
+     "__reduce_ex__($self, protocol, /)\n--\n\n"
      "Pickles the data by value (a PickleBuffer from protocol 5, so it can "
      "travel out of band)."},
     {"__copy__", dlbpy_tensor_copy_copy, METH_NOARGS,
-     "__copy__()\n--\n\nA copy of the data, read-only when this is."},
+     "__copy__($self, /)\n--\n\nA copy of the data, read-only when this is."},
     {"__deepcopy__", dlbpy_tensor_deepcopy, METH_O,
-     "__deepcopy__(memo, /)\n--\n\nA copy of the data, read-only when "
+     "__deepcopy__($self, memo, /)\n--\n\nA copy of the data, read-only when "
      "this is."},
     {"__complex__", dlbpy_tensor_complex, METH_NOARGS,
-     "__complex__()\n--\n\n"
+     "__complex__($self, /)\n--\n\n"
      "Returns the one element of a one-element tensor as a complex."},
     {NULL, NULL, 0, NULL},
 };
@@ -700,6 +614,7 @@ static PyType_Slot dlbpy_tensor_slots[] = {
     {Py_tp_getset, dlbpy_tensor_getset},
     {Py_tp_members, dlbpy_tensor_members},
     {Py_mp_subscript, (void *)dlbpy_tensor_subscript},
+    {Py_mp_ass_subscript, (void *)dlbpy_tensor_ass_subscript},
     {Py_mp_length, (void *)dlbpy_tensor_length},
     {Py_sq_length, (void *)dlbpy_tensor_length},
     {Py_sq_contains, (void *)dlbpy_tensor_contains},

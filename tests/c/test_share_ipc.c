@@ -231,7 +231,8 @@ DLB_TEST(share_ipc_views_and_reexport) {
       CHECK_OK(dlb_copy_sync(&x->dl_tensor, &o->dl_tensor, NULL));
       CHECK_EQ_INT(((uint8_t *)o->dl_tensor.data)[400], 100);
       dlb_tensor_release(x);
-      /* Host copies of its parents' tensors came with the fork. */
+      /* The host tensors came with the fork: freed, as any process frees
+       * its own (device memory goes with the process). */
       dlb_tensor_release(o);
       dlb_tensor_release(h);
       _exit(0);
@@ -387,18 +388,15 @@ static void oom_import(emu e, share_handle *h) {
 
 DLB_TEST(share_ipc_oom_import) { in_child(oom_import); }
 
-/* The exporter below leaves without releasing its tensor, as a process
- * that dies does; held here (volatile: the store must stay), valgrind
- * does not report it as lost. */
-static DLManagedTensorVersioned *volatile left_behind;
-
 DLB_TEST(share_ipc_after_the_exporter_left) {
   emu e = emu_cuda();
   int parent = -1, child = -1;
   pid_t pid = fork_child(&parent, &child);
   if (pid == 0) {
-    left_behind = cuda_bytes(64);
-    CHECK_OK(dlb_share_send(child, left_behind));
+    DLManagedTensorVersioned *d = cuda_bytes(64);
+    CHECK_OK(dlb_share_send(child, d));
+    /* The exporter frees the memory and leaves. */
+    dlb_tensor_release(d);
     _exit(0);
   }
   wait_ok(pid);

@@ -48,6 +48,7 @@ expect_json() {
 
 expect version 0 '^[0-9]+\.[0-9]+\.[0-9]+$' -- version
 expect version-flag 0 '^[0-9]+\.[0-9]+\.[0-9]+$' -- --version
+expect version-short 0 '^[0-9]+\.[0-9]+\.[0-9]+$' -- -V
 expect_json version-json 0 'j["version"].count(".") == 2 and j["dlpack"] == "1.3"' -- version --json
 expect info 0 'DLPack 1\.3' -- info
 # Where a driver is installed the default search finds it; elsewhere the
@@ -91,6 +92,24 @@ expect device-bad 1 'cuda_host' -- device cuda_host:1
 expect device-cpu 0 '^cpu: device_type 1, device_id 0, host-type.*, CPU-readable$' -- device cpu
 expect device-not-readable 0 '^cuda:1: .*, not CPU-readable$' -- device cuda:1
 expect_json device-json 0 'j == [{"name": "rocm:3", "device_type": 10, "device_id": 3, "host_type": False, "cpu_readable": False}]' -- device rocm:3 --json
+# A refused name is followed by the valid ones, once, and every name listed
+# is accepted.
+expect dtype-bad-lists 1 '^valid dtypes: int1 .* float32 .* handle bfloat16 .* bool .* float4_e2m1fn; a vector type appends xN \(float32x4\)$' -- dtype bogus
+expect device-bad-lists 1 '^valid kinds: cpu cuda cuda_host .* cuda_managed .* trn; a device memory kind takes an index \(cuda:1\), a host kind none$' -- device nope
+expect dtype-json-bad-lists 1 '^valid dtypes: int1 ' -- dtype --json bogus
+for what in dtype device; do
+  names=$(run_tool "$what" bogus 2>&1 >/dev/null | sed -n 's/^valid [a-z]*: \([^;]*\);.*/\1/p')
+  # shellcheck disable=SC2086
+  described=$(run_tool "$what" $names | wc -l)
+  count=$(printf '%s\n' $names | wc -l)
+  if [ "$count" -gt 10 ] && [ "$described" -eq "$count" ] &&
+     [ "$(run_tool "$what" bogus nope 2>&1 | grep -c '^valid ')" -eq 1 ]; then
+    pass=$((pass + 1))
+  else
+    fail=$((fail + 1))
+    printf 'FAIL %s-listed-names: %s of %s listed names described: %s\n' "$what" "$described" "$count" "$names"
+  fi
+done
 # A bad name fails the run but the other names are still described.
 expect dtype-mixed 1 '^int4: code 0, bits 4' -- dtype bogus int4
 expect device-mixed 1 '^rocm_host: device_type 11' -- device nope rocm_host
@@ -135,7 +154,24 @@ expect help-short 0 '^  dtype NAME' -- -h
 expect help-exit-codes 0 'Exit status: 0 success, 1 failure, 2 bad command line' -- --help
 expect unknown-command 2 "unknown command 'frobnicate'; valid commands: info check bench inspect dtype device version" -- frobnicate
 expect unknown-help 2 "unknown command 'frob'" -- help frob
-expect unknown-global 2 "unknown option '--frob'" -- --frob
+expect unknown-global 2 "unknown option '--frob'; valid before a command: --help -h --version -V" -- --frob
+expect help-lists-version 0 '^       dlbridge --version \| -V \| --help \| -h \| help \[command\]$' -- --help
 expect no-command 2 'usage' --
+
+# The man page describes every command the tool lists, and its options.
+man="$(cd "$(dirname "$0")/../.." && pwd)/docs/dlbridge.1"
+listed=$(run_tool help | sed -n 's/^  \([a-z]*\) .*/\1/p')
+for c in $listed --version -V --help -h; do
+  case $c in
+    -*) pattern="^\\.B.* $(printf '%s' "$c" | sed 's/-/\\\\-/g')\\b" ;;
+    *) pattern="^\\.B[IR]? \"?$c\\b" ;;
+  esac
+  if [ -n "$listed" ] && grep -Eq -- "$pattern" "$man"; then
+    pass=$((pass + 1))
+  else
+    fail=$((fail + 1))
+    printf 'FAIL man-%s: docs/dlbridge.1 does not describe %s\n' "$c" "$c"
+  fi
+done
 echo "cli: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -7,10 +7,14 @@ The documentation is true:
   DLB_API function of the headers is in it with a description;
 - every ```c block of README.md and docs/*.md compiles and runs against the
   build (a block without main() runs as main's body, its #include lines
-  first), and every ```python block runs with PYTHON, against the emulated
+  first), except an excerpt, marked ```c from=PATH, which must appear
+  verbatim in PATH (a file the test suite builds and runs); every ```python
+  block runs with PYTHON, as a script (so multiprocessing's spawn finds its
+  functions), against the emulated
   CUDA driver and HIP runtime of the build (tests/emu), so that blocks
   showing GPU memory run too;
-- every name the Python module exports is in docs/python.md.
+- every name the Python module exports is in docs/python.md;
+- README.md names every page of docs/.
 Shell blocks (```sh) are commands to type, not run here.
 """
 
@@ -68,9 +72,11 @@ def doxygen(build):
 def blocks(path):
     with open(path) as f:
         text = f.read()
-    for m in re.finditer(r"^```(\w+)[^\n]*\n(.*?)^```", text, re.S | re.M):
+    for m in re.finditer(r"^```(\w+)([^\n]*)\n(.*?)^```", text, re.S | re.M):
         line = text.count("\n", 0, m.start()) + 1
-        yield m.group(1), m.group(2), "%s:%d" % (os.path.relpath(path, ROOT), line)
+        source = re.match(r"\s*from=(\S+)\s*$", m.group(2))
+        yield (m.group(1), m.group(3), "%s:%d" % (os.path.relpath(path, ROOT), line),
+               source.group(1) if source else None)
 
 
 def c_program(code):
@@ -88,11 +94,18 @@ def run_snippets(build, python, tmp):
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1",
                DLBRIDGE_CUDA_LIBRARY=os.path.join(emu, "libcuda.so.1"),
                DLBRIDGE_HIP_LIBRARY=os.path.join(emu, "libamdhip64.so.6"))
-    counts = {"c": 0, "python": 0}
+    counts = {"c": 0, "python": 0, "excerpt": 0}
     docs = [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
     for doc in docs:
-        for lang, code, where in blocks(doc):
-            if lang == "c":
+        for lang, code, where, source in blocks(doc):
+            if source is not None:
+                path = os.path.join(ROOT, source)
+                if not os.path.isfile(path):
+                    fail("%s: the excerpt's source %s does not exist" % (where, source))
+                elif code not in open(path).read():
+                    fail("%s: the excerpt is not in %s as shown" % (where, source))
+                counts["excerpt"] += 1
+            elif lang == "c":
                 src = os.path.join(tmp, "snippet.c")
                 exe = os.path.join(tmp, "snippet")
                 with open(src, "w") as f:
@@ -108,14 +121,18 @@ def run_snippets(build, python, tmp):
                     fail("%s: the C block fails:\n%s%s" % (where, r.stdout, r.stderr))
                 counts["c"] += 1
             elif lang == "python":
-                r = subprocess.run([python, "-c", code], capture_output=True, text=True,
+                script = os.path.join(tmp, "snippet.py")
+                with open(script, "w") as f:
+                    f.write(code)
+                r = subprocess.run([python, script], capture_output=True, text=True,
                                    env=env, timeout=120, cwd=tmp)
                 if r.returncode != 0:
                     fail("%s: the Python block fails:\n%s%s" % (where, r.stdout, r.stderr))
                 counts["python"] += 1
             elif lang not in ("sh", "text", "console"):
                 fail("%s: a ```%s block, which nothing checks" % (where, lang))
-    print("snippets: %d C and %d Python blocks ran" % (counts["c"], counts["python"]))
+    print("snippets: %d C and %d Python blocks ran, %d excerpts found in their sources"
+          % (counts["c"], counts["python"], counts["excerpt"]))
 
 
 def python_names(python):
@@ -135,6 +152,18 @@ def python_names(python):
     print("python: %d public names in docs/python.md" % len(names))
 
 
+def readme_names_every_page():
+    with open(os.path.join(ROOT, "README.md")) as f:
+        readme = f.read()
+    pages = sorted(glob.glob(os.path.join(ROOT, "docs", "*.md"))) + [
+        os.path.join(ROOT, "docs", "dlbridge.1")]
+    for page in pages:
+        name = os.path.relpath(page, ROOT)
+        if "`%s`" % name not in readme:
+            fail("README.md's documentation list lacks %s" % name)
+    print("readme: names %d pages of docs/" % len(pages))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", required=True)
@@ -152,6 +181,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         run_snippets(build, python, tmp)
     python_names(python)
+    readme_names_every_page()
     print("docs: %d failures" % len(failures))
     return 1 if failures else 0
 

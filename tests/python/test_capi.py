@@ -186,9 +186,14 @@ def test_the_installed_headers_build_an_extension(tmp_path):
          f"-I{dlbridge.get_include()}", src, "-o", str(out)],
         check=True,
     )
-    code = f"import sys; sys.path.insert(0, {str(tmp_path)!r}); import _capi_example as m; print(m.total(m.ramp(5)))"
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert r.stdout.strip() == "10.0"
+    # A buffer made in C reaches NumPy through the capsule without a copy,
+    # and NumPy's array comes back to the C code the same way.
+    code = (f"import sys; sys.path.insert(0, {str(tmp_path)!r}); import _capi_example as m\n"
+            "import numpy as np\n"
+            "t = m.ramp(5); a = np.from_dlpack(t)\n"
+            "print(a.tolist(), a.ctypes.data == t.data_ptr, m.total(a))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout == "[0.0, 1.0, 2.0, 3.0, 4.0] True 10.0\n", r.stdout + r.stderr
 
 
 def test_stub_names_the_runtime_api():

@@ -1,5 +1,6 @@
 """The examples run and say what they show: the Python tour that `make
-demo` runs (examples/tour.py) and the OpenMP kernel working in place on a
+demo` runs (examples/tour.py), PyTorch and NumPy sharing pinned memory
+(examples/pinned_exchange.py) and the OpenMP kernel working in place on a
 tensor from Python (examples/openmp)."""
 
 import os
@@ -8,6 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from test_share_mp import emulated_cuda  # noqa: F401 (a fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
 TOUR = ROOT / "examples" / "tour.py"
@@ -23,6 +26,40 @@ def test_tour_shows_shared_memory_and_a_mapped_file():
     assert "to PyTorch:        (3, 2), same memory: True" in out
     assert "load_npy (mapped): (2, 3) int16, strides (1, 2), [[0, 1, 2], [3, 4, 5]]" in out
     assert "\ncuda: " in out and "\nrocm: " in out
+
+
+PINNED = ROOT / "examples" / "pinned_exchange.py"
+
+
+def run_pinned(cuda_library):
+    pytest.importorskip("torch")
+    r = subprocess.run([sys.executable, str(PINNED)], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, DLBRIDGE_CUDA_LIBRARY=cuda_library))
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r.stdout.splitlines()
+
+
+def test_pinned_exchange_without_a_gpu_says_it_uses_cpu_memory():
+    assert run_pinned("/nonexistent/libcuda.so.1") == [
+        "no CUDA GPU: ordinary CPU memory, not pinned",
+        "allocated: (3, 4) float32 on cpu, the driver says cpu",
+        "NumPy and PyTorch view it: same memory: True",
+        "each sees the other's writes: [-1.0, 10.0, 20.0, 30.0]",
+        "NumPy array pinned in place: cpu, PyTorch adds 1: [1.0, 1.25, 1.5, 1.75, 2.0], same memory: True",
+        "after the last holder is gone: cpu",
+    ]
+
+
+def test_pinned_exchange_shares_pinned_memory_with_a_gpu(emulated_cuda):  # noqa: F811
+    # The emulated driver (tests/emu) stands in for a CUDA GPU.
+    assert run_pinned(emulated_cuda) == [
+        "CUDA GPUs cuda:0, cuda:1: host memory pinned for them",
+        "allocated: (3, 4) float32 on cuda_host, the driver says cuda_host",
+        "NumPy and PyTorch view it: same memory: True",
+        "each sees the other's writes: [-1.0, 10.0, 20.0, 30.0]",
+        "NumPy array pinned in place: cuda_host, PyTorch adds 1: [1.0, 1.25, 1.5, 1.75, 2.0], same memory: True",
+        "after the last holder is gone: cpu",
+    ]
 
 
 def _build_kernel(tmp_path):
@@ -74,3 +111,37 @@ def test_openmp_kernel_refuses_read_only_memory(tmp_path):
     cap = ints.__dlpack__(max_version=(1, 0))
     assert kernel.scale_inplace(get(cap, b"dltensor_versioned"), 2.0) == -1
     assert ints.tolist() == [1, 1, 1, 1] and mapped.tolist() == [1.0] * 4
+
+
+def test_every_example_is_run_by_a_test():
+    # Each example file is named by a test (or a script of the suite) that
+    # runs or builds it; a new example without one fails here.
+    tests = ROOT / "tests"
+    text = "".join(p.read_text(errors="replace") for p in tests.rglob("*")
+                   if p.is_file() and p.suffix in (".py", ".sh", ".c", ".build"))
+    examples = [p for p in (ROOT / "examples").rglob("*")
+                if p.is_file() and p.suffix in (".py", ".c") or p.name in ("CMakeLists.txt", "Makefile")]
+    assert len(examples) >= 10
+    for p in examples:
+        rel = p.relative_to(ROOT / "examples")
+        named = p.name in text or (p.suffix == ".py" and f"import {p.stem}" in text)
+        folder = rel.parent == Path(".") or f"{rel.parent}" in text
+        assert named and folder, f"no test runs examples/{rel}"
+
+
+def test_make_demo_installs_the_module_and_runs_both_tours():
+    import shutil
+    make = shutil.which("make")
+    if make is None or not (ROOT / "Makefile").exists():
+        pytest.skip("needs make and the source tree")
+    # What `make demo` would run (-n: nothing is run), in order.
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    r = subprocess.run([make, "-n", "-s", "demo"], cwd=ROOT, capture_output=True, text=True,
+                       timeout=60, env=env)
+    assert r.returncode == 0, r.stderr
+    steps = r.stdout.replace("\\\n", " ")
+    install = steps.find(".venv/bin/python -m pip install")
+    demo = steps.find("build/examples/demo")
+    tour = steps.find(".venv/bin/python examples/tour.py")
+    assert 0 <= install < tour and 0 <= demo < tour, steps
+    assert steps[install:].split("\n")[0].rstrip().endswith(" ."), steps

@@ -559,3 +559,28 @@ def test_every_kind_moves_to_every_kind_and_round_trips(emulators):
                 assert out.to("cpu").tolist() == expect, (src_kind, dst_kind)
         """,
     )
+
+
+def test_assignment_between_kinds(emulators):
+    run(
+        emulators,
+        """
+        # Device memory as a source is copied to the host first.
+        t = dlbridge.zeros(4)
+        t[1:3] = dlbridge.full(2, 2.5, device="cuda:0")
+        assert t.tolist() == [0.0, 2.5, 2.5, 0.0]
+        t[:] = dlbridge.arange(4, dtype="float32", device="rocm:0")[None]
+        assert t.tolist() == [0.0, 1.0, 2.0, 3.0]
+        # Memory the CPU can write takes values in place.
+        for kind in ("cuda_host", "cuda_managed", "rocm_host"):
+            m = dlbridge.zeros((2, 2), device=kind)
+            m[0] = [1.0, 2.0]
+            m[1, ...] = m[0]
+            assert m.device == kind and m.tolist() == [[1.0, 2.0], [1.0, 2.0]]
+        # Device memory as a destination is refused, naming the way out.
+        for kind in ("cuda:0", "rocm:0"):
+            d = dlbridge.zeros(2, device=kind)
+            raises(BufferError, lambda: d.__setitem__(0, 1.0), kind, "to()")
+            assert d.to("cpu").tolist() == [0.0, 0.0]
+        """,
+    )

@@ -188,7 +188,7 @@ def test_packed_rows_that_start_inside_a_byte_are_read_only_copies():
         t[3]
     with pytest.raises(IndexError, match="out of bounds"):
         t[1, -4]
-    with pytest.raises(TypeError):
+    with pytest.raises(ValueError, match="read-only"):
         t[1][0] = 3
 
 

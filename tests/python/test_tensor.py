@@ -241,7 +241,6 @@ def test_single_index_not_in_a_tuple():
         ((-6,), IndexError),
         ((0, 0, 0, 0), IndexError),
         ((Ellipsis, Ellipsis), IndexError),
-        ((None,), IndexError),
         ((True,), IndexError),
         ((1.5,), IndexError),
         (("a",), IndexError),

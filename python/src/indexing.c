@@ -1,0 +1,436 @@
+/*
+ * indexing.c -- t[key] and t[key] = value: ints, slices, None (a new axis
+ * of extent 1) and one Ellipsis, as NumPy reads them, always as views; an
+ * assignment writes through that view with the core's copy engine,
+ * broadcasting the value with zero strides.
+ */
+#include <string.h>
+
+#include "dlbpy.h"
+
+/* A key, read against a tensor of ndim dimensions. */
+typedef struct {
+  /* Per dimension of the tensor: the slice taken, or the index selected
+   * (is_index). */
+  dlb_slice slices[DLB_MAX_NDIM];
+  int64_t index[DLB_MAX_NDIM];
+  unsigned char is_index[DLB_MAX_NDIM];
+  int any_slice, any_index;
+  /* Per dimension of the result: 1 where None put a new axis. */
+  unsigned char is_new[DLB_MAX_NDIM];
+  int32_t nnew;
+  /* The result's dimensions. */
+  int32_t out_ndim;
+} dlbpy_index;
+
+static int dlbpy_slice_bound(PyObject *obj, int64_t *out) {
+  if (obj == Py_None) {
+    *out = DLB_SLICE_DEFAULT;
+    return 0;
+  }
+  if (PyBool_Check(obj) || !PyIndex_Check(obj)) {
+    PyErr_SetString(PyExc_TypeError,
+                    "slice indices must be integers or None");
+    return -1;
+  }
+  /* Saturates: a bound past either end is clamped by the slice anyway. */
+  Py_ssize_t v = PyNumber_AsSsize_t(obj, NULL);
+  if (v == -1 && PyErr_Occurred()) return -1;
+  /* INT64_MIN is the DEFAULT marker; its saturated neighbour clamps the
+   * same way. */
+  *out = v == PY_SSIZE_T_MIN ? (int64_t)PY_SSIZE_T_MIN + 1 : (int64_t)v;
+  return 0;
+}
+
+static int dlbpy_parse_slice(PyObject *obj, dlb_slice *out) {
+  PySliceObject *sl = (PySliceObject *)obj;
+  dlb_slice s;
+  if (sl->step == Py_None) {
+    s.step = 1;
+  } else {
+    if (PyBool_Check(sl->step) || !PyIndex_Check(sl->step)) {
+      PyErr_SetString(PyExc_TypeError,
+                      "slice indices must be integers or None");
+      return -1;
+    }
+    Py_ssize_t step = PyNumber_AsSsize_t(sl->step, NULL);
+    if (step == -1 && PyErr_Occurred()) return -1;
+    if (step == 0) {
+      PyErr_SetString(PyExc_ValueError, "slice step cannot be zero");
+      return -1;
+    }
+    /* -INT64_MAX steps as far as INT64_MIN would. */
+    s.step = step == PY_SSIZE_T_MIN ? -(int64_t)PY_SSIZE_T_MAX : step;
+  }
+  if (dlbpy_slice_bound(sl->start, &s.start) < 0 ||
+      dlbpy_slice_bound(sl->stop, &s.stop) < 0)
+    return -1;
+  *out = s;
+  return 0;
+}
+
+static int dlbpy_parse_index(PyObject *key, int32_t ndim, dlbpy_index *ix) {
+  /* A tuple is fixed-size, and its items are held by it while __index__
+   * methods run. */
+  PyObject *const *items = &key;
+  Py_ssize_t n = 1;
+  if (PyTuple_Check(key)) {
+    items = &PyTuple_GET_ITEM(key, 0);
+    n = PyTuple_GET_SIZE(key);
+  }
+  Py_ssize_t ellipsis = -1, consumed = 0, nnew = 0;
+  for (Py_ssize_t i = 0; i < n; i++) {
+    PyObject *item = items[i];
+    if (item == Py_Ellipsis) {
+      if (ellipsis >= 0) {
+        PyErr_SetString(PyExc_IndexError,
+                        "an index can only have a single ellipsis ('...')");
+        return -1;
+      }
+      ellipsis = i;
+    } else if (item == Py_None) {
+      nnew++;
+    } else if (PyBool_Check(item)) {
+      /* NumPy reads a bool as a mask, which makes a copy, never a view. */
+      PyErr_SetString(PyExc_IndexError,
+                      "bool indices are masks, which select a copy; dlbridge "
+                      "indexing makes views only (use ints, slices, None and "
+                      "'...')");
+      return -1;
+    } else if (PySlice_Check(item) || PyIndex_Check(item)) {
+      consumed++;
+    } else {
+      PyErr_Format(PyExc_IndexError,
+                   "only integers, slices, None and ellipsis ('...') are "
+                   "valid indices, not %.100s",
+                   Py_TYPE(item)->tp_name);
+      return -1;
+    }
+  }
+  if (consumed > ndim) {
+    PyErr_Format(PyExc_IndexError,
+                 "too many indices for tensor: tensor is %d-dimensional, but "
+                 "%zd were indexed",
+                 (int)ndim, consumed);
+    return -1;
+  }
+  for (int32_t d = 0; d < ndim; d++) {
+    ix->slices[d].start = DLB_SLICE_DEFAULT;
+    ix->slices[d].stop = DLB_SLICE_DEFAULT;
+    ix->slices[d].step = 1;
+    ix->is_index[d] = 0;
+  }
+  ix->any_slice = ix->any_index = 0;
+  int32_t d = 0, r = 0;
+  for (Py_ssize_t i = 0; i < n; i++) {
+    PyObject *item = items[i];
+    if (item == Py_None) {
+      /* Checked before it is written: at most DLB_MAX_NDIM results. */
+      if (r >= DLB_MAX_NDIM) break;
+      ix->is_new[r++] = 1;
+    } else if (i == ellipsis) {
+      for (Py_ssize_t k = 0; k < ndim - consumed && r < DLB_MAX_NDIM; k++)
+        ix->is_new[r++] = 0;
+      d += (int32_t)(ndim - consumed);
+    } else if (PySlice_Check(item)) {
+      if (dlbpy_parse_slice(item, &ix->slices[d]) < 0) return -1;
+      ix->any_slice = 1;
+      d++;
+      if (r < DLB_MAX_NDIM) ix->is_new[r++] = 0;
+    } else {
+      Py_ssize_t v = PyNumber_AsSsize_t(item, PyExc_IndexError);
+      if (v == -1 && PyErr_Occurred()) return -1;
+      ix->index[d] = v;
+      ix->is_index[d] = 1;
+      ix->any_index = 1;
+      d++;
+    }
+  }
+  /* The dimensions no item named come last, whole. */
+  Py_ssize_t out_ndim = 0;
+  for (int32_t k = 0; k < ndim; k++) out_ndim += !ix->is_index[k];
+  out_ndim += nnew;
+  if (out_ndim > DLB_MAX_NDIM) {
+    PyErr_Format(PyExc_IndexError,
+                 "the index makes %zd dimensions; at most %d", out_ndim,
+                 DLB_MAX_NDIM);
+    return -1;
+  }
+  for (; r < out_ndim; r++) ix->is_new[r] = 0;
+  ix->nnew = (int32_t)nnew;
+  ix->out_ndim = (int32_t)out_ndim;
+  return 0;
+}
+
+/* v (a dlbridge tensor, stolen) with the new axes of ix inserted: extent
+ * 1, stride 0, as NumPy gives them. */
+static int dlbpy_insert_axes(const dlbpy_index *ix,
+                             DLManagedTensorVersioned **v) {
+  if (ix->nnew == 0) return 0;
+  const DLTensor *t = &(*v)->dl_tensor;
+  int64_t shape[DLB_MAX_NDIM], strides[DLB_MAX_NDIM];
+  int32_t k = 0;
+  for (int32_t r = 0; r < ix->out_ndim; r++) {
+    if (ix->is_new[r]) {
+      shape[r] = 1;
+      strides[r] = 0;
+    } else {
+      shape[r] = t->shape[k];
+      strides[r] = t->strides[k];
+      k++;
+    }
+  }
+  DLTensor desc = *t;
+  desc.ndim = ix->out_ndim;
+  desc.shape = shape;
+  desc.strides = strides;
+  DLManagedTensorVersioned *next;
+  dlb_status s = dlb_tensor_redescribe(*v, &desc, (*v)->flags, &next);
+  dlb_tensor_release(*v);
+  *v = NULL;
+  if (s != DLB_OK) return dlbpy_fail(s, PyExc_IndexError, "index");
+  *v = next;
+  return 0;
+}
+
+/* What key selects from mt (a dlbridge tensor): a view, or, for packed
+ * elements that start inside a byte, a read-only copy (*copied = 1). */
+static int dlbpy_index_select(const DLManagedTensorVersioned *mt,
+                              PyObject *key, DLManagedTensorVersioned **out,
+                              int *copied) {
+  int32_t ndim = mt->dl_tensor.ndim;
+  dlbpy_index ix;
+  if (dlbpy_parse_index(key, ndim, &ix) < 0) return -1;
+  *copied = 0;
+  DLManagedTensorVersioned *view;
+  dlb_status s = ix.any_slice ? dlb_tensor_slice(mt, ndim, ix.slices, &view)
+                              : dlb_tensor_share(mt, &view);
+  if (s != DLB_OK) return dlbpy_fail(s, PyExc_IndexError, "index");
+  /* From the last dimension down, so earlier dimension numbers hold. */
+  for (int32_t k = ndim - 1; ix.any_index && k >= 0; k--) {
+    if (!ix.is_index[k]) continue;
+    DLManagedTensorVersioned *next;
+    s = dlb_tensor_select(view, k, ix.index[k], &next);
+    dlb_tensor_release(view);
+    if (s != DLB_OK && s != DLB_E_RANGE && !ix.any_slice &&
+        dlbpy_is_packed(mt)) {
+      /* Packed elements that start inside a byte: no view can say so. */
+      if (dlbpy_packed_select_copy(mt, ix.is_index, ix.index, &next) == NULL)
+        return -1;
+      *copied = 1;
+      view = next;
+      break;
+    }
+    if (s != DLB_OK) {
+      if (s == DLB_E_RANGE)
+        PyErr_Format(PyExc_IndexError,
+                     "index %lld is out of bounds for axis %d with size %lld",
+                     (long long)ix.index[k], (int)k,
+                     (long long)mt->dl_tensor.shape[k]);
+      else
+        dlbpy_raise(s, PyExc_IndexError, "index");
+      return -1;
+    }
+    view = next;
+  }
+  if (dlbpy_insert_axes(&ix, &view) < 0) return -1;
+  *out = view;
+  return 0;
+}
+
+PyObject *dlbpy_tensor_subscript(PyObject *self, PyObject *key) {
+  const DLManagedTensorVersioned *mt = dlbpy_tensor_owned(self);
+  if (mt == NULL) return NULL;
+  DLManagedTensorVersioned *view;
+  int copied;
+  if (dlbpy_index_select(mt, key, &view, &copied) < 0) return NULL;
+  return dlbpy_tensor_new(dlbpy_state_of_type(Py_TYPE(self)), view);
+}
+
+/* ------------------------------------------------------------------------
+ * Assignment
+ * ---------------------------------------------------------------------- */
+
+static PyObject *dlbpy_shape_repr(const DLTensor *t) {
+  PyObject *tuple = PyTuple_New(t->ndim);
+  if (tuple == NULL) return NULL;
+  for (int32_t i = 0; i < t->ndim; i++) {
+    PyObject *v = PyLong_FromLongLong((long long)t->shape[i]);
+    if (v == NULL) {
+      Py_DECREF(tuple);
+      return NULL;
+    }
+    PyTuple_SET_ITEM(tuple, i, v);
+  }
+  return tuple;
+}
+
+static int dlbpy_broadcast_error(const DLTensor *src, const DLTensor *dst) {
+  PyObject *from = dlbpy_shape_repr(src), *to = dlbpy_shape_repr(dst);
+  if (from != NULL && to != NULL)
+    PyErr_Format(PyExc_ValueError,
+                 "could not broadcast input of shape %R into shape %R", from,
+                 to);
+  Py_XDECREF(from);
+  Py_XDECREF(to);
+  return -1;
+}
+
+/* src described with dst's shape (NumPy's broadcasting: dimensions of
+ * extent 1 and missing leading ones get stride 0; leading ones of src
+ * beyond dst's must be 1) in *out, whose shape and strides live in the
+ * arrays given. */
+static int dlbpy_broadcast_to(const DLTensor *src, const DLTensor *dst,
+                              DLTensor *out, int64_t *strides) {
+  int32_t extra = src->ndim - dst->ndim;
+  for (int32_t j = 0; j < extra; j++)
+    if (src->shape[j] != 1) return dlbpy_broadcast_error(src, dst);
+  for (int32_t i = 0; i < dst->ndim; i++) {
+    int32_t j = i + extra;
+    if (j < 0) {
+      strides[i] = 0;
+    } else if (src->shape[j] == dst->shape[i]) {
+      strides[i] = src->strides[j];
+    } else if (src->shape[j] == 1) {
+      strides[i] = 0;
+    } else {
+      return dlbpy_broadcast_error(src, dst);
+    }
+  }
+  *out = *src;
+  out->ndim = dst->ndim;
+  out->shape = dst->shape;
+  out->strides = strides;
+  return 0;
+}
+
+static int dlbpy_device_error(const char *which, DLDevice device) {
+  char name[DLB_DEVICE_NAME_MAX];
+  if (dlb_device_format(device, name, sizeof name) != DLB_OK) name[0] = '\0';
+  PyErr_Format(PyExc_BufferError,
+               "t[...] = value: the %s is in %s memory, which the CPU cannot "
+               "write; assign on a copy in 'cpu' memory and copy it back "
+               "with to()",
+               which, name);
+  return -1;
+}
+
+/* value as a Tensor of dtype (held by the caller): DLPack producers and
+ * buffers as they are, converted through Python numbers (tolist) when
+ * their dtype differs; Python numbers and sequences built in dtype. */
+static PyObject *dlbpy_assigned_value(PyObject *self, PyObject *value,
+                                      DLDataType dtype) {
+  PyObject *module = PyType_GetModule(Py_TYPE(self));
+  if (module == NULL) return NULL;
+  char name[DLB_DTYPE_NAME_MAX];
+  dlb_status s = dlb_dtype_format(dtype, name, sizeof name);
+  if (s != DLB_OK) return dlbpy_raise(s, PyExc_ValueError, "dtype");
+  PyObject *dtype_name = PyUnicode_FromString(name);
+  if (dtype_name == NULL) return NULL;
+  PyObject *kwnames = Py_BuildValue("(s)", "dtype");
+  if (kwnames == NULL) {
+    Py_DECREF(dtype_name);
+    return NULL;
+  }
+  PyObject *src = NULL;
+  int producer = dlbpy_tensor_check(value);
+  if (!producer) {
+    dlbpy_state *st = dlbpy_state_of_type(Py_TYPE(self));
+    producer = dlbpy_is_producer(st, value);
+    if (producer == 0) producer = PyObject_CheckBuffer(value);
+  }
+  if (producer > 0) {
+    PyObject *args[1] = {value};
+    src = dlbpy_asarray(module, args, 1, NULL);
+    if (src != NULL &&
+        !dlb_dtype_equal(((dlbpy_tensor *)src)->mt->dl_tensor.dtype, dtype)) {
+      const DLTensor *t = &((dlbpy_tensor *)src)->mt->dl_tensor;
+      char have[DLB_DTYPE_NAME_MAX];
+      if (dlb_dtype_format(t->dtype, have, sizeof have) != DLB_OK)
+        have[0] = '\0';
+      PyObject *values = NULL;
+      if (dlbpy_dtype_readable(t->dtype) && dlbpy_dtype_has_scalars(dtype) &&
+          dlb_device_type_cpu_accessible(t->device.device_type))
+        values = dlbpy_tensor_tolist(src, NULL);
+      else
+        PyErr_Format(PyExc_TypeError,
+                     "t[...] = value: the value is %s, the tensor %s, and "
+                     "dlbridge has no conversion between them",
+                     have, name);
+      Py_SETREF(src, NULL);
+      if (values != NULL) {
+        PyObject *vargs[2] = {values, dtype_name};
+        src = dlbpy_asarray(module, vargs, 1, kwnames);
+        Py_DECREF(values);
+      }
+    }
+  } else if (producer == 0) {
+    PyObject *vargs[2] = {value, dtype_name};
+    src = dlbpy_asarray(module, vargs, 1, kwnames);
+  }
+  Py_DECREF(kwnames);
+  Py_DECREF(dtype_name);
+  return src;
+}
+
+/* Writes src's elements into dst, both CPU-accessible and of the same
+ * dtype, src broadcast to dst's shape. */
+static int dlbpy_write(const DLTensor *src, const DLTensor *dst) {
+  int64_t strides[DLB_MAX_NDIM];
+  DLTensor from;
+  if (dlbpy_broadcast_to(src, dst, &from, strides) < 0) return -1;
+  dlb_status s;
+  /* The caller holds references to both tensors' owners. */
+  if (dlbpy_copy_is_large(dst)) {
+    Py_BEGIN_ALLOW_THREADS
+    s = dlb_copy(&from, dst);
+    Py_END_ALLOW_THREADS
+  } else {
+    s = dlb_copy(&from, dst);
+  }
+  return s == DLB_OK ? 0 : dlbpy_fail(s, PyExc_ValueError, "t[...] = value");
+}
+
+int dlbpy_tensor_ass_subscript(PyObject *self, PyObject *key,
+                               PyObject *value) {
+  if (value == NULL) {
+    PyErr_SetString(PyExc_ValueError, "cannot delete tensor elements");
+    return -1;
+  }
+  if (((dlbpy_tensor *)self)->mt->flags & DLPACK_FLAG_BITMASK_READ_ONLY) {
+    PyErr_SetString(PyExc_ValueError, "assignment destination is read-only");
+    return -1;
+  }
+  /* The value first, as NumPy does: its conversion may fail before any
+   * index is read. */
+  DLDataType dtype = ((dlbpy_tensor *)self)->mt->dl_tensor.dtype;
+  PyObject *src = dlbpy_assigned_value(self, value, dtype);
+  if (src == NULL) return -1;
+  DLManagedTensorVersioned *dst;
+  int copied, rc = -1;
+  const DLManagedTensorVersioned *mt = dlbpy_tensor_owned(self);
+  if (mt == NULL || dlbpy_index_select(mt, key, &dst, &copied) < 0) goto done;
+  const DLManagedTensorVersioned *from = ((dlbpy_tensor *)src)->mt;
+  DLManagedTensorVersioned *host = NULL;
+  if (copied) {
+    PyErr_SetString(PyExc_ValueError,
+                    "t[...] = value: packed sub-byte elements that do not "
+                    "start on a byte cannot be written through a view");
+  } else if (!dlb_device_type_cpu_accessible(
+                 dst->dl_tensor.device.device_type)) {
+    dlbpy_device_error("tensor", dst->dl_tensor.device);
+  } else if (!dlb_device_type_cpu_accessible(
+                 from->dl_tensor.device.device_type) &&
+             dlbpy_copy_to(from, (DLDevice){kDLCPU, 0}, PyExc_BufferError,
+                           &host) < 0) {
+    /* raised */
+  } else {
+    rc = dlbpy_write(host != NULL ? &host->dl_tensor : &from->dl_tensor,
+                     &dst->dl_tensor);
+  }
+  dlb_tensor_release(host);
+  dlb_tensor_release(dst);
+done:
+  Py_DECREF(src);
+  return rc;
+}
