@@ -112,7 +112,8 @@ clean:
 
 # ---- fuzzing (tests/fuzz, docs/reliability.md) ----------------------------
 FUZZ         := build-fuzz
-FUZZ_TARGETS := layout view copy names
+# FUZZ_TARGETS picks targets for both, e.g. make fuzz FUZZ_TARGETS=share_handle.
+FUZZ_TARGETS ?= layout view copy names share_handle
 FUZZ_SECONDS ?= 60
 
 # Replays each target's checked-in corpus under ASan and UBSan (gcc is

@@ -105,6 +105,21 @@ void dlbpy_error_discard(dlbpy_saved_error *saved) {
  * The module
  * ---------------------------------------------------------------------- */
 
+/* The module holds its own copy of the core, whose symbols stay hidden:
+ * this is the one way to replace that copy's allocator (the Python tests
+ * fail its allocations in turn through it). */
+static PyObject *dlbpy_set_allocator(PyObject *module, PyObject *arg) {
+  (void)module;
+  const dlb_allocator *a = NULL;
+  if (arg != Py_None) {
+    a = PyCapsule_GetPointer(arg, "dlbridge.allocator");
+    if (a == NULL) return NULL;
+  }
+  if (dlb_set_allocator(a) != DLB_OK)
+    return dlbpy_raise(DLB_E_INVAL, PyExc_ValueError, "_set_allocator");
+  Py_RETURN_NONE;
+}
+
 static PyMethodDef dlbpy_module_methods[] = {
     {"from_dlpack", (PyCFunction)(void (*)(void))dlbpy_from_dlpack,
      METH_FASTCALL | METH_KEYWORDS,
@@ -201,6 +216,11 @@ static PyMethodDef dlbpy_module_methods[] = {
      "_rebuild(data, dtype, shape, flags, /)\n--\n\n"
      "A pickled tensor from its data (any buffer of the compact "
      "elements), sharing the buffer when it can."},
+    {"_set_allocator", dlbpy_set_allocator, METH_O,
+     "_set_allocator(capsule, /)\n--\n\n"
+     "Installs the dlb_allocator a 'dlbridge.allocator' capsule points to "
+     "for the core's later host allocations; None restores the default. "
+     "The allocator must outlive every block it makes."},
     {"load_npy", (PyCFunction)(void (*)(void))dlbpy_load_npy,
      METH_FASTCALL | METH_KEYWORDS,
      "load_npy(path, /, mmap=True, pin=False)\n--\n\n"

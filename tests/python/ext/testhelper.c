@@ -13,6 +13,8 @@
  *   decref_with_error(lst)   drop lst's items while an exception is set and
  *                            check the exception survives
  *   capi_*(...)              the C API of dlbridge_capi.h
+ *   oom_*(...)               allocation N failing in turn: the core's
+ *                            allocator and CPython's three domains
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -22,6 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "dlbridge/alloc.h"
 #include "dlbridge_capi.h"
 
 /* ------------------------------------------------------------------------
@@ -258,7 +261,14 @@ static PyObject *make_capsule(PyObject *self, PyObject *args,
 static const DLPackExchangeAPI *api_of(PyObject *type_or_obj) {
   PyObject *type = PyType_Check(type_or_obj) ? type_or_obj
                                              : (PyObject *)Py_TYPE(type_or_obj);
-  PyObject *capsule = PyObject_GetAttrString(type, "__dlpack_c_exchange_api__");
+  /* Made once: the allocation-failure tests fail dlbridge's calls, not
+   * the making of this name. */
+  static PyObject *name;
+  if (name == NULL) {
+    name = PyUnicode_InternFromString("__dlpack_c_exchange_api__");
+    if (name == NULL) return NULL;
+  }
+  PyObject *capsule = PyObject_GetAttr(type, name);
   if (capsule == NULL) return NULL;
   const DLPackExchangeAPI *api =
       PyCapsule_GetPointer(capsule, "dlpack_exchange_api");
@@ -733,6 +743,162 @@ static PyObject *capi_from(PyObject *self, PyObject *args, PyObject *kwargs) {
   return DLBridge_FromManaged(&h->m.v);
 }
 
+/* ------------------------------------------------------------------------
+ * Allocation failure in turn
+ *
+ * oom_allocator() is a capsule for dlbridge._dlbridge._set_allocator: the
+ * core's allocator, counting live blocks. oom_arm(n, domains) makes the
+ * n-th later allocation of the chosen domains fail, once, counting only
+ * allocations of the thread that armed it (other threads' allocations are
+ * not the call under test), and wraps CPython's chosen domains until
+ * oom_disarm(), which restores them and returns (allocations counted,
+ * whether the n-th failed). The wrappers forward to the allocators they
+ * replace, so blocks cross the install and restore freely.
+ * ---------------------------------------------------------------------- */
+
+enum { OOM_CORE = 1, OOM_RAW = 2, OOM_MEM = 4, OOM_OBJ = 8 };
+
+static struct {
+  atomic_int armed;
+  int domains;
+  long target;
+  long counted;
+  int failed;
+  pthread_t thread;
+  PyMemAllocatorEx saved[3];
+  int installed;
+} oom;
+static atomic_long oom_live_blocks;
+
+/* Whether this allocation of domain (an OOM_ bit) is the one to fail. */
+static int oom_fails(int domain) {
+  if (!atomic_load_explicit(&oom.armed, memory_order_relaxed) ||
+      !(oom.domains & domain) || !pthread_equal(pthread_self(), oom.thread))
+    return 0;
+  if (++oom.counted < oom.target) return 0;
+  oom.failed = 1;
+  atomic_store(&oom.armed, 0);
+  return 1;
+}
+
+static void *oom_core_alloc(void *ctx, size_t size, size_t alignment) {
+  (void)ctx;
+  if (oom_fails(OOM_CORE)) return NULL;
+  void *p = NULL;
+  if (posix_memalign(&p, alignment < sizeof(void *) ? sizeof(void *)
+                                                     : alignment,
+                     size) != 0)
+    return NULL;
+  atomic_fetch_add(&oom_live_blocks, 1);
+  return p;
+}
+
+static void oom_core_free(void *ctx, void *p, size_t size, size_t alignment) {
+  (void)ctx;
+  (void)size;
+  (void)alignment;
+  atomic_fetch_sub(&oom_live_blocks, 1);
+  free(p);
+}
+
+static dlb_allocator oom_core = {oom_core_alloc, oom_core_free, NULL};
+
+static int oom_bit(void *ctx) {
+  PyMemAllocatorEx *saved = ctx;
+  return saved == &oom.saved[PYMEM_DOMAIN_RAW]   ? OOM_RAW
+         : saved == &oom.saved[PYMEM_DOMAIN_MEM] ? OOM_MEM
+                                                 : OOM_OBJ;
+}
+
+static void *oom_py_malloc(void *ctx, size_t size) {
+  PyMemAllocatorEx *saved = ctx;
+  if (oom_fails(oom_bit(ctx))) return NULL;
+  return saved->malloc(saved->ctx, size);
+}
+
+static void *oom_py_calloc(void *ctx, size_t n, size_t size) {
+  PyMemAllocatorEx *saved = ctx;
+  if (oom_fails(oom_bit(ctx))) return NULL;
+  return saved->calloc(saved->ctx, n, size);
+}
+
+static void *oom_py_realloc(void *ctx, void *p, size_t size) {
+  PyMemAllocatorEx *saved = ctx;
+  if (oom_fails(oom_bit(ctx))) return NULL;
+  return saved->realloc(saved->ctx, p, size);
+}
+
+static void oom_py_free(void *ctx, void *p) {
+  PyMemAllocatorEx *saved = ctx;
+  saved->free(saved->ctx, p);
+}
+
+/* oom_allocator(without_free=False): the counting allocator, or one with
+ * no free function, which dlb_set_allocator refuses. */
+static dlb_allocator oom_no_free = {oom_core_alloc, NULL, NULL};
+
+static PyObject *oom_allocator(PyObject *self, PyObject *args) {
+  (void)self;
+  int without_free = 0;
+  if (!PyArg_ParseTuple(args, "|p", &without_free)) return NULL;
+  return PyCapsule_New(without_free ? &oom_no_free : &oom_core,
+                       "dlbridge.allocator", NULL);
+}
+
+static const PyMemAllocatorDomain oom_py_domains[3] = {
+    PYMEM_DOMAIN_RAW, PYMEM_DOMAIN_MEM, PYMEM_DOMAIN_OBJ};
+
+static void oom_restore(void) {
+  if (!oom.installed) return;
+  for (int i = 0; i < 3; i++)
+    if (oom.domains & (OOM_RAW << i))
+      PyMem_SetAllocator(oom_py_domains[i], &oom.saved[oom_py_domains[i]]);
+  oom.installed = 0;
+}
+
+static PyObject *oom_arm(PyObject *self, PyObject *args) {
+  (void)self;
+  long n;
+  int domains;
+  if (!PyArg_ParseTuple(args, "li", &n, &domains)) return NULL;
+  if (n < 1 || (domains & ~(OOM_CORE | OOM_RAW | OOM_MEM | OOM_OBJ))) {
+    PyErr_Format(PyExc_ValueError, "oom_arm(%ld, %d): bad arguments", n,
+                 domains);
+    return NULL;
+  }
+  oom_restore();
+  oom.domains = domains;
+  oom.target = n;
+  oom.counted = 0;
+  oom.failed = 0;
+  oom.thread = pthread_self();
+  for (int i = 0; i < 3; i++) {
+    if (!(domains & (OOM_RAW << i))) continue;
+    PyMemAllocatorDomain d = oom_py_domains[i];
+    PyMem_GetAllocator(d, &oom.saved[d]);
+    PyMemAllocatorEx w = {&oom.saved[d], oom_py_malloc, oom_py_calloc,
+                          oom_py_realloc, oom_py_free};
+    PyMem_SetAllocator(d, &w);
+  }
+  oom.installed = 1;
+  atomic_store(&oom.armed, 1);
+  Py_RETURN_NONE;
+}
+
+static PyObject *oom_disarm(PyObject *self, PyObject *unused) {
+  (void)self;
+  (void)unused;
+  atomic_store(&oom.armed, 0);
+  oom_restore();
+  return Py_BuildValue("(lO)", oom.counted, oom.failed ? Py_True : Py_False);
+}
+
+static PyObject *oom_live(PyObject *self, PyObject *unused) {
+  (void)self;
+  (void)unused;
+  return PyLong_FromLong(atomic_load(&oom_live_blocks));
+}
+
 static PyMethodDef helper_methods[] = {
     {"make_capsule", (PyCFunction)(void (*)(void))make_capsule,
      METH_VARARGS | METH_KEYWORDS, NULL},
@@ -758,6 +924,10 @@ static PyMethodDef helper_methods[] = {
     {"capi_check", capi_check, METH_O, NULL},
     {"capi_from", (PyCFunction)(void (*)(void))capi_from,
      METH_VARARGS | METH_KEYWORDS, NULL},
+    {"oom_allocator", oom_allocator, METH_VARARGS, NULL},
+    {"oom_arm", oom_arm, METH_VARARGS, NULL},
+    {"oom_disarm", oom_disarm, METH_NOARGS, NULL},
+    {"oom_live", oom_live, METH_NOARGS, NULL},
     {NULL, NULL, 0, NULL},
 };
 
