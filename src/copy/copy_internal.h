@@ -13,8 +13,10 @@
 
 /* For the kernels' building blocks: each is written once for any unit
  * size and inlined where the size is a constant, so it compiles to the
- * loads and stores of that size. */
-#if defined(__GNUC__)
+ * loads and stores of that size. A coverage build (DLB_COVERAGE) leaves
+ * them out of line, so that gcov counts each branch of the source once
+ * rather than once in every specialised copy. */
+#if defined(__GNUC__) && !defined(DLB_COVERAGE)
 #define DLB__FORCE_INLINE inline __attribute__((always_inline))
 #else
 #define DLB__FORCE_INLINE inline

@@ -82,9 +82,14 @@ cmake_cfg=$(find "$dest" -name dlbridgeConfig.cmake | head -n 1)
 mkdir "$scratch/cmake-src"
 cp "$root/examples/cmake/CMakeLists.txt" "$scratch/cmake-src/"
 cp "$root/examples/demo.c" "$scratch/"
-cmake -S "$scratch/cmake-src" -B "$scratch/cmake-build" \
+# Debian's CMake, which scripts/setup.sh installs, when it is there: a
+# cmake found earlier in PATH may be a pip-installed wrapper of another
+# version.
+cmake=cmake
+[ -x /usr/bin/cmake ] && cmake=/usr/bin/cmake
+"$cmake" -S "$scratch/cmake-src" -B "$scratch/cmake-build" \
   -DCMAKE_PREFIX_PATH="$prefix" >"$scratch/cmake.log" 2>&1 &&
-  cmake --build "$scratch/cmake-build" >>"$scratch/cmake.log" 2>&1 ||
+  "$cmake" --build "$scratch/cmake-build" >>"$scratch/cmake.log" 2>&1 ||
   { echo "install: the CMake project failed:"; cat "$scratch/cmake.log"; exit 1; }
 env -u LD_LIBRARY_PATH "$scratch/cmake-build/demo" >"$scratch/out-cmake"
 grep -q "producer's release ran 1 time" "$scratch/out-cmake"
