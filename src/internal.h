@@ -45,6 +45,13 @@ void *dlb__malloc(size_t size);
 void *dlb__calloc(size_t size);
 void dlb__free(void *p);
 
+/* Checks an allocation request of ndim dimensions of shape and dtype (as
+ * dlb_tensor_alloc() documents its errors) and stores the element count
+ * and the bytes the elements take. */
+dlb_status dlb__alloc_request(DLDataType dtype, int32_t ndim,
+                              const int64_t *shape, int64_t *numel,
+                              int64_t *bytes);
+
 /* Whether the allocator installed now is the built-in one (caches of
  * freed blocks hold them only then). */
 int dlb__allocator_is_default(void);

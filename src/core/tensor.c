@@ -260,23 +260,29 @@ static dlb_status validate_desc(const DLTensor *desc, uint64_t flags) {
 
 /* ---- public API -------------------------------------------------------- */
 
-dlb_status dlb_tensor_alloc(DLDevice device, DLDataType dtype, int32_t ndim,
-                            const int64_t *shape,
-                            DLManagedTensorVersioned **out) {
-  if (out == NULL) return dlb__fail(DLB_E_INVAL, "out is NULL");
-  dlb_status st = dlb_device_normalize(&device);
-  if (st != DLB_OK) return st;
-  st = dlb_dtype_check(dtype);
+dlb_status dlb__alloc_request(DLDataType dtype, int32_t ndim,
+                              const int64_t *shape, int64_t *numel,
+                              int64_t *bytes) {
+  dlb_status st = dlb_dtype_check(dtype);
   if (st != DLB_OK) return st;
   if (ndim < 0 || ndim > DLB_MAX_NDIM)
     return dlb__fail(DLB_E_LAYOUT, "ndim is %d; must be 0..%d", (int)ndim,
                      DLB_MAX_NDIM);
   if (ndim > 0 && shape == NULL)
     return dlb__fail(DLB_E_INVAL, "shape is NULL with ndim %d", (int)ndim);
-  int64_t numel = 0, bytes = 0;
-  st = dlb_shape_numel(ndim, shape, &numel);
+  st = dlb_shape_numel(ndim, shape, numel);
   if (st != DLB_OK) return st;
-  st = dlb_dtype_storage_bytes(dtype, numel, 0, &bytes);
+  return dlb_dtype_storage_bytes(dtype, *numel, 0, bytes);
+}
+
+dlb_status dlb_tensor_alloc(DLDevice device, DLDataType dtype, int32_t ndim,
+                            const int64_t *shape,
+                            DLManagedTensorVersioned **out) {
+  if (out == NULL) return dlb__fail(DLB_E_INVAL, "out is NULL");
+  dlb_status st = dlb_device_normalize(&device);
+  if (st != DLB_OK) return st;
+  int64_t numel = 0, bytes = 0;
+  st = dlb__alloc_request(dtype, ndim, shape, &numel, &bytes);
   if (st != DLB_OK) return st;
   int64_t strides[DLB_MAX_NDIM];
   if (ndim > 0) {
