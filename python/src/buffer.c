@@ -306,13 +306,13 @@ unsupported:
   return -1;
 }
 
-static void dlbpy_buffer_free(void *ctx) {
+void dlbpy_buffer_free(void *ctx) {
   Py_buffer *view = ctx;
   PyBuffer_Release(view);
   PyMem_RawFree(view);
 }
 
-static void dlbpy_release_buffer(void *ctx) {
+void dlbpy_release_buffer(void *ctx) {
   dlbpy_call_with_gil(dlbpy_buffer_free, ctx);
 }
 
@@ -338,8 +338,7 @@ static int dlbpy_buffer_wrap(Py_buffer *view, const DLTensor *desc,
     if (root == NULL) return -1;
     dlb_status s = dlb_tensor_redescribe(root, desc, flags, out);
     if (s != DLB_OK) return dlbpy_fail(s, PyExc_BufferError, "buffer");
-    PyBuffer_Release(view);
-    PyMem_RawFree(view);
+    dlbpy_buffer_free(view);
     return 0;
   }
   dlb_status s = dlb_tensor_wrap(desc, flags, dlbpy_release_buffer, view, out);
@@ -409,8 +408,7 @@ int dlbpy_import_buffer(PyObject *obj, DLManagedTensorVersioned **out) {
       return 0;
     rc = -1;
   }
-  PyBuffer_Release(view);
-  PyMem_RawFree(view);
+  dlbpy_buffer_free(view);
   return rc;
 }
 

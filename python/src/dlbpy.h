@@ -355,6 +355,12 @@ PyObject *dlbpy_from_dlpack(PyObject *module, PyObject *const *args,
  * buffer is) as a zero-copy dlbridge tensor. */
 int dlbpy_import_buffer(PyObject *obj, DLManagedTensorVersioned **out);
 
+/* A Py_buffer held for a tensor, allocated with PyMem_RawMalloc: released
+ * and freed by dlbpy_buffer_free (GIL held) or by dlbpy_release_buffer
+ * (a dlb_release_fn, which takes the GIL). */
+void dlbpy_buffer_free(void *ctx);
+void dlbpy_release_buffer(void *ctx);
+
 /* ------------------------------------------------------------------------
  * Capsules and foreign deleters (capsule.c)
  * ---------------------------------------------------------------------- */

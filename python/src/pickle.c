@@ -148,16 +148,6 @@ PyObject *dlbpy_tensor_reduce_ex(PyObject *self, PyObject *protocol_obj) {
  * _rebuild(data, dtype, shape, flags): the other half of a pickle
  * ---------------------------------------------------------------------- */
 
-static void dlbpy_buffer_free(void *ctx) {
-  Py_buffer *view = ctx;
-  PyBuffer_Release(view);
-  PyMem_RawFree(view);
-}
-
-static void dlbpy_release_buffer(void *ctx) {
-  dlbpy_call_with_gil(dlbpy_buffer_free, ctx);
-}
-
 /* The alignment an element of dtype needs: its size's largest power-of-two
  * factor, at most 16. */
 static size_t dlbpy_element_alignment(DLDataType dtype) {
