@@ -64,10 +64,46 @@ void dlb__stream_copy(char *dst, const char *src, size_t n);
 #define DLB__STREAM_MIN ((int64_t)8 << 20)
 #define DLB__STREAM_ROW_MIN ((int64_t)256)
 
-/* Test hook: when set, kernels are chosen as on a build without SSE2 (the
- * portable C paths), so tests run those on x86-64 too. */
-void dlb__copy_force_portable(int on);
-int dlb__copy_portable(void);
+/* The instruction sets the kernels may use, each including the ones
+ * before it. A build without SSE2 (aarch64) runs the portable C paths; an
+ * x86-64 build chooses AVX-512 kernels at run time on CPUs with AVX-512 F,
+ * BW and VBMI (and an OS that saves their registers). */
+enum {
+  DLB__ISA_PORTABLE = 0,
+  DLB__ISA_SSE2 = 1,
+  DLB__ISA_AVX512 = 2
+};
+
+/* The best level this build and CPU allow, capped by the test hook. */
+int dlb__copy_isa(void);
+
+/* Test hook: kernels are chosen as if the CPU had at most `level` (one of
+ * the above), so tests run every path the machine can; -1 lifts the cap. */
+void dlb__copy_cap_isa(int level);
+
+/* Whether this build has the AVX-512 kernels: x86-64 with a compiler that
+ * compiles them for a target chosen per function. */
+#if defined(__x86_64__) && defined(__SSE2__) && \
+    (defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 9))
+#define DLB__HAVE_AVX512 1
+#else
+#define DLB__HAVE_AVX512 0
+#endif
+
+/* Bytes of each dst row that a transpose's strip writes: its src rows are
+ * this over the unit (transpose.c, transpose_avx512.c). */
+#define DLB__STRIP_BYTES 128
+
+#if DLB__HAVE_AVX512
+/* The strips of a plane with unit steps on its fast sides, in AVX-512
+ * registers: columns [0, a_full) and rows [0, bw) (multiples of 64 /
+ * unit), next_src (or NULL) the next plane's first src byte, nt for
+ * non-temporal stores (dst and dst_b aligned to lines). Only when
+ * dlb__copy_isa() is DLB__ISA_AVX512. */
+void dlb__strips_avx512(char *dst, int64_t dst_b, const char *src,
+                        int64_t src_a, int64_t bw, int64_t a_full,
+                        const char *next_src, size_t unit, int nt);
+#endif
 
 /* The tile kernel for `unit`; the fast paths expect dst_a == unit and
  * src_b == unit (rows in, columns out), and with `stream` write dst with

@@ -248,9 +248,8 @@ static DLB__FORCE_INLINE void fast_block(char *dst, int64_t dst_b,
 }
 /* ---- strips: runs of whole lines per dst row ------------------------ */
 
-/* Bytes per dst row that a strip writes (its src rows over the unit), and
- * the bytes of each src row a strip's chunk reads. */
-#define DLB__STRIP_BYTES 128
+/* The bytes of each src row a strip's chunk reads (a strip writes
+ * DLB__STRIP_BYTES of each dst row: copy_internal.h). */
 #define DLB__STRIP_CHUNK 256
 
 /* The loops over registers below have constant trip counts once inlined;
@@ -554,8 +553,14 @@ static DLB__FORCE_INLINE void plane(char *dst, int64_t dst_b, int64_t dst_a,
   const int64_t bw = nb / (64 / u) * (64 / u);
   if (unit_steps && a_full > 0 && bw > 0) {
     const int nt = stream && ((uintptr_t)dst & 63) == 0 && (dst_b & 63) == 0;
-    strips(dst, dst_b, src, src_a, bw, a_full, next_src, unit, nt,
-           DLB__STRIP_CHUNK);
+#if DLB__HAVE_AVX512
+    if (dlb__copy_isa() == DLB__ISA_AVX512)
+      dlb__strips_avx512(dst, dst_b, src, src_a, bw, a_full, next_src, unit,
+                         nt);
+    else
+#endif
+      strips(dst, dst_b, src, src_a, bw, a_full, next_src, unit, nt,
+             DLB__STRIP_CHUNK);
     if (bw < nb)
       blocked(dst + bw * dst_b, dst_b, dst_a, src + bw * u, src_b, src_a,
               nb - bw, a_full, 0, NULL, NULL, unit, unit_steps);
@@ -617,7 +622,7 @@ dlb__tile_fn dlb__tile_kernel(size_t unit, int64_t dst_a, int64_t src_b,
                                                      : 4];
   /* The portable kernels (the test hook) are those without SSE2. */
   if (dst_a != (int64_t)unit || src_b != (int64_t)unit ||
-      dlb__copy_portable())
+      dlb__copy_isa() == DLB__ISA_PORTABLE)
     return set->strided;
   return stream ? set->stream : set->unit_steps;
 }

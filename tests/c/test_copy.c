@@ -236,9 +236,16 @@ static void random_layouts(uint64_t seed, int cases) {
 
 DLB_TEST(copy_random_layouts_match_reference) { random_layouts(20260114, 1500); }
 
+/* The SSE2 kernels, which x86-64 CPUs without AVX-512 use. */
+DLB_TEST(copy_random_layouts_match_reference_sse2) {
+  dlb__copy_cap_isa(DLB__ISA_SSE2);
+  random_layouts(20260116, 1500);
+  dlb__copy_cap_isa(-1);
+}
+
 /* The portable kernels, which builds without SSE2 (aarch64) use. */
 DLB_TEST(copy_random_layouts_match_reference_portable) {
-  dlb__copy_force_portable(1);
+  dlb__copy_cap_isa(DLB__ISA_PORTABLE);
   random_layouts(20260115, 1500);
 }
 
@@ -289,8 +296,14 @@ static void transposes_every_unit_size(void) {
 
 DLB_TEST(copy_transposes_every_unit_size) { transposes_every_unit_size(); }
 
+DLB_TEST(copy_transposes_every_unit_size_sse2) {
+  dlb__copy_cap_isa(DLB__ISA_SSE2);
+  transposes_every_unit_size();
+  dlb__copy_cap_isa(-1);
+}
+
 DLB_TEST(copy_transposes_every_unit_size_portable) {
-  dlb__copy_force_portable(1);
+  dlb__copy_cap_isa(DLB__ISA_PORTABLE);
   transposes_every_unit_size();
 }
 

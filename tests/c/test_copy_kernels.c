@@ -57,10 +57,10 @@ DLB_TEST(copy_plan_streams_from_the_threshold_on) {
   dlb__copy_plan_build(&p, b, dstr, a, NULL, 2, short_rows, 4);
   CHECK(p.row == plain);
   /* The test hook turns it off. */
-  dlb__copy_force_portable(1);
+  dlb__copy_cap_isa(DLB__ISA_PORTABLE);
   dlb__copy_plan_build(&p, b, NULL, a, NULL, 1, at, 4);
   CHECK(p.row == plain);
-  dlb__copy_force_portable(0);
+  dlb__copy_cap_isa(-1);
 }
 
 static DLTensor flat_u8(void *data, int64_t *shape, uint64_t offset) {
@@ -182,8 +182,9 @@ static void check_plane(size_t unit, int64_t nb, int64_t na, int64_t pad_s,
 }
 
 /* Planes that fill whole strips, partial strips, ragged rows and columns,
- * for every unit, aligned (non-temporal stores) and not. */
-DLB_TEST(tile_kernels_every_unit_shape_and_alignment) {
+ * for every unit, aligned (non-temporal stores) and not, with the kernels
+ * of every instruction set this machine has. */
+static void tile_kernels_every_unit_shape_and_alignment(void) {
   const size_t units[] = {1, 2, 4, 8, 16};
   for (size_t k = 0; k < 5; k++) {
     const int64_t line = 64 / (int64_t)units[k];
@@ -201,6 +202,60 @@ DLB_TEST(tile_kernels_every_unit_shape_and_alignment) {
                       (int64_t)units[k], 3, stream);
         }
   }
+}
+
+DLB_TEST(tile_kernels_every_unit_shape_and_alignment) {
+  tile_kernels_every_unit_shape_and_alignment();
+}
+
+DLB_TEST(tile_kernels_every_unit_shape_and_alignment_sse2) {
+  dlb__copy_cap_isa(DLB__ISA_SSE2);
+  tile_kernels_every_unit_shape_and_alignment();
+  dlb__copy_cap_isa(-1);
+}
+
+/* Strips long enough for several chunks and strips per plane, so that each
+ * chunk prefetches the next, the next strip's and the next plane's lines;
+ * the element checks are those of check_plane. */
+DLB_TEST(tile_kernels_many_strips_and_chunks) {
+  const size_t units[] = {1, 2, 4, 8, 16};
+  for (int level = DLB__ISA_SSE2; level <= DLB__ISA_AVX512; level++) {
+    dlb__copy_cap_isa(level);
+    for (size_t k = 0; k < 5; k++) {
+      const int64_t line = 64 / (int64_t)units[k];
+      const int64_t strip = DLB__STRIP_BYTES / (int64_t)units[k];
+      check_plane(units[k], 9 * line, 3 * strip + line, 0, 0, 0, 1);
+      check_plane(units[k], 5 * line + 1, 2 * strip + 2 * line + 3, 64, 64,
+                  0, 1);
+    }
+  }
+  dlb__copy_cap_isa(-1);
+}
+
+/* The cap chooses the instruction set; without it the best one this build
+ * and CPU have is used. */
+DLB_TEST(copy_isa_follows_the_cap) {
+  dlb__copy_cap_isa(-1);
+  const int best = dlb__copy_isa();
+#if defined(__SSE2__)
+  CHECK(best >= DLB__ISA_SSE2);
+#else
+  CHECK_EQ_INT(best, DLB__ISA_PORTABLE);
+#endif
+#if DLB__HAVE_AVX512
+  __builtin_cpu_init();
+  CHECK_EQ_INT(best == DLB__ISA_AVX512,
+               __builtin_cpu_supports("avx512f") &&
+                   __builtin_cpu_supports("avx512bw") &&
+                   __builtin_cpu_supports("avx512vbmi"));
+#endif
+  dlb__copy_cap_isa(DLB__ISA_PORTABLE);
+  CHECK_EQ_INT(dlb__copy_isa(), DLB__ISA_PORTABLE);
+  dlb__copy_cap_isa(DLB__ISA_SSE2);
+  CHECK_EQ_INT(dlb__copy_isa(), best < DLB__ISA_SSE2 ? best : DLB__ISA_SSE2);
+  dlb__copy_cap_isa(DLB__ISA_AVX512);
+  CHECK_EQ_INT(dlb__copy_isa(), best);
+  dlb__copy_cap_isa(-1);
 }
 
 /* Gathers of every unit with src steps of 1 to 5 units and both signs,
@@ -250,9 +305,9 @@ DLB_TEST(gather_kernels_shuffle_where_the_step_allows) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     const size_t u = cases[i].unit;
     dlb__row_fn fast = dlb__row_kernel(u, (int64_t)u, cases[i].step, 0);
-    dlb__copy_force_portable(1);
+    dlb__copy_cap_isa(DLB__ISA_PORTABLE);
     dlb__row_fn plain = dlb__row_kernel(u, (int64_t)u, cases[i].step, 0);
-    dlb__copy_force_portable(0);
+    dlb__copy_cap_isa(-1);
     /* A step with no shuffling kernel: the same scalar gather. */
     dlb__row_fn other = dlb__row_kernel(u, (int64_t)u, 5 * (int64_t)u, 0);
     CHECK(plain == other);

@@ -1,0 +1,335 @@
+/*
+ * transpose_avx512.c -- the strips of transpose.c with AVX-512 registers,
+ * chosen at run time on CPUs that have them (dlb__copy_isa).
+ *
+ * A tile is 64 bytes of M = 64 / unit src rows: held in M registers and
+ * transposed there, it is M dst rows of 64 bytes, each written by one
+ * store: a whole cache line. With line-aligned dst rows those stores are
+ * non-temporal, and a full line per store never leaves a write-combining
+ * buffer half filled, whatever the order of the rows.
+ *
+ * What bounds a large transpose is memory, not the shuffles: reading many
+ * rows at once is what memory serves worst. Measured on the development
+ * VM (AMD EPYC, one thread, 64 MiB, as a share of a non-temporal copy of
+ * the same bytes): the loads and stores of 16 x 16 tiles alone, without
+ * shuffles, ran at 0.58 over strips of 16 src rows (every dst row gets
+ * single lines, scattered over all of dst) and 0.65 over 32; 32 src rows
+ * with the next chunk of 4 lines per row prefetched into L2 in row bursts
+ * (so memory sees runs of whole lines) ran at 0.76-0.80, and the same with
+ * the shuffles at 0.77. The strips here are those: DLB__STRIP_BYTES of
+ * each dst row (two lines), chunks of four lines of each src row, and the
+ * next chunk's lines prefetched a few per tile.
+ */
+#include "copy/copy_internal.h"
+
+#if DLB__HAVE_AVX512
+
+#include <immintrin.h>
+
+#define DLB__AVX512 __attribute__((target("avx512f,avx512bw,avx512vbmi")))
+#define DLB__AVX512_INLINE \
+  DLB__AVX512 __attribute__((always_inline)) static inline
+
+/* The loops over registers have constant trip counts; unrolled, their
+ * arrays are registers. */
+#define DLB__UNROLL_ALL _Pragma("GCC unroll 64")
+
+/* Lines of each src row a chunk covers. */
+#define DLB__CHUNK_LINES 4
+
+DLB__AVX512_INLINE __m512i load64(const char *p) {
+  return _mm512_loadu_si512((const void *)p);
+}
+
+DLB__AVX512_INLINE void store64(char *p, __m512i v, int nt) {
+  if (nt)
+    _mm512_stream_si512((void *)p, v);
+  else
+    _mm512_storeu_si512((void *)p, v);
+}
+
+/* 16 rows of 16 four-byte units, transposed in place: r[j] becomes the
+ * j-th unit of every row. Four rounds of 16 shuffles; none interprets a
+ * value (the float casts only name the instructions). */
+DLB__AVX512_INLINE void transpose_16x16(__m512i *r) {
+  __m512i t[16];
+  DLB__UNROLL_ALL
+  for (int i = 0; i < 8; i++) {
+    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+  /* t[2i + h]: rows 2i, 2i + 1 interleaved, units 4L + 2h + {0, 1} of
+   * each 128-bit lane L. */
+  DLB__UNROLL_ALL
+  for (int i = 0; i < 4; i++) {
+    r[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+    r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+    r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+    r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+  }
+  /* r[4g + k]: lane L holds unit 4L + k of rows 4g .. 4g + 3. */
+  DLB__UNROLL_ALL
+  for (int k = 0; k < 4; k++) {
+    t[k] = _mm512_shuffle_i32x4(r[k], r[4 + k], 0x88);
+    t[4 + k] = _mm512_shuffle_i32x4(r[k], r[4 + k], 0xdd);
+    t[8 + k] = _mm512_shuffle_i32x4(r[8 + k], r[12 + k], 0x88);
+    t[12 + k] = _mm512_shuffle_i32x4(r[8 + k], r[12 + k], 0xdd);
+  }
+  DLB__UNROLL_ALL
+  for (int k = 0; k < 4; k++) {
+    r[k] = _mm512_shuffle_i32x4(t[k], t[8 + k], 0x88);
+    r[8 + k] = _mm512_shuffle_i32x4(t[k], t[8 + k], 0xdd);
+    r[4 + k] = _mm512_shuffle_i32x4(t[4 + k], t[12 + k], 0x88);
+    r[12 + k] = _mm512_shuffle_i32x4(t[4 + k], t[12 + k], 0xdd);
+  }
+}
+
+/* The tiles: M src rows of 64 bytes (src_a apart) to M dst rows of 64
+ * bytes (dst_b apart). */
+
+DLB__AVX512_INLINE void tile_4(char *dst, int64_t dst_b, const char *src,
+                               int64_t src_a, int nt) {
+  __m512i r[16];
+  DLB__UNROLL_ALL
+  for (int i = 0; i < 16; i++) r[i] = load64(src + i * src_a);
+  transpose_16x16(r);
+  DLB__UNROLL_ALL
+  for (int j = 0; j < 16; j++) store64(dst + j * dst_b, r[j], nt);
+}
+
+DLB__AVX512_INLINE void tile_8(char *dst, int64_t dst_b, const char *src,
+                               int64_t src_a, int nt) {
+  __m512i r[8], t[8];
+  DLB__UNROLL_ALL
+  for (int i = 0; i < 8; i++) r[i] = load64(src + i * src_a);
+  DLB__UNROLL_ALL
+  for (int i = 0; i < 4; i++) {
+    t[2 * i] = _mm512_unpacklo_epi64(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_epi64(r[2 * i], r[2 * i + 1]);
+  }
+  /* t[2i + h]: lane L holds unit 2L + h of rows 2i, 2i + 1. */
+  DLB__UNROLL_ALL
+  for (int h = 0; h < 2; h++) {
+    r[h] = _mm512_shuffle_i64x2(t[h], t[2 + h], 0x88);
+    r[2 + h] = _mm512_shuffle_i64x2(t[h], t[2 + h], 0xdd);
+    r[4 + h] = _mm512_shuffle_i64x2(t[4 + h], t[6 + h], 0x88);
+    r[6 + h] = _mm512_shuffle_i64x2(t[4 + h], t[6 + h], 0xdd);
+  }
+  /* r[2q + h] (q < 2, rows 0-3) and r[4 + 2q + h] (rows 4-7): lanes hold
+   * units 4p + 2q + h of row pairs. */
+  DLB__UNROLL_ALL
+  for (int k = 0; k < 4; k++) {
+    t[k] = _mm512_shuffle_i64x2(r[k], r[4 + k], 0x88);
+    t[4 + k] = _mm512_shuffle_i64x2(r[k], r[4 + k], 0xdd);
+  }
+  DLB__UNROLL_ALL
+  for (int j = 0; j < 8; j++) store64(dst + j * dst_b, t[j], nt);
+}
+
+DLB__AVX512_INLINE void tile_16(char *dst, int64_t dst_b, const char *src,
+                                int64_t src_a, int nt) {
+  __m512i r0 = load64(src), r1 = load64(src + src_a);
+  __m512i r2 = load64(src + 2 * src_a), r3 = load64(src + 3 * src_a);
+  __m512i t0 = _mm512_shuffle_i64x2(r0, r1, 0x44);
+  __m512i t1 = _mm512_shuffle_i64x2(r0, r1, 0xee);
+  __m512i t2 = _mm512_shuffle_i64x2(r2, r3, 0x44);
+  __m512i t3 = _mm512_shuffle_i64x2(r2, r3, 0xee);
+  store64(dst, _mm512_shuffle_i64x2(t0, t2, 0x88), nt);
+  store64(dst + dst_b, _mm512_shuffle_i64x2(t0, t2, 0xdd), nt);
+  store64(dst + 2 * dst_b, _mm512_shuffle_i64x2(t1, t3, 0x88), nt);
+  store64(dst + 3 * dst_b, _mm512_shuffle_i64x2(t1, t3, 0xdd), nt);
+}
+
+/* 2-byte units: each half of the 32 rows transposed as four-byte units,
+ * so that h[k] holds units 2k and 2k + 1 of 16 rows, interleaved; one
+ * two-source permute per dst row takes the even (or odd) units of both
+ * halves. */
+DLB__AVX512_INLINE void tile_2(char *dst, int64_t dst_b, const char *src,
+                               int64_t src_a, int nt) {
+  __m512i lo[16], hi[16];
+  DLB__UNROLL_ALL
+  for (int i = 0; i < 16; i++) lo[i] = load64(src + i * src_a);
+  transpose_16x16(lo);
+  DLB__UNROLL_ALL
+  for (int i = 0; i < 16; i++) hi[i] = load64(src + (16 + i) * src_a);
+  transpose_16x16(hi);
+  const __m512i even = _mm512_set_epi16(
+      62, 60, 58, 56, 54, 52, 50, 48, 46, 44, 42, 40, 38, 36, 34, 32, 30, 28,
+      26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  const __m512i odd = _mm512_add_epi16(even, _mm512_set1_epi16(1));
+  DLB__UNROLL_ALL
+  for (int k = 0; k < 16; k++) {
+    store64(dst + 2 * k * dst_b, _mm512_permutex2var_epi16(lo[k], even, hi[k]),
+            nt);
+    store64(dst + (2 * k + 1) * dst_b,
+            _mm512_permutex2var_epi16(lo[k], odd, hi[k]), nt);
+  }
+}
+
+/* 1-byte units: four quarters of 16 rows transposed as four-byte units
+ * (q[k] then holds bytes 4k .. 4k + 3 of 16 rows, interleaved) through an
+ * L1 buffer; byte permutes of two quarters take byte m of each unit, two
+ * values of m to a register, and 128-bit shuffles join the pairs. */
+DLB__AVX512_INLINE void tile_1(char *dst, int64_t dst_b, const char *src,
+                               int64_t src_a, int nt) {
+  __m512i q[4][16];
+  DLB__UNROLL_ALL
+  for (int g = 0; g < 4; g++) {
+    DLB__UNROLL_ALL
+    for (int i = 0; i < 16; i++) q[g][i] = load64(src + (16 * g + i) * src_a);
+    transpose_16x16(q[g]);
+  }
+  /* Index for bytes m and m + 1 of every unit, from a (0-63) and b
+   * (64-127): [a m, b m, a m+1, b m+1], 16 bytes each. */
+  _Alignas(64) static const unsigned char pick01[64] = {
+      0,  4,  8,  12, 16, 20, 24, 28, 32, 36, 40, 44, 48, 52, 56, 60,
+      64, 68, 72, 76, 80, 84, 88, 92, 96, 100, 104, 108, 112, 116, 120, 124,
+      1,  5,  9,  13, 17, 21, 25, 29, 33, 37, 41, 45, 49, 53, 57, 61,
+      65, 69, 73, 77, 81, 85, 89, 93, 97, 101, 105, 109, 113, 117, 121, 125};
+  const __m512i i01 = _mm512_load_si512((const void *)pick01);
+  const __m512i i23 = _mm512_add_epi8(i01, _mm512_set1_epi8(2));
+  DLB__UNROLL_ALL
+  for (int k = 0; k < 16; k++) {
+    __m512i ab01 = _mm512_permutex2var_epi8(q[0][k], i01, q[1][k]);
+    __m512i cd01 = _mm512_permutex2var_epi8(q[2][k], i01, q[3][k]);
+    __m512i ab23 = _mm512_permutex2var_epi8(q[0][k], i23, q[1][k]);
+    __m512i cd23 = _mm512_permutex2var_epi8(q[2][k], i23, q[3][k]);
+    char *d = dst + 4 * k * dst_b;
+    store64(d, _mm512_shuffle_i64x2(ab01, cd01, 0x44), nt);
+    store64(d + dst_b, _mm512_shuffle_i64x2(ab01, cd01, 0xee), nt);
+    store64(d + 2 * dst_b, _mm512_shuffle_i64x2(ab23, cd23, 0x44), nt);
+    store64(d + 3 * dst_b, _mm512_shuffle_i64x2(ab23, cd23, 0xee), nt);
+  }
+}
+
+DLB__AVX512_INLINE void tile(char *dst, int64_t dst_b, const char *src,
+                             int64_t src_a, size_t unit, int nt) {
+  switch (unit) {
+    case 1:
+      tile_1(dst, dst_b, src, src_a, nt);
+      break;
+    case 2:
+      tile_2(dst, dst_b, src, src_a, nt);
+      break;
+    case 4:
+      tile_4(dst, dst_b, src, src_a, nt);
+      break;
+    case 8:
+      tile_8(dst, dst_b, src, src_a, nt);
+      break;
+    default:
+      tile_16(dst, dst_b, src, src_a, nt);
+      break;
+  }
+}
+
+/* Lines still to prefetch: `rows` rows `step` apart, `lines` lines of
+ * each, walked row by row (a burst of a row's lines, then the next). */
+typedef struct {
+  const char *row_start;
+  int64_t step, lines, rows_left, line;
+} dlb__pf;
+
+DLB__AVX512_INLINE void pf_init(dlb__pf *p, const char *base, int64_t step,
+                                int64_t rows, int64_t bytes) {
+  p->row_start = base;
+  p->step = step;
+  p->lines = (bytes + 63) / 64;
+  p->rows_left = base != NULL ? rows : 0;
+  p->line = 0;
+}
+
+DLB__AVX512_INLINE void pf_some(dlb__pf *p, int64_t n) {
+  for (; n > 0 && p->rows_left > 0; n--) {
+    _mm_prefetch(p->row_start + p->line * 64, _MM_HINT_T1);
+    if (++p->line == p->lines) {
+      p->line = 0;
+      p->row_start += p->step;
+      p->rows_left--;
+    }
+  }
+}
+
+/* Columns [0, a_full) and rows [0, bw) of the plane (both multiples of
+ * M = 64 / unit): strips of DLB__STRIP_BYTES / unit src rows, walked along
+ * b in chunks of DLB__CHUNK_LINES lines of each src row; while a chunk's
+ * tiles run, the next chunk (the next strip's first, at the end the next
+ * plane's) is prefetched, an even share of its lines per tile. */
+DLB__AVX512_INLINE void strips(char *dst, int64_t dst_b, const char *src,
+                               int64_t src_a, int64_t bw, int64_t a_full,
+                               const char *next_src, size_t unit, int nt) {
+  const int64_t u = (int64_t)unit, m = 64 / u;
+  const int64_t strip_rows = DLB__STRIP_BYTES / u;
+  const int64_t chunk = DLB__CHUNK_LINES * m; /* units along b */
+  const int64_t first_rows = strip_rows < a_full ? strip_rows : a_full;
+  const int64_t first_bytes = (chunk < bw ? chunk : bw) * u;
+  for (int64_t a0 = 0; a0 < a_full; a0 += strip_rows) {
+    const int64_t rows = a0 + strip_rows < a_full ? strip_rows : a_full - a0;
+    const char *s0 = src + a0 * src_a;
+    for (int64_t c0 = 0; c0 < bw; c0 += chunk) {
+      const int64_t c1 = c0 + chunk < bw ? c0 + chunk : bw;
+      dlb__pf pf;
+      if (c1 < bw) {
+        const int64_t c2 = c1 + chunk < bw ? c1 + chunk : bw;
+        pf_init(&pf, s0 + c1 * u, src_a, rows, (c2 - c1) * u);
+      } else if (a0 + strip_rows < a_full) {
+        const int64_t next = a0 + strip_rows;
+        pf_init(&pf, src + next * src_a, src_a,
+                next + strip_rows < a_full ? strip_rows : a_full - next,
+                first_bytes);
+      } else {
+        pf_init(&pf, next_src, src_a, first_rows, first_bytes);
+      }
+      const int64_t tiles = (rows / m) * ((c1 - c0) / m);
+      const int64_t per = (pf.rows_left * pf.lines + tiles - 1) / tiles;
+      for (int64_t b = c0; b < c1; b += m)
+        for (int64_t a = a0; a < a0 + rows; a += m) {
+          pf_some(&pf, per);
+          tile(dst + b * dst_b + a * u, dst_b, src + a * src_a + b * u,
+               src_a, unit, nt);
+        }
+    }
+  }
+  if (nt) _mm_sfence();
+}
+
+/* One function per unit and store kind, so that both are constants in
+ * the tiles. */
+#define DLB__STRIPS_FN(UNIT)                                                 \
+  DLB__AVX512 static void strips_##UNIT(char *dst, int64_t dst_b,            \
+                                        const char *src, int64_t src_a,      \
+                                        int64_t bw, int64_t a_full,          \
+                                        const char *next_src) {              \
+    strips(dst, dst_b, src, src_a, bw, a_full, next_src, UNIT, 0);           \
+  }                                                                          \
+  DLB__AVX512 static void strips_nt_##UNIT(char *dst, int64_t dst_b,         \
+                                           const char *src, int64_t src_a,   \
+                                           int64_t bw, int64_t a_full,       \
+                                           const char *next_src) {           \
+    strips(dst, dst_b, src, src_a, bw, a_full, next_src, UNIT, 1);           \
+  }
+DLB__STRIPS_FN(1)
+DLB__STRIPS_FN(2)
+DLB__STRIPS_FN(4)
+DLB__STRIPS_FN(8)
+DLB__STRIPS_FN(16)
+#undef DLB__STRIPS_FN
+
+typedef void (*dlb__strips_fn)(char *dst, int64_t dst_b, const char *src,
+                               int64_t src_a, int64_t bw, int64_t a_full,
+                               const char *next_src);
+
+static const dlb__strips_fn dlb__strips_fns[2][5] = {
+    {strips_1, strips_2, strips_4, strips_8, strips_16},
+    {strips_nt_1, strips_nt_2, strips_nt_4, strips_nt_8, strips_nt_16},
+};
+
+void dlb__strips_avx512(char *dst, int64_t dst_b, const char *src,
+                        int64_t src_a, int64_t bw, int64_t a_full,
+                        const char *next_src, size_t unit, int nt) {
+  const int k = unit == 1 ? 0 : unit == 2 ? 1 : unit == 4 ? 2 : unit == 8 ? 3
+                                                                         : 4;
+  dlb__strips_fns[nt != 0][k](dst, dst_b, src, src_a, bw, a_full, next_src);
+}
+
+#endif /* DLB__HAVE_AVX512 */
