@@ -21,6 +21,10 @@
 #include <sys/mman.h>
 #include <time.h>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "bench_clock.h"
 #include "bench_limit.h"
 #include "dlbridge.h"
@@ -355,6 +359,81 @@ static void size_sweep(FILE *json, float *a, float *b, size_t bytes) {
   fprintf(json, "  ],\n");
 }
 
+/* XORs every 16 bytes of `count` rows of `row_bytes` (a multiple of 64),
+ * `step` bytes apart: a read of those lines and little else. */
+static uint64_t read_rows(const char *p, int64_t count, int64_t row_bytes,
+                          int64_t step) {
+#if defined(__SSE2__)
+  __m128i x0 = _mm_setzero_si128(), x1 = x0, x2 = x0, x3 = x0;
+  for (int64_t r = 0; r < count; r++, p += step)
+    for (const char *q = p; q < p + row_bytes; q += 64) {
+      x0 = _mm_xor_si128(x0, _mm_loadu_si128((const __m128i *)(const void *)q));
+      x1 = _mm_xor_si128(
+          x1, _mm_loadu_si128((const __m128i *)(const void *)(q + 16)));
+      x2 = _mm_xor_si128(
+          x2, _mm_loadu_si128((const __m128i *)(const void *)(q + 32)));
+      x3 = _mm_xor_si128(
+          x3, _mm_loadu_si128((const __m128i *)(const void *)(q + 48)));
+    }
+  return (uint64_t)_mm_cvtsi128_si64(
+      _mm_xor_si128(_mm_xor_si128(x0, x1), _mm_xor_si128(x2, x3)));
+#else
+  uint64_t acc = 0;
+  for (int64_t r = 0; r < count; r++, p += step)
+    for (int64_t o = 0; o < row_bytes; o += 8) {
+      uint64_t v;
+      memcpy(&v, p + o, sizeof v);
+      acc ^= v;
+    }
+  return acc;
+#endif
+}
+
+static volatile uint64_t read_sink;
+
+/* What bounds the [::2, ::3] slice on one thread: it reads every line of
+ * every second src row. Each rep times the slice, a read of just those
+ * rows, and a read of every row (twice the bytes); the ratios show how
+ * close the slice is to its reads. */
+static void slice_bound(FILE *json, const DLTensor *src, const DLTensor *dst,
+                        const char *a, int64_t n) {
+  double ts[MAX_REPS], th[MAX_REPS], ta[MAX_REPS], rs[MAX_REPS],
+      rh[MAX_REPS];
+  job j = {src, dst, NULL, NULL, 0};
+  const int64_t line = n * (int64_t)sizeof(float); /* one src row */
+  dlb_copy_set_threads(1);
+  run_copy(&j);
+  for (int r = 0; r < reps; r++) {
+    ts[r] = time_once(run_copy, &j);
+    double t0 = now();
+    read_sink = read_rows(a, n / 2, line, 2 * line);
+    th[r] = now() - t0;
+    t0 = now();
+    read_sink = read_rows(a, n, line, line);
+    ta[r] = now() - t0;
+    rs[r] = th[r] / ts[r];
+    rh[r] = th[r] / ta[r];
+  }
+  sort_samples(ts, reps);
+  sort_samples(th, reps);
+  sort_samples(ta, reps);
+  sort_samples(rs, reps);
+  sort_samples(rh, reps);
+  printf("\nslice [::2, ::3] against its reads, one thread (median ms)\n");
+  printf("  slice %.3f, reading every second row %.3f, reading every row "
+         "%.3f;\n  slice at %.2f (%.2f-%.2f) of the read's speed; half the "
+         "rows read in %.2f (%.2f-%.2f) of the time of all\n",
+         ts[reps / 2] * 1e3, th[reps / 2] * 1e3, ta[reps / 2] * 1e3,
+         rs[reps / 2], rs[0], rs[reps - 1], rh[reps / 2], rh[0],
+         rh[reps - 1]);
+  fprintf(json,
+          "  \"slice_bound\": {\"slice_s\": %.6f, \"read_half_s\": %.6f, "
+          "\"read_all_s\": %.6f, \"slice_vs_read\": %.3f, "
+          "\"half_vs_all\": %.3f},\n",
+          ts[reps / 2], th[reps / 2], ta[reps / 2], rs[reps / 2],
+          rh[reps / 2]);
+}
+
 #if defined(__SSE2__)
 /* Contiguous copies of growing size on one thread: memcpy against the
  * non-temporal copy (median per-rep ratio of their times) and dlb_copy
@@ -491,6 +570,7 @@ int main(int argc, char **argv) {
   fprintf(json, "  ],\n");
   sweep(json, all, a, b);
   size_sweep(json, a, b, bytes);
+  slice_bound(json, &ss, &sd, (const char *)a, n);
 #if defined(__SSE2__)
   stream_sweep(json, a, b);
 #endif
