@@ -167,6 +167,14 @@ void dlb__copy_plan_run(const dlb__copy_plan *plan, int fresh_dst);
 #define DLB__COPY_PARALLEL_MIN ((int64_t)2 << 20)
 #define DLB__COPY_PARALLEL_MIN_CONTIGUOUS ((int64_t)4 << 20)
 
+/* A contiguous copy of DLB__STREAM_MIN bytes or more streams, and two
+ * threads streaming ran slower than one up to 12 MiB: per-rep speed-up,
+ * 31 reps each, median (quartiles), 2 cores: 8 MiB 0.95 (0.88-0.98), 12
+ * MiB 0.95-0.99, 16 MiB 0.95 or 1.46 in two runs, 24 MiB 1.03-1.05
+ * (1.00-1.09), 32 MiB 1.14-1.17, 64 MiB 1.17-1.20. So such copies share
+ * out from here on. */
+#define DLB__COPY_PARALLEL_MIN_STREAMED ((int64_t)24 << 20)
+
 /* Runs fn(ctx, part) for part in [0, nparts) on up to `threads` threads,
  * the caller included, and returns when all are done. Runs everything on
  * the caller when the pool is busy with another caller's job (a part may

@@ -271,8 +271,11 @@ void dlb__copy_plan_run(const dlb__copy_plan *p, int fresh_dst) {
   int64_t nparts = 1;
   int threads = 1;
   /* The thread count costs a system call: ask only for large copies. */
-  if (bytes >= (contiguous ? DLB__COPY_PARALLEL_MIN_CONTIGUOUS
-                           : DLB__COPY_PARALLEL_MIN) &&
+  const int64_t least = !contiguous ? DLB__COPY_PARALLEL_MIN
+                       : bytes >= DLB__STREAM_MIN
+                           ? DLB__COPY_PARALLEL_MIN_STREAMED
+                           : DLB__COPY_PARALLEL_MIN_CONTIGUOUS;
+  if (bytes >= least &&
       (threads = dlb_copy_get_threads()) > 1) {
     nparts = choose_split(p, threads, &s);
     if (nparts > bytes / DLB__PART_MIN) nparts = bytes / DLB__PART_MIN;

@@ -655,6 +655,40 @@ DLB_TEST(copy_large_contiguous_and_strided_on_threads) {
   free(b);
 }
 
+/* Contiguous copies share out between DLB__COPY_PARALLEL_MIN_CONTIGUOUS
+ * and DLB__STREAM_MIN bytes, stay on one thread from there (streamed
+ * copies on two threads ran slower) and share out again from
+ * DLB__COPY_PARALLEL_MIN_STREAMED; a transpose of the in-between size
+ * shares out. */
+DLB_TEST(copy_threads_around_the_streamed_threshold) {
+  const int64_t n = DLB__COPY_PARALLEL_MIN_STREAMED;
+  uint8_t *a = malloc((size_t)n), *b = malloc((size_t)n);
+  CHECK(a != NULL && b != NULL);
+  fill_random(a, (size_t)n, 11);
+  memset(b, 0, (size_t)n);
+  dlb_copy_set_threads(2);
+  const int64_t sizes[] = {DLB__STREAM_MIN - 64, DLB__STREAM_MIN,
+                           DLB__COPY_PARALLEL_MIN_STREAMED - 64,
+                           DLB__COPY_PARALLEL_MIN_STREAMED};
+  const int shared[] = {1, 0, 0, 1};
+  for (size_t k = 0; k < 4; k++) {
+    int64_t shape[1] = {sizes[k]};
+    DLTensor src = tensor(a, dt(kDLUInt, 8, 1), 1, shape, NULL, 0);
+    DLTensor dst = tensor(b, dt(kDLUInt, 8, 1), 1, shape, NULL, 0);
+    CHECK_OK(dlb_copy(&src, &dst));
+    CHECK_EQ_INT(dlb__copy_last_threads() > 1, shared[k]);
+    CHECK(memcmp(a, b, (size_t)sizes[k]) == 0);
+  }
+  int64_t side = 2048, shape[2] = {side, side}, str[2] = {1, side};
+  DLTensor src = tensor(a, dt(kDLUInt, 32, 1), 2, shape, str, 0);
+  DLTensor dst = tensor(b, dt(kDLUInt, 32, 1), 2, shape, NULL, 0);
+  CHECK_OK(dlb_copy(&src, &dst));
+  CHECK(dlb__copy_last_threads() > 1);
+  dlb_copy_set_threads(0);
+  free(a);
+  free(b);
+}
+
 /* Two parts that can only finish together: each waits for the other to
  * start. Run on one thread they would wait forever (the test fails after
  * 10 s), so passing proves a worker ran one of them. */
