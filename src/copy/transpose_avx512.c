@@ -27,8 +27,14 @@
 #include <immintrin.h>
 
 #define DLB__AVX512 __attribute__((target("avx512f,avx512bw,avx512vbmi")))
+/* Building blocks, inlined into the strips of each unit (out of line in a
+ * coverage build, as DLB__FORCE_INLINE's are). */
+#if defined(DLB_COVERAGE)
+#define DLB__AVX512_INLINE DLB__AVX512 static inline
+#else
 #define DLB__AVX512_INLINE \
   DLB__AVX512 __attribute__((always_inline)) static inline
+#endif
 
 /* The loops over registers have constant trip counts; unrolled, their
  * arrays are registers. */
