@@ -18,6 +18,10 @@
  * runs: 16 x 16 blocks that wrote one line per row gained nothing from
  * them.
  *
+ * On CPUs with AVX-512 (F, BW and VBMI) the strips run in
+ * transpose_avx512.c instead, chosen at run time: the same strips and
+ * prefetch, with whole 64-byte tiles in registers and no L1 buffer.
+ *
  * Everything else (strided fast sides, ragged edges, builds without SSE2)
  * goes through the blocked path: outer tiles with rows of
  * DLB__TILE_BYTES, blocks of one cache line a row inside them, small
@@ -25,7 +29,8 @@
  *
  * Measured with bench/bench_copy.c (one thread, x memcpy of the same
  * rep): a 4096 x 4096 float32 transpose 0.3 with single-level blocks, 0.5
- * with two levels, 0.65 with strips under heavy load (docs/performance.md
+ * with two levels, 0.65 with strips under heavy load, 0.8 with these
+ * strips at light load, 1.04 with the AVX-512 ones (docs/performance.md
  * has the figures and the load).
  */
 #include <string.h>
