@@ -116,7 +116,8 @@ static int info_run(const char **values, int argc, char **argv) {
   if (values[0] == NULL) {
     printf("dlbridge %s (DLPack %d.%d ABI)\n", dlb_version_string(),
            DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION);
-    printf("%-8s copy threads %d\n", "cpu", dlb_copy_get_threads());
+    printf("%-8s copy threads %d, kernels %s\n", "cpu", dlb_copy_get_threads(),
+           dlb_copy_kernels());
     if (thp[0] != '\0')
       printf("%-8s transparent huge pages: %s\n", "", thp);
     for (size_t r = 0; r < NRUNTIMES; r++) text_runtime(r);
@@ -136,6 +137,8 @@ static int info_run(const char **values, int argc, char **argv) {
   json_string(&j, dlpack);
   json_key(&j, "copy_threads");
   json_int(&j, dlb_copy_get_threads());
+  json_key(&j, "copy_kernels");
+  json_string(&j, dlb_copy_kernels());
   json_key(&j, "transparent_hugepages");
   json_string(&j, thp[0] != '\0' ? thp : NULL);
   json_key(&j, "runtimes");

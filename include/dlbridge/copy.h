@@ -60,6 +60,13 @@ DLB_API void dlb_copy_set_threads(int threads);
 /* Returns the number of threads large copies may use (1 to 64). */
 DLB_API int dlb_copy_get_threads(void);
 
+/* Names the instruction set the CPU copy kernels use: "avx512" (x86-64
+ * CPUs with AVX-512 F, BW and VBMI), "sse2" (other x86-64 CPUs) or
+ * "portable" (plain C, any other machine). The environment variable
+ * DLBRIDGE_COPY_ISA, read on the first copy, can lower it to one of those
+ * names (never raise it); other values are ignored. A static string. */
+DLB_API const char *dlb_copy_kernels(void);
+
 DLB_END_DECLS
 
 #endif /* DLBRIDGE_COPY_H */

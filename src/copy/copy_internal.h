@@ -74,8 +74,13 @@ enum {
   DLB__ISA_AVX512 = 2
 };
 
-/* The best level this build and CPU allow, capped by the test hook. */
+/* The best level this build and CPU allow, capped by the environment
+ * variable DLBRIDGE_COPY_ISA (read once: "portable", "sse2" or "avx512";
+ * it can only lower the level) and by the test hook. */
 int dlb__copy_isa(void);
+
+/* The level a DLBRIDGE_COPY_ISA value names, or -1 (NULL, unknown). */
+int dlb__copy_isa_parse(const char *name);
 
 /* Test hook: kernels are chosen as if the CPU had at most `level` (one of
  * the above), so tests run every path the machine can; -1 lifts the cap. */

@@ -7,8 +7,6 @@
  * may belong to any type, so typed pointer access would break alignment and
  * aliasing rules.
  */
-#include <pthread.h>
-#include <stdatomic.h>
 #include <string.h>
 
 #if defined(__SSE2__)
@@ -16,38 +14,6 @@
 #endif
 
 #include "copy/copy_internal.h"
-
-/* The test hook's cap; -1: none. */
-static atomic_int dlb__isa_cap = -1;
-static int dlb__isa_best;
-static pthread_once_t dlb__isa_once = PTHREAD_ONCE_INIT;
-
-static void find_isa(void) {
-#if DLB__HAVE_AVX512
-  /* GCC's and clang's checks read CPUID and whether the OS saves the
-   * AVX-512 registers (XGETBV); under valgrind, which does not emulate
-   * AVX-512, CPUID says no. */
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vbmi")) {
-    dlb__isa_best = DLB__ISA_AVX512;
-    return;
-  }
-#endif
-#if defined(__SSE2__)
-  dlb__isa_best = DLB__ISA_SSE2;
-#else
-  dlb__isa_best = DLB__ISA_PORTABLE;
-#endif
-}
-
-int dlb__copy_isa(void) {
-  pthread_once(&dlb__isa_once, find_isa);
-  const int cap = atomic_load(&dlb__isa_cap);
-  return cap >= 0 && cap < dlb__isa_best ? cap : dlb__isa_best;
-}
-
-void dlb__copy_cap_isa(int level) { atomic_store(&dlb__isa_cap, level); }
 
 /* One unit from src to dst; with `unit` a constant at every call (the
  * kernels below are force-inlined into one function per unit) this is a

@@ -238,16 +238,19 @@ DLB_TEST(copy_isa_follows_the_cap) {
   dlb__copy_cap_isa(-1);
   const int best = dlb__copy_isa();
 #if defined(__SSE2__)
-  CHECK(best >= DLB__ISA_SSE2);
+  if (dlb__copy_isa_parse(getenv("DLBRIDGE_COPY_ISA")) != DLB__ISA_PORTABLE)
+    CHECK(best >= DLB__ISA_SSE2);
 #else
   CHECK_EQ_INT(best, DLB__ISA_PORTABLE);
 #endif
 #if DLB__HAVE_AVX512
   __builtin_cpu_init();
-  CHECK_EQ_INT(best == DLB__ISA_AVX512,
-               __builtin_cpu_supports("avx512f") &&
-                   __builtin_cpu_supports("avx512bw") &&
-                   __builtin_cpu_supports("avx512vbmi"));
+  const int asked = dlb__copy_isa_parse(getenv("DLBRIDGE_COPY_ISA"));
+  if (asked < 0 || asked >= DLB__ISA_AVX512)
+    CHECK_EQ_INT(best == DLB__ISA_AVX512,
+                 __builtin_cpu_supports("avx512f") &&
+                     __builtin_cpu_supports("avx512bw") &&
+                     __builtin_cpu_supports("avx512vbmi"));
 #endif
   dlb__copy_cap_isa(DLB__ISA_PORTABLE);
   CHECK_EQ_INT(dlb__copy_isa(), DLB__ISA_PORTABLE);
@@ -256,6 +259,31 @@ DLB_TEST(copy_isa_follows_the_cap) {
   dlb__copy_cap_isa(DLB__ISA_AVX512);
   CHECK_EQ_INT(dlb__copy_isa(), best);
   dlb__copy_cap_isa(-1);
+}
+
+/* dlb_copy_kernels names the level in use, the cap included. */
+DLB_TEST(copy_kernels_names_the_level) {
+  static const char *const names[] = {"portable", "sse2", "avx512"};
+  dlb__copy_cap_isa(-1);
+  const int best = dlb__copy_isa();
+  for (int level = DLB__ISA_PORTABLE; level <= DLB__ISA_AVX512; level++) {
+    dlb__copy_cap_isa(level);
+    CHECK_STR(dlb_copy_kernels(), names[level < best ? level : best]);
+  }
+  dlb__copy_cap_isa(-1);
+  CHECK_STR(dlb_copy_kernels(), names[best]);
+}
+
+/* The names DLBRIDGE_COPY_ISA takes; anything else asks for nothing. */
+DLB_TEST(copy_isa_names) {
+  CHECK_EQ_INT(dlb__copy_isa_parse("portable"), DLB__ISA_PORTABLE);
+  CHECK_EQ_INT(dlb__copy_isa_parse("sse2"), DLB__ISA_SSE2);
+  CHECK_EQ_INT(dlb__copy_isa_parse("avx512"), DLB__ISA_AVX512);
+  CHECK_EQ_INT(dlb__copy_isa_parse(NULL), -1);
+  CHECK_EQ_INT(dlb__copy_isa_parse(""), -1);
+  CHECK_EQ_INT(dlb__copy_isa_parse("AVX512"), -1);
+  CHECK_EQ_INT(dlb__copy_isa_parse("avx2"), -1);
+  CHECK_EQ_INT(dlb__copy_isa_parse("sse2 "), -1);
 }
 
 /* Gathers of every unit with src steps of 1 to 5 units and both signs,

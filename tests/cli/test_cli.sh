@@ -14,7 +14,8 @@ fail=0
 with=
 run_tool() {
   # shellcheck disable=SC2086
-  env -u DLBRIDGE_CUDA_LIBRARY -u DLBRIDGE_HIP_LIBRARY $with "$tool" "$@"
+  env -u DLBRIDGE_CUDA_LIBRARY -u DLBRIDGE_HIP_LIBRARY -u DLBRIDGE_COPY_ISA \
+    $with "$tool" "$@"
 }
 expect() { # expect NAME EXIT_CODE PATTERN -- ARGS...
   name=$1 code=$2 pattern=$3
@@ -56,6 +57,18 @@ expect info 0 'DLPack 1\.3' -- info
 expect info-cuda-default 0 'cuda +(DLB_E_NO_RUNTIME: .*libcuda\.so\.1|[0-9]+ device\(s\), version [0-9]+, from )' -- info
 expect info-rocm-default 0 'rocm +(DLB_E_NO_RUNTIME: .*libamdhip64\.so|[0-9]+ device\(s\), version [0-9]+, from )' -- info
 expect info-kinds-cpu 0 '^kinds +cpu' -- info
+# The copy kernels: the best the machine has, lowered (never raised) by
+# DLBRIDGE_COPY_ISA; an unknown name changes nothing.
+expect info-kernels 0 '^cpu +copy threads [0-9]+, kernels (avx512|sse2|portable)$' -- info
+best=$(run_tool info --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["copy_kernels"])')
+with="DLBRIDGE_COPY_ISA=portable"
+expect info-kernels-portable 0 ', kernels portable$' -- info
+with="DLBRIDGE_COPY_ISA=sse2"
+expect_json info-kernels-sse2 0 'j["copy_kernels"] == ("portable" if "'"$best"'" == "portable" else "sse2")' -- info --json
+with="DLBRIDGE_COPY_ISA=avx512"
+expect_json info-kernels-avx512 0 'j["copy_kernels"] == "'"$best"'"' -- info --json
+with="DLBRIDGE_COPY_ISA=avx2"
+expect_json info-kernels-unknown 0 'j["copy_kernels"] == "'"$best"'"' -- info --json
 with="DLBRIDGE_CUDA_LIBRARY=/nonexistent/libcuda.so.1 DLBRIDGE_HIP_LIBRARY=/nonexistent/libamdhip64.so.6"
 expect info-cuda-missing 0 'cuda +DLB_E_NO_RUNTIME: .*DLBRIDGE_CUDA_LIBRARY.*/nonexistent/libcuda\.so\.1' -- info
 expect info-rocm-missing 0 'rocm +DLB_E_NO_RUNTIME: .*DLBRIDGE_HIP_LIBRARY.*/nonexistent/libamdhip64\.so\.6' -- info

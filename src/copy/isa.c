@@ -1,0 +1,58 @@
+/*
+ * isa.c -- which instruction sets the copy kernels may use: the best this
+ * build and CPU have, found once, capped by DLBRIDGE_COPY_ISA and by the
+ * tests' hook.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "copy/copy_internal.h"
+
+/* The test hook's cap; -1: none. */
+static atomic_int dlb__isa_cap = -1;
+static int dlb__isa_best;
+static pthread_once_t dlb__isa_once = PTHREAD_ONCE_INIT;
+
+/* By level: DLB__ISA_PORTABLE, DLB__ISA_SSE2, DLB__ISA_AVX512. */
+static const char *const dlb__isa_names[] = {"portable", "sse2", "avx512"};
+
+int dlb__copy_isa_parse(const char *name) {
+  if (name == NULL) return -1;
+  for (int i = 0; i < 3; i++)
+    if (strcmp(name, dlb__isa_names[i]) == 0) return i;
+  return -1;
+}
+
+static void find_isa(void) {
+#if defined(__SSE2__)
+  dlb__isa_best = DLB__ISA_SSE2;
+#else
+  dlb__isa_best = DLB__ISA_PORTABLE;
+#endif
+#if DLB__HAVE_AVX512
+  /* GCC's and clang's checks read CPUID and whether the OS saves the
+   * AVX-512 registers (XGETBV); under valgrind, which does not emulate
+   * AVX-512, CPUID says no. */
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vbmi"))
+    dlb__isa_best = DLB__ISA_AVX512;
+#endif
+  /* A lower level asked for by name (an unknown name asks for nothing):
+   * to compare kernels, or to keep wide vectors off a CPU that slows its
+   * clock for them. */
+  const int asked = dlb__copy_isa_parse(getenv("DLBRIDGE_COPY_ISA"));
+  if (asked >= 0 && asked < dlb__isa_best) dlb__isa_best = asked;
+}
+
+int dlb__copy_isa(void) {
+  pthread_once(&dlb__isa_once, find_isa);
+  const int cap = atomic_load(&dlb__isa_cap);
+  return cap >= 0 && cap < dlb__isa_best ? cap : dlb__isa_best;
+}
+
+void dlb__copy_cap_isa(int level) { atomic_store(&dlb__isa_cap, level); }
+
+const char *dlb_copy_kernels(void) { return dlb__isa_names[dlb__copy_isa()]; }
