@@ -63,8 +63,9 @@ DLB_API int dlb_copy_get_threads(void);
 /* Names the instruction set the CPU copy kernels use: "avx512" (x86-64
  * CPUs with AVX-512 F, BW and VBMI), "sse2" (other x86-64 CPUs) or
  * "portable" (plain C, any other machine). The environment variable
- * DLBRIDGE_COPY_ISA, read on the first copy, can lower it to one of those
- * names (never raise it); other values are ignored. A static string. */
+ * DLBRIDGE_COPY_ISA, read once (by the first copy or call to this), can
+ * lower it to one of those names, never raise it; other values are
+ * ignored. Safe from any thread; a static string. */
 DLB_API const char *dlb_copy_kernels(void);
 
 DLB_END_DECLS
