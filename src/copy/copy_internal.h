@@ -66,17 +66,19 @@ void dlb__stream_copy(char *dst, const char *src, size_t n);
 
 /* The instruction sets the kernels may use, each including the ones
  * before it. A build without SSE2 (aarch64) runs the portable C paths; an
- * x86-64 build chooses AVX-512 kernels at run time on CPUs with AVX-512 F,
- * BW and VBMI (and an OS that saves their registers). */
+ * x86-64 build chooses at run time AVX-512 kernels on CPUs with AVX-512 F,
+ * BW and VBMI, AVX2 ones on CPUs with AVX2 (each where the OS saves the
+ * registers), and SSE2 ones elsewhere. */
 enum {
   DLB__ISA_PORTABLE = 0,
   DLB__ISA_SSE2 = 1,
-  DLB__ISA_AVX512 = 2
+  DLB__ISA_AVX2 = 2,
+  DLB__ISA_AVX512 = 3
 };
 
 /* The best level this build and CPU allow, capped by the environment
- * variable DLBRIDGE_COPY_ISA (read once: "portable", "sse2" or "avx512";
- * it can only lower the level) and by the test hook. */
+ * variable DLBRIDGE_COPY_ISA (read once: "portable", "sse2", "avx2" or
+ * "avx512"; it can only lower the level) and by the test hook. */
 int dlb__copy_isa(void);
 
 /* The level a DLBRIDGE_COPY_ISA value names, or -1 (NULL, unknown). */
@@ -86,20 +88,20 @@ int dlb__copy_isa_parse(const char *name);
  * the above), so tests run every path the machine can; -1 lifts the cap. */
 void dlb__copy_cap_isa(int level);
 
-/* Whether this build has the AVX-512 kernels: x86-64 with a compiler that
- * compiles them for a target chosen per function. */
+/* Whether this build has the AVX2 and AVX-512 kernels: x86-64 with a
+ * compiler that compiles them for a target chosen per function. */
 #if defined(__x86_64__) && defined(__SSE2__) && \
     (defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 9))
-#define DLB__HAVE_AVX512 1
+#define DLB__HAVE_WIDE 1
 #else
-#define DLB__HAVE_AVX512 0
+#define DLB__HAVE_WIDE 0
 #endif
 
 /* Bytes of each dst row that a transpose's strip writes: its src rows are
  * this over the unit (transpose.c, transpose_avx512.c). */
 #define DLB__STRIP_BYTES 128
 
-#if DLB__HAVE_AVX512
+#if DLB__HAVE_WIDE
 /* The strips of a plane with unit steps on its fast sides, in AVX-512
  * registers: columns [0, a_full) and rows [0, bw) (multiples of 64 /
  * unit), next_src (or NULL) the next plane's first src byte, nt for
@@ -108,6 +110,12 @@ void dlb__copy_cap_isa(int level);
 void dlb__strips_avx512(char *dst, int64_t dst_b, const char *src,
                         int64_t src_a, int64_t bw, int64_t a_full,
                         const char *next_src, size_t unit, int nt);
+
+/* The same with AVX2 registers, for units of 4, 8 and 16 bytes; only when
+ * dlb__copy_isa() is DLB__ISA_AVX2 or higher. */
+void dlb__strips_avx2(char *dst, int64_t dst_b, const char *src,
+                      int64_t src_a, int64_t bw, int64_t a_full,
+                      const char *next_src, size_t unit, int nt);
 #endif
 
 /* The tile kernel for `unit`; the fast paths expect dst_a == unit and

@@ -15,12 +15,14 @@ static atomic_int dlb__isa_cap = -1;
 static int dlb__isa_best;
 static pthread_once_t dlb__isa_once = PTHREAD_ONCE_INIT;
 
-/* By level: DLB__ISA_PORTABLE, DLB__ISA_SSE2, DLB__ISA_AVX512. */
-static const char *const dlb__isa_names[] = {"portable", "sse2", "avx512"};
+/* By level: DLB__ISA_PORTABLE, DLB__ISA_SSE2, DLB__ISA_AVX2,
+ * DLB__ISA_AVX512. */
+static const char *const dlb__isa_names[] = {"portable", "sse2", "avx2",
+                                             "avx512"};
 
 int dlb__copy_isa_parse(const char *name) {
   if (name == NULL) return -1;
-  for (int i = 0; i < 3; i++)
+  for (int i = 0; i < 4; i++)
     if (strcmp(name, dlb__isa_names[i]) == 0) return i;
   return -1;
 }
@@ -31,11 +33,12 @@ static void find_isa(void) {
 #else
   dlb__isa_best = DLB__ISA_PORTABLE;
 #endif
-#if DLB__HAVE_AVX512
+#if DLB__HAVE_WIDE
   /* GCC's and clang's checks read CPUID and whether the OS saves the
-   * AVX-512 registers (XGETBV); under valgrind, which does not emulate
-   * AVX-512, CPUID says no. */
+   * registers (XGETBV); under valgrind, which emulates AVX2 but not
+   * AVX-512, CPUID says no to the second. */
   __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2")) dlb__isa_best = DLB__ISA_AVX2;
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512vbmi"))
     dlb__isa_best = DLB__ISA_AVX512;

@@ -20,7 +20,9 @@
  *
  * On CPUs with AVX-512 (F, BW and VBMI) the strips run in
  * transpose_avx512.c instead, chosen at run time: the same strips and
- * prefetch, with whole 64-byte tiles in registers and no L1 buffer.
+ * prefetch (strips.h), with whole 64-byte tiles in registers and no L1
+ * buffer; on CPUs with AVX2 but not those, units of 4 to 16 bytes run in
+ * transpose_avx2.c the same way.
  *
  * Everything else (strided fast sides, ragged edges, builds without SSE2)
  * goes through the blocked path: outer tiles with rows of
@@ -558,10 +560,14 @@ static DLB__FORCE_INLINE void plane(char *dst, int64_t dst_b, int64_t dst_a,
   const int64_t bw = nb / (64 / u) * (64 / u);
   if (unit_steps && a_full > 0 && bw > 0) {
     const int nt = stream && ((uintptr_t)dst & 63) == 0 && (dst_b & 63) == 0;
-#if DLB__HAVE_AVX512
-    if (dlb__copy_isa() == DLB__ISA_AVX512)
+#if DLB__HAVE_WIDE
+    const int isa = dlb__copy_isa();
+    if (isa == DLB__ISA_AVX512)
       dlb__strips_avx512(dst, dst_b, src, src_a, bw, a_full, next_src, unit,
                          nt);
+    else if (isa == DLB__ISA_AVX2 && unit >= 4)
+      dlb__strips_avx2(dst, dst_b, src, src_a, bw, a_full, next_src, unit,
+                       nt);
     else
 #endif
       strips(dst, dst_b, src, src_a, bw, a_full, next_src, unit, nt,

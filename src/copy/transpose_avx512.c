@@ -22,7 +22,7 @@
  */
 #include "copy/copy_internal.h"
 
-#if DLB__HAVE_AVX512
+#if DLB__HAVE_WIDE
 
 #include <immintrin.h>
 
@@ -39,9 +39,6 @@
 /* The loops over registers have constant trip counts; unrolled, their
  * arrays are registers. */
 #define DLB__UNROLL_ALL _Pragma("GCC unroll 64")
-
-/* Lines of each src row a chunk covers. */
-#define DLB__CHUNK_LINES 4
 
 DLB__AVX512_INLINE __m512i load64(const char *p) {
   return _mm512_loadu_si512((const void *)p);
@@ -254,101 +251,14 @@ DLB__AVX512_INLINE void tile(char *dst, int64_t dst_b, const char *src,
   }
 }
 
-/* Lines still to prefetch: `rows` rows `step` apart, `lines` lines of
- * each, walked row by row (a burst of a row's lines, then the next). */
-typedef struct {
-  const char *row_start;
-  int64_t step, lines, rows_left, line;
-} dlb__pf;
+#define DLB__STRIPS_ATTR DLB__AVX512
+#include "copy/strips.h"
 
-DLB__AVX512_INLINE void pf_init(dlb__pf *p, const char *base, int64_t step,
-                                int64_t rows, int64_t bytes) {
-  p->row_start = base;
-  p->step = step;
-  p->lines = (bytes + 63) / 64;
-  p->rows_left = base != NULL ? rows : 0;
-  p->line = 0;
-}
-
-DLB__AVX512_INLINE void pf_some(dlb__pf *p, int64_t n) {
-  for (; n > 0 && p->rows_left > 0; n--) {
-    _mm_prefetch(p->row_start + p->line * 64, _MM_HINT_T1);
-    if (++p->line == p->lines) {
-      p->line = 0;
-      p->row_start += p->step;
-      p->rows_left--;
-    }
-  }
-}
-
-/* Columns [0, a_full) and rows [0, bw) of the plane (both multiples of
- * M = 64 / unit): strips of DLB__STRIP_BYTES / unit src rows, walked along
- * b in chunks of DLB__CHUNK_LINES lines of each src row; while a chunk's
- * tiles run, the next chunk (the next strip's first, at the end the next
- * plane's) is prefetched, an even share of its lines per tile. */
-DLB__AVX512_INLINE void strips(char *dst, int64_t dst_b, const char *src,
-                               int64_t src_a, int64_t bw, int64_t a_full,
-                               const char *next_src, size_t unit, int nt) {
-  const int64_t u = (int64_t)unit, m = 64 / u;
-  const int64_t strip_rows = DLB__STRIP_BYTES / u;
-  const int64_t chunk = DLB__CHUNK_LINES * m; /* units along b */
-  const int64_t first_rows = strip_rows < a_full ? strip_rows : a_full;
-  const int64_t first_bytes = (chunk < bw ? chunk : bw) * u;
-  for (int64_t a0 = 0; a0 < a_full; a0 += strip_rows) {
-    const int64_t rows = a0 + strip_rows < a_full ? strip_rows : a_full - a0;
-    const char *s0 = src + a0 * src_a;
-    for (int64_t c0 = 0; c0 < bw; c0 += chunk) {
-      const int64_t c1 = c0 + chunk < bw ? c0 + chunk : bw;
-      dlb__pf pf;
-      if (c1 < bw) {
-        const int64_t c2 = c1 + chunk < bw ? c1 + chunk : bw;
-        pf_init(&pf, s0 + c1 * u, src_a, rows, (c2 - c1) * u);
-      } else if (a0 + strip_rows < a_full) {
-        const int64_t next = a0 + strip_rows;
-        pf_init(&pf, src + next * src_a, src_a,
-                next + strip_rows < a_full ? strip_rows : a_full - next,
-                first_bytes);
-      } else {
-        pf_init(&pf, next_src, src_a, first_rows, first_bytes);
-      }
-      const int64_t tiles = (rows / m) * ((c1 - c0) / m);
-      const int64_t per = (pf.rows_left * pf.lines + tiles - 1) / tiles;
-      for (int64_t b = c0; b < c1; b += m)
-        for (int64_t a = a0; a < a0 + rows; a += m) {
-          pf_some(&pf, per);
-          tile(dst + b * dst_b + a * u, dst_b, src + a * src_a + b * u,
-               src_a, unit, nt);
-        }
-    }
-  }
-  if (nt) _mm_sfence();
-}
-
-/* One function per unit and store kind, so that both are constants in
- * the tiles. */
-#define DLB__STRIPS_FN(UNIT)                                                 \
-  DLB__AVX512 static void strips_##UNIT(char *dst, int64_t dst_b,            \
-                                        const char *src, int64_t src_a,      \
-                                        int64_t bw, int64_t a_full,          \
-                                        const char *next_src) {              \
-    strips(dst, dst_b, src, src_a, bw, a_full, next_src, UNIT, 0);           \
-  }                                                                          \
-  DLB__AVX512 static void strips_nt_##UNIT(char *dst, int64_t dst_b,         \
-                                           const char *src, int64_t src_a,   \
-                                           int64_t bw, int64_t a_full,       \
-                                           const char *next_src) {           \
-    strips(dst, dst_b, src, src_a, bw, a_full, next_src, UNIT, 1);           \
-  }
-DLB__STRIPS_FN(1)
-DLB__STRIPS_FN(2)
-DLB__STRIPS_FN(4)
-DLB__STRIPS_FN(8)
-DLB__STRIPS_FN(16)
-#undef DLB__STRIPS_FN
-
-typedef void (*dlb__strips_fn)(char *dst, int64_t dst_b, const char *src,
-                               int64_t src_a, int64_t bw, int64_t a_full,
-                               const char *next_src);
+DLB__STRIPS_INSTANCE(1)
+DLB__STRIPS_INSTANCE(2)
+DLB__STRIPS_INSTANCE(4)
+DLB__STRIPS_INSTANCE(8)
+DLB__STRIPS_INSTANCE(16)
 
 static const dlb__strips_fn dlb__strips_fns[2][5] = {
     {strips_1, strips_2, strips_4, strips_8, strips_16},
@@ -363,4 +273,4 @@ void dlb__strips_avx512(char *dst, int64_t dst_b, const char *src,
   dlb__strips_fns[nt != 0][k](dst, dst_b, src, src_a, bw, a_full, next_src);
 }
 
-#endif /* DLB__HAVE_AVX512 */
+#endif /* DLB__HAVE_WIDE */

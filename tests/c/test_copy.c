@@ -243,6 +243,13 @@ DLB_TEST(copy_random_layouts_match_reference_sse2) {
   dlb__copy_cap_isa(-1);
 }
 
+/* The AVX2 kernels, which x86-64 CPUs with AVX2 but not AVX-512 use. */
+DLB_TEST(copy_random_layouts_match_reference_avx2) {
+  dlb__copy_cap_isa(DLB__ISA_AVX2);
+  random_layouts(20260117, 1500);
+  dlb__copy_cap_isa(-1);
+}
+
 /* The portable kernels, which builds without SSE2 (aarch64) use. */
 DLB_TEST(copy_random_layouts_match_reference_portable) {
   dlb__copy_cap_isa(DLB__ISA_PORTABLE);
@@ -298,6 +305,12 @@ DLB_TEST(copy_transposes_every_unit_size) { transposes_every_unit_size(); }
 
 DLB_TEST(copy_transposes_every_unit_size_sse2) {
   dlb__copy_cap_isa(DLB__ISA_SSE2);
+  transposes_every_unit_size();
+  dlb__copy_cap_isa(-1);
+}
+
+DLB_TEST(copy_transposes_every_unit_size_avx2) {
+  dlb__copy_cap_isa(DLB__ISA_AVX2);
   transposes_every_unit_size();
   dlb__copy_cap_isa(-1);
 }

@@ -214,6 +214,12 @@ DLB_TEST(tile_kernels_every_unit_shape_and_alignment_sse2) {
   dlb__copy_cap_isa(-1);
 }
 
+DLB_TEST(tile_kernels_every_unit_shape_and_alignment_avx2) {
+  dlb__copy_cap_isa(DLB__ISA_AVX2);
+  tile_kernels_every_unit_shape_and_alignment();
+  dlb__copy_cap_isa(-1);
+}
+
 /* Strips long enough for several chunks and strips per plane, so that each
  * chunk prefetches the next, the next strip's and the next plane's lines;
  * the element checks are those of check_plane. */
@@ -243,27 +249,28 @@ DLB_TEST(copy_isa_follows_the_cap) {
 #else
   CHECK_EQ_INT(best, DLB__ISA_PORTABLE);
 #endif
-#if DLB__HAVE_AVX512
+#if DLB__HAVE_WIDE
   __builtin_cpu_init();
+  const int has_avx512 = __builtin_cpu_supports("avx512f") &&
+                         __builtin_cpu_supports("avx512bw") &&
+                         __builtin_cpu_supports("avx512vbmi");
+  const int cpu = has_avx512                        ? DLB__ISA_AVX512
+                  : __builtin_cpu_supports("avx2") ? DLB__ISA_AVX2
+                                                   : DLB__ISA_SSE2;
   const int asked = dlb__copy_isa_parse(getenv("DLBRIDGE_COPY_ISA"));
-  if (asked < 0 || asked >= DLB__ISA_AVX512)
-    CHECK_EQ_INT(best == DLB__ISA_AVX512,
-                 __builtin_cpu_supports("avx512f") &&
-                     __builtin_cpu_supports("avx512bw") &&
-                     __builtin_cpu_supports("avx512vbmi"));
+  CHECK_EQ_INT(best, asked >= 0 && asked < cpu ? asked : cpu);
 #endif
-  dlb__copy_cap_isa(DLB__ISA_PORTABLE);
-  CHECK_EQ_INT(dlb__copy_isa(), DLB__ISA_PORTABLE);
-  dlb__copy_cap_isa(DLB__ISA_SSE2);
-  CHECK_EQ_INT(dlb__copy_isa(), best < DLB__ISA_SSE2 ? best : DLB__ISA_SSE2);
-  dlb__copy_cap_isa(DLB__ISA_AVX512);
-  CHECK_EQ_INT(dlb__copy_isa(), best);
+  for (int level = DLB__ISA_PORTABLE; level <= DLB__ISA_AVX512; level++) {
+    dlb__copy_cap_isa(level);
+    CHECK_EQ_INT(dlb__copy_isa(), best < level ? best : level);
+  }
   dlb__copy_cap_isa(-1);
+  CHECK_EQ_INT(dlb__copy_isa(), best);
 }
 
 /* dlb_copy_kernels names the level in use, the cap included. */
 DLB_TEST(copy_kernels_names_the_level) {
-  static const char *const names[] = {"portable", "sse2", "avx512"};
+  static const char *const names[] = {"portable", "sse2", "avx2", "avx512"};
   dlb__copy_cap_isa(-1);
   const int best = dlb__copy_isa();
   for (int level = DLB__ISA_PORTABLE; level <= DLB__ISA_AVX512; level++) {
@@ -278,11 +285,12 @@ DLB_TEST(copy_kernels_names_the_level) {
 DLB_TEST(copy_isa_names) {
   CHECK_EQ_INT(dlb__copy_isa_parse("portable"), DLB__ISA_PORTABLE);
   CHECK_EQ_INT(dlb__copy_isa_parse("sse2"), DLB__ISA_SSE2);
+  CHECK_EQ_INT(dlb__copy_isa_parse("avx2"), DLB__ISA_AVX2);
   CHECK_EQ_INT(dlb__copy_isa_parse("avx512"), DLB__ISA_AVX512);
   CHECK_EQ_INT(dlb__copy_isa_parse(NULL), -1);
   CHECK_EQ_INT(dlb__copy_isa_parse(""), -1);
   CHECK_EQ_INT(dlb__copy_isa_parse("AVX512"), -1);
-  CHECK_EQ_INT(dlb__copy_isa_parse("avx2"), -1);
+  CHECK_EQ_INT(dlb__copy_isa_parse("avx"), -1);
   CHECK_EQ_INT(dlb__copy_isa_parse("sse2 "), -1);
 }
 
