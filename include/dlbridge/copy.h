@@ -61,8 +61,9 @@ DLB_API void dlb_copy_set_threads(int threads);
 DLB_API int dlb_copy_get_threads(void);
 
 /* Names the instruction set the CPU copy kernels use: "avx512" (x86-64
- * CPUs with AVX-512 F, BW and VBMI), "sse2" (other x86-64 CPUs) or
- * "portable" (plain C, any other machine). The environment variable
+ * CPUs with AVX-512 F, BW and VBMI), "avx2" (x86-64 CPUs with AVX2 but not
+ * those), "sse2" (other x86-64 CPUs) or "portable" (plain C, any other
+ * machine). The environment variable
  * DLBRIDGE_COPY_ISA, read once (by the first copy or call to this), can
  * lower it to one of those names, never raise it; other values are
  * ignored. Safe from any thread; a static string. */
