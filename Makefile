@@ -13,7 +13,7 @@ ASANPY  := build-asan-py
 WERROR  ?= $(if $(CI),true,false)
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: all deps deps-c build demo check test-c test-cli test-install test-asan \
+.PHONY: all deps deps-c build demo check test-c test-cli test-bench test-install test-asan \
         test-python test-python-asan test-wheel test-docs docs python bench \
         clean test-fuzz-replay fuzz test-tsan test-valgrind coverage
 
@@ -41,6 +41,13 @@ test-c: build
 
 test-cli: build
 	tests/cli/test_cli.sh $(BUILD)
+
+# The benchmark programs once each, quickly: they run, every case passes its
+# own checks and the JSON is written (the GPU one against the emulated
+# driver and without a driver).
+test-bench: build
+	$(MESON) test -C $(BUILD) --print-errorlogs bench_gpu_emulated \
+	  bench_gpu_without_gpu bench_kernels_runs bench_import_counts
 
 # Installs into a scratch folder and builds against it through pkg-config.
 test-install: build
@@ -94,7 +101,7 @@ docs: build
 test-docs: build python
 	tests/docs/check_docs.py --build $(BUILD) --python $(VPY)
 
-check: test-c test-cli test-install test-asan test-python test-python-asan \
+check: test-c test-cli test-bench test-install test-asan test-python test-python-asan \
        test-wheel test-docs test-fuzz-replay test-tsan test-valgrind
 
 # Every benchmark in one run (bench/run_bench.py): copy bandwidth against

@@ -104,7 +104,7 @@ static void *limit_worker(void *arg) {
   }
 }
 
-static void limit_start(int threads) {
+static inline void limit_start(int threads) {
   if (threads > LIMIT_MAX_THREADS) threads = LIMIT_MAX_THREADS;
   limit_pool.n = threads;
   pthread_barrier_init(&limit_pool.start, NULL, (unsigned)threads);
@@ -113,7 +113,7 @@ static void limit_start(int threads) {
     pthread_create(&limit_pool.tid[i], NULL, limit_worker, (void *)(intptr_t)i);
 }
 
-static void limit_stop(void) {
+static inline void limit_stop(void) {
   limit_pool.quit = 1;
   pthread_barrier_wait(&limit_pool.start);
   for (int i = 1; i < limit_pool.n; i++) pthread_join(limit_pool.tid[i], NULL);

@@ -69,6 +69,14 @@ DLB_API int dlb_copy_get_threads(void);
  * ignored. Safe from any thread; a static string. */
 DLB_API const char *dlb_copy_kernels(void);
 
+/* Lets the CPU copy kernels use at most the named instruction set
+ * ("portable", "sse2", "avx2" or "avx512", as dlb_copy_kernels() names
+ * them), or lifts that limit for NULL; never more than the CPU and
+ * DLBRIDGE_COPY_ISA allow. For comparing kernels in one process. Returns
+ * DLB_E_INVAL, changing nothing, for any other name. Safe from any thread;
+ * copies already running keep the kernels they chose. */
+DLB_API dlb_status dlb_copy_set_kernels(const char *name);
+
 DLB_END_DECLS
 
 #endif /* DLBRIDGE_COPY_H */

@@ -59,3 +59,18 @@ int dlb__copy_isa(void) {
 void dlb__copy_cap_isa(int level) { atomic_store(&dlb__isa_cap, level); }
 
 const char *dlb_copy_kernels(void) { return dlb__isa_names[dlb__copy_isa()]; }
+
+dlb_status dlb_copy_set_kernels(const char *name) {
+  if (name == NULL) {
+    dlb__copy_cap_isa(-1);
+    return DLB_OK;
+  }
+  const int level = dlb__copy_isa_parse(name);
+  if (level < 0)
+    return dlb__fail(DLB_E_INVAL,
+                     "dlb_copy_set_kernels: name is \"%.64s\"; valid names: "
+                     "portable, sse2, avx2, avx512",
+                     name);
+  dlb__copy_cap_isa(level);
+  return DLB_OK;
+}

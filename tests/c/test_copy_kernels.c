@@ -281,6 +281,28 @@ DLB_TEST(copy_kernels_names_the_level) {
   CHECK_STR(dlb_copy_kernels(), names[best]);
 }
 
+/* dlb_copy_set_kernels caps the level by name, NULL lifts the cap, and
+ * any other name is refused with the name in the message, changing
+ * nothing. */
+DLB_TEST(copy_set_kernels_caps_by_name) {
+  static const char *const names[] = {"portable", "sse2", "avx2", "avx512"};
+  CHECK_OK(dlb_copy_set_kernels(NULL));
+  const int best = dlb__copy_isa();
+  for (int level = DLB__ISA_PORTABLE; level <= DLB__ISA_AVX512; level++) {
+    CHECK_OK(dlb_copy_set_kernels(names[level]));
+    CHECK_EQ_INT(dlb__copy_isa(), level < best ? level : best);
+    CHECK_STR(dlb_copy_kernels(), names[level < best ? level : best]);
+  }
+  CHECK_OK(dlb_copy_set_kernels("sse2"));
+  CHECK_STATUS(dlb_copy_set_kernels("avx1024"), DLB_E_INVAL);
+  CHECK_ERROR_MENTIONS("\"avx1024\"");
+  CHECK_ERROR_MENTIONS("portable, sse2, avx2, avx512");
+  CHECK_STATUS(dlb_copy_set_kernels(""), DLB_E_INVAL);
+  CHECK_EQ_INT(dlb__copy_isa(), best < DLB__ISA_SSE2 ? best : DLB__ISA_SSE2);
+  CHECK_OK(dlb_copy_set_kernels(NULL));
+  CHECK_EQ_INT(dlb__copy_isa(), best);
+}
+
 /* The names DLBRIDGE_COPY_ISA takes; anything else asks for nothing. */
 DLB_TEST(copy_isa_names) {
   CHECK_EQ_INT(dlb__copy_isa_parse("portable"), DLB__ISA_PORTABLE);

@@ -235,6 +235,7 @@ static void cpu_copies(void) {
   KEEPS_VOID(dlb_copy_set_threads(2));
   KEEPS(dlb_copy_get_threads() == 2);
   KEEPS(dlb_copy_kernels() != NULL);
+  KEEPS_OK(dlb_copy_set_kernels(NULL));
   KEEPS_OK(dlb_copy(&a->dl_tensor, &b->dl_tensor));
   KEEPS_OK(dlb_tensor_copy(&a->dl_tensor, cpu, &out));
   dlb_tensor_release(out);
