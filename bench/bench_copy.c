@@ -18,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
 
 #if defined(__SSE2__)
@@ -27,6 +26,7 @@
 
 #include "bench_clock.h"
 #include "bench_limit.h"
+#include "bench_mem.h"
 #include "dlbridge.h"
 
 #define MAX_REPS 101
@@ -45,23 +45,6 @@ typedef struct {
 
 static row rows[MAX_ROWS];
 static int nrows;
-
-/* Huge pages where the system allows, as dlbridge's own allocator asks, and
- * every page touched so no timing pays a fault. */
-static void *big_alloc(size_t bytes) {
-  void *p = NULL;
-  if (posix_memalign(&p, (size_t)2 << 20, bytes) != 0) {
-    fprintf(stderr, "out of memory (%zu bytes)\n", bytes);
-    exit(1);
-  }
-#ifdef MADV_HUGEPAGE
-  (void)madvise(p, bytes, MADV_HUGEPAGE);
-#endif
-  unsigned char *c = p;
-  for (size_t i = 0; i < bytes; i++)
-    c[i] = (unsigned char)(i * 2654435761u >> 13);
-  return p;
-}
 
 typedef struct {
   const DLTensor *src, *dst;

@@ -18,10 +18,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "bench_clock.h"
 #include "bench_limit.h"
+#include "bench_mem.h"
 #include "dlbridge.h"
 
 #define MAX_REPS 101
@@ -30,19 +30,6 @@
 
 static const char *const level_names[NLEVELS] = {"portable", "sse2", "avx2",
                                                  "avx512"};
-
-static void *big_alloc(size_t bytes) {
-  void *p = NULL;
-  if (posix_memalign(&p, (size_t)2 << 20, bytes) != 0) {
-    fprintf(stderr, "out of memory (%zu bytes)\n", bytes);
-    exit(1);
-  }
-#ifdef MADV_HUGEPAGE
-  (void)madvise(p, bytes, MADV_HUGEPAGE);
-#endif
-  memset(p, 1, bytes);
-  return p;
-}
 
 static DLTensor view(void *data, int32_t ndim, int64_t *shape,
                      int64_t *strides, DLDataType dtype) {
