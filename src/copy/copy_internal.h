@@ -182,7 +182,7 @@ void dlb__copy_plan_run(const dlb__copy_plan *plan, int fresh_dst);
 
 /* A contiguous copy of DLB__STREAM_MIN bytes or more streams, and two
  * threads streaming ran slower than one up to 12 MiB: per-rep speed-up,
- * 31 reps each, median (quartiles), 2 cores: 8 MiB 0.95 (0.88-0.98), 12
+ * 31 reps each, median (quartiles), 2 cores: 8 MiB 0.95 (0.88-0.96), 12
  * MiB 0.95-0.99, 16 MiB 0.95 or 1.46 in two runs, 24 MiB 1.03-1.05
  * (1.00-1.09), 32 MiB 1.14-1.17, 64 MiB 1.17-1.20. So such copies share
  * out from here on. */
