@@ -46,8 +46,9 @@ test-cli: build
 # own checks and the JSON is written (the GPU one against the emulated
 # driver and without a driver).
 test-bench: build
-	$(MESON) test -C $(BUILD) --print-errorlogs bench_gpu_emulated \
-	  bench_gpu_without_gpu bench_kernels_runs bench_import_counts
+	$(MESON) test -C $(BUILD) --print-errorlogs bench_copy_runs \
+	  bench_gpu_emulated bench_gpu_without_gpu bench_kernels_runs \
+	  bench_import_counts
 
 # Installs into a scratch folder and builds against it through pkg-config.
 test-install: build
