@@ -22,6 +22,12 @@
 #define DLB__FORCE_INLINE inline
 #endif
 
+/* The index of a unit size (1, 2, 4, 8, 16 bytes) in the kernels' tables:
+ * 0 to 4. */
+static inline int dlb__unit_index(size_t unit) {
+  return unit == 1 ? 0 : unit == 2 ? 1 : unit == 4 ? 2 : unit == 8 ? 3 : 4;
+}
+
 /* One extra dimension splits elements whose size is not a power of two
  * (float32x3: 12 bytes) into units of 1, 2, 4, 8 or 16 bytes. */
 #define DLB__COPY_DIMS (DLB_MAX_NDIM + 1)

@@ -277,25 +277,10 @@ static const dlb__row_set dlb__rows[5] = {
     {gather_16, scatter_16, strided_16},
 };
 
-static int unit_index(size_t unit) {
-  switch (unit) {
-    case 1:
-      return 0;
-    case 2:
-      return 1;
-    case 4:
-      return 2;
-    case 8:
-      return 3;
-    default:
-      return 4;
-  }
-}
-
 dlb__row_fn dlb__row_kernel(size_t unit, int64_t dst_step, int64_t src_step,
                             int stream) {
   const int64_t u = (int64_t)unit;
-  const dlb__row_set *set = &dlb__rows[unit_index(unit)];
+  const dlb__row_set *set = &dlb__rows[dlb__unit_index(unit)];
   if (dst_step == u && src_step == u)
     return stream && dlb__copy_isa() != DLB__ISA_PORTABLE ? contiguous_stream
                                                       : contiguous;

@@ -626,11 +626,7 @@ static const dlb__tile_set dlb__tiles[5] = {
 
 dlb__tile_fn dlb__tile_kernel(size_t unit, int64_t dst_a, int64_t src_b,
                               int stream) {
-  const dlb__tile_set *set = &dlb__tiles[unit == 1   ? 0
-                                         : unit == 2 ? 1
-                                         : unit == 4 ? 2
-                                         : unit == 8 ? 3
-                                                     : 4];
+  const dlb__tile_set *set = &dlb__tiles[dlb__unit_index(unit)];
   /* The portable kernels (the test hook) are those without SSE2. */
   if (dst_a != (int64_t)unit || src_b != (int64_t)unit ||
       dlb__copy_isa() == DLB__ISA_PORTABLE)

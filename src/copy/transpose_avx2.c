@@ -167,8 +167,9 @@ static const dlb__strips_fn dlb__strips_fns[2][3] = {
 void dlb__strips_avx2(char *dst, int64_t dst_b, const char *src,
                       int64_t src_a, int64_t bw, int64_t a_full,
                       const char *next_src, size_t unit, int nt) {
-  const int k = unit == 4 ? 0 : unit == 8 ? 1 : 2;
-  dlb__strips_fns[nt != 0][k](dst, dst_b, src, src_a, bw, a_full, next_src);
+  /* Units 4, 8, 16: indexes 2-4. */
+  dlb__strips_fns[nt != 0][dlb__unit_index(unit) - 2](
+      dst, dst_b, src, src_a, bw, a_full, next_src);
 }
 
 #endif /* DLB__HAVE_WIDE */

@@ -268,9 +268,8 @@ static const dlb__strips_fn dlb__strips_fns[2][5] = {
 void dlb__strips_avx512(char *dst, int64_t dst_b, const char *src,
                         int64_t src_a, int64_t bw, int64_t a_full,
                         const char *next_src, size_t unit, int nt) {
-  const int k = unit == 1 ? 0 : unit == 2 ? 1 : unit == 4 ? 2 : unit == 8 ? 3
-                                                                         : 4;
-  dlb__strips_fns[nt != 0][k](dst, dst_b, src, src_a, bw, a_full, next_src);
+  dlb__strips_fns[nt != 0][dlb__unit_index(unit)](dst, dst_b, src, src_a, bw,
+                                                   a_full, next_src);
 }
 
 #endif /* DLB__HAVE_WIDE */
