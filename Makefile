@@ -14,7 +14,7 @@ WERROR  ?= $(if $(CI),true,false)
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
 .PHONY: all deps deps-c build demo check test-c test-cli test-bench test-install test-asan \
-        test-python test-python-asan test-wheel test-docs docs python bench \
+        test-aarch64 test-python test-python-asan test-wheel test-docs docs python bench \
         clean test-fuzz-replay fuzz test-tsan test-valgrind coverage
 
 all: build
@@ -49,6 +49,12 @@ test-bench: build
 	$(MESON) test -C $(BUILD) --print-errorlogs bench_copy_runs \
 	  bench_gpu_emulated bench_gpu_without_gpu bench_kernels_runs \
 	  bench_import_counts
+
+# The library, C suite, demo and command built for aarch64 and run under
+# qemu-user (scripts/check-aarch64.sh): the build without SSE2.
+AARCH64 := build-aarch64
+test-aarch64: deps-c
+	WERROR=$(WERROR) scripts/check-aarch64.sh $(AARCH64)
 
 # Installs into a scratch folder and builds against it through pkg-config.
 test-install: build
@@ -102,7 +108,7 @@ docs: build
 test-docs: build python
 	tests/docs/check_docs.py --build $(BUILD) --python $(VPY)
 
-check: test-c test-cli test-bench test-install test-asan test-python test-python-asan \
+check: test-c test-cli test-bench test-aarch64 test-install test-asan test-python test-python-asan \
        test-wheel test-docs test-fuzz-replay test-tsan test-valgrind
 
 # Every benchmark in one run (bench/run_bench.py): copy bandwidth against
@@ -116,7 +122,7 @@ bench: python build
 	DLBRIDGE_PYTHON=$(VPY) $(BUILD)/tools/dlbridge bench
 
 clean:
-	rm -rf $(BUILD) $(ASAN) $(ASANPY) $(FUZZ) $(TSAN) build-cov build-cov-py
+	rm -rf $(BUILD) $(ASAN) $(ASANPY) $(FUZZ) $(TSAN) $(AARCH64) build-cov build-cov-py
 
 # ---- fuzzing (tests/fuzz, docs/reliability.md) ----------------------------
 FUZZ         := build-fuzz

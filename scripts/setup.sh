@@ -1,6 +1,6 @@
 #!/bin/sh
 # setup.sh -- installs what building and testing dlbridge needs, then exits.
-#   scripts/setup.sh [c|python|bench|fuzz|tools]   (default: python)
+#   scripts/setup.sh [c|python|bench|fuzz|tools|cross]   (default: python)
 # c:      the C toolchain (Debian packages, installed with apt-get when run as
 #         root; otherwise it says which are missing) and meson + ninja.
 # python: c, plus Open MPI and a virtual environment .venv with
@@ -9,6 +9,7 @@
 # bench:  python, plus valgrind for instruction counts.
 # fuzz:   c, plus clang and its libFuzzer runtime (make fuzz).
 # tools:  python, plus valgrind and gcovr (make test-valgrind, make coverage).
+# cross:  c, plus the aarch64 cross compiler and qemu-user (make test-aarch64).
 # PYTHON=/path/to/python3 picks the interpreter that makes .venv.
 set -eu
 
@@ -38,6 +39,12 @@ if [ "$what" = bench ] || [ "$what" = tools ]; then
   have valgrind || need_debs="$need_debs valgrind"
 fi
 if [ "$what" = tools ]; then have gcovr || need_debs="$need_debs gcovr"; fi
+if [ "$what" = cross ]; then
+  have aarch64-linux-gnu-gcc || need_debs="$need_debs gcc-aarch64-linux-gnu"
+  [ -f /usr/aarch64-linux-gnu/include/stdio.h ] ||
+    need_debs="$need_debs libc6-dev-arm64-cross"
+  have qemu-aarch64 || need_debs="$need_debs qemu-user"
+fi
 if [ "$what" = fuzz ]; then
   have clang || need_debs="$need_debs clang"
   if ! have clang || ! ls "$(clang -print-resource-dir)"/lib/linux/libclang_rt.fuzzer-*.a \
@@ -73,7 +80,7 @@ pip_install() {
 stamp="$venv/.dlbridge-$what"
 if [ ! -f "$stamp" ] || [ "$root/scripts/setup.sh" -nt "$stamp" ]; then
   pip_install meson ninja
-  if [ "$what" != c ] && [ "$what" != fuzz ]; then
+  if [ "$what" != c ] && [ "$what" != fuzz ] && [ "$what" != cross ]; then
     # torch is pinned: 2.13.0's CPU build is what the tests are written for.
     pip_install meson-python 'numpy>=2,<3' pytest 'torch==2.13.0' 'hypothesis>=6,<7'
     # mpi4py's binary wheel finds Debian's Open MPI at run time.

@@ -58,6 +58,15 @@ dlb__row_fn dlb__row_kernel(size_t unit, int64_t dst_step, int64_t src_step,
  * before anything the caller does next. On a build without SSE2, memcpy. */
 void dlb__stream_copy(char *dst, const char *src, size_t n);
 
+/* Whether this build has non-temporal stores (SSE2). Without them, as on
+ * aarch64, a streamed copy is plain memcpy: no non-temporal kernel has
+ * been measured there. */
+#if defined(__SSE2__)
+#define DLB__HAVE_STREAM 1
+#else
+#define DLB__HAVE_STREAM 0
+#endif
+
 /* A copy writing at least this many bytes in rows of at least
  * DLB__STREAM_ROW_MIN bytes uses non-temporal stores: they skip reading
  * dst's lines into the cache before overwriting them (a third of the

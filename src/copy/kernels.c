@@ -111,7 +111,7 @@ static void contiguous(char *dst, int64_t dst_step, const char *src,
 }
 
 void dlb__stream_copy(char *dst, const char *src, size_t n) {
-#if defined(__SSE2__)
+#if DLB__HAVE_STREAM
   size_t head = (size_t)(-(uintptr_t)dst & 63);
   if (head > n) head = n;
   memcpy(dst, src, head);

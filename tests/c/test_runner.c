@@ -30,10 +30,12 @@ static double now_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* Runs this binary on filter with DLB_TEST_TIMEOUT set to timeout (NULL:
- * unset), SIGCHLD ignored when ignore_sigchld. */
-static void run_runner(const char *filter, const char *timeout,
-                       int ignore_sigchld, runner_result *r) {
+/* Runs this binary on filter with DLB_TEST_TIMEOUT set to timeout and
+ * DLB_TEST_SKIP to skip (NULL: unset), SIGCHLD ignored when
+ * ignore_sigchld. */
+static void run_runner_skipping(const char *filter, const char *timeout,
+                                const char *skip, int ignore_sigchld,
+                                runner_result *r) {
   /* The path itself, not /proc/self/exe: under valgrind that link names
    * valgrind, while readlink answers for the program it runs. */
   char exe[PATH_MAX];
@@ -52,6 +54,8 @@ static void run_runner(const char *filter, const char *timeout,
     close(fds[1]);
     if (timeout != NULL) setenv("DLB_TEST_TIMEOUT", timeout, 1);
     else unsetenv("DLB_TEST_TIMEOUT");
+    if (skip != NULL) setenv("DLB_TEST_SKIP", skip, 1);
+    else unsetenv("DLB_TEST_SKIP");
     if (ignore_sigchld) signal(SIGCHLD, SIG_IGN);
     execl(exe, "dlb_tests", filter, (char *)NULL);
     _exit(127);
@@ -67,6 +71,11 @@ static void run_runner(const char *filter, const char *timeout,
   CHECK(waitpid(pid, &st, 0) == pid);
   r->seconds = now_s() - start;
   r->exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void run_runner(const char *filter, const char *timeout,
+                       int ignore_sigchld, runner_result *r) {
+  run_runner_skipping(filter, timeout, NULL, ignore_sigchld, r);
 }
 
 /* The second runner reported the hang by name as timed out after limit_s
@@ -113,4 +122,26 @@ DLB_TEST(runner_waits_for_tests_with_sigchld_ignored) {
   CHECK(strstr(r.out, "ok   runner_hidden_pass\n") != NULL);
   CHECK(strstr(r.out, "1 passed, 0 failed\n") != NULL);
   CHECK_EQ_INT(r.exit_code, 0);
+}
+
+/* A test named in DLB_TEST_SKIP is reported and not run (the hang would
+ * take its second); names match in full, anywhere in the list. */
+DLB_TEST(runner_skips_the_tests_named_in_dlb_test_skip) {
+  runner_result r;
+  run_runner_skipping("runner_hidden_hang", NULL,
+                      "runner_hidden,runner_hidden_hang,x", 0, &r);
+  CHECK(strstr(r.out, "skip runner_hidden_hang (DLB_TEST_SKIP)\n") != NULL);
+  CHECK(strstr(r.out, "FAIL") == NULL);
+  CHECK(strstr(r.out, "0 passed, 0 failed, 1 skipped\n") != NULL);
+  CHECK_EQ_INT(r.exit_code, 1); /* nothing ran */
+  CHECK(r.seconds < 0.9);
+  /* A name that only starts the test's name skips nothing. */
+  run_runner_skipping("runner_hidden_pass", NULL, "runner_hidden", 0, &r);
+  CHECK(strstr(r.out, "ok   runner_hidden_pass\n") != NULL);
+  CHECK(strstr(r.out, "1 passed, 0 failed\n") != NULL);
+  CHECK_EQ_INT(r.exit_code, 0);
+  /* The last name of the list counts too. */
+  run_runner_skipping("runner_hidden_pass", NULL, "a,runner_hidden_pass", 0,
+                      &r);
+  CHECK(strstr(r.out, "skip runner_hidden_pass (DLB_TEST_SKIP)\n") != NULL);
 }
