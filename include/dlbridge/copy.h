@@ -62,7 +62,8 @@ DLB_API int dlb_copy_get_threads(void);
 
 /* Names the instruction set the CPU copy kernels use: "avx512" (x86-64
  * CPUs with AVX-512 F, BW and VBMI), "avx2" (x86-64 CPUs with AVX2 but not
- * those), "sse2" (other x86-64 CPUs) or "portable" (plain C, any other
+ * those), "sse2" (other x86-64 CPUs), "neon" (aarch64: the transposes of
+ * units up to 8 bytes in NEON registers) or "portable" (plain C, any other
  * machine). The environment variable
  * DLBRIDGE_COPY_ISA, read once (by the first copy or call to this), can
  * lower it to one of those names, never raise it; other values are
@@ -71,7 +72,8 @@ DLB_API const char *dlb_copy_kernels(void);
 
 /* Lets the CPU copy kernels use at most the named instruction set
  * ("portable", "sse2", "avx2" or "avx512", as dlb_copy_kernels() names
- * them), or lifts that limit for NULL; never more than the CPU and
+ * them; "neon" and "sse2" name the same level, 128-bit vectors, on any
+ * machine), or lifts that limit for NULL; never more than the CPU and
  * DLBRIDGE_COPY_ISA allow. For comparing kernels in one process. Returns
  * DLB_E_INVAL, changing nothing, for any other name. Safe from any thread;
  * copies already running keep the kernels they chose. */

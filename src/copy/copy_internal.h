@@ -80,20 +80,23 @@ void dlb__stream_copy(char *dst, const char *src, size_t n);
 #define DLB__STREAM_ROW_MIN ((int64_t)256)
 
 /* The instruction sets the kernels may use, each including the ones
- * before it. A build without SSE2 (aarch64) runs the portable C paths; an
- * x86-64 build chooses at run time AVX-512 kernels on CPUs with AVX-512 F,
- * BW and VBMI, AVX2 ones on CPUs with AVX2 (each where the OS saves the
- * registers), and SSE2 ones elsewhere. */
+ * before it. DLB__ISA_V128 is 128-bit vectors: SSE2 on x86-64 ("sse2"),
+ * Advanced SIMD on aarch64 ("neon", the transpose strips only: vec128.h);
+ * other builds run the portable C paths. An x86-64 build chooses at run
+ * time AVX-512 kernels on CPUs with AVX-512 F, BW and VBMI, AVX2 ones on
+ * CPUs with AVX2 (each where the OS saves the registers), and SSE2 ones
+ * elsewhere. */
 enum {
   DLB__ISA_PORTABLE = 0,
-  DLB__ISA_SSE2 = 1,
+  DLB__ISA_V128 = 1,
   DLB__ISA_AVX2 = 2,
   DLB__ISA_AVX512 = 3
 };
 
 /* The best level this build and CPU allow, capped by the environment
- * variable DLBRIDGE_COPY_ISA (read once: "portable", "sse2", "avx2" or
- * "avx512"; it can only lower the level) and by the test hook. */
+ * variable DLBRIDGE_COPY_ISA (read once: "portable", "sse2" or "neon"
+ * (the same level), "avx2" or "avx512"; it can only lower the level) and
+ * by the test hook. */
 int dlb__copy_isa(void);
 
 /* The level a DLBRIDGE_COPY_ISA value names, or -1 (NULL, unknown). */

@@ -9,27 +9,39 @@
 #include <string.h>
 
 #include "copy/copy_internal.h"
+#include "copy/vec128.h"
 
 /* The test hook's cap; -1: none. */
 static atomic_int dlb__isa_cap = -1;
 static int dlb__isa_best;
 static pthread_once_t dlb__isa_once = PTHREAD_ONCE_INIT;
 
-/* By level: DLB__ISA_PORTABLE, DLB__ISA_SSE2, DLB__ISA_AVX2,
- * DLB__ISA_AVX512. */
-static const char *const dlb__isa_names[] = {"portable", "sse2", "avx2",
-                                             "avx512"};
+/* By level: DLB__ISA_PORTABLE, DLB__ISA_V128, DLB__ISA_AVX2,
+ * DLB__ISA_AVX512, as this build names them. */
+static const char *const dlb__isa_names[] = {
+    "portable",
+#if defined(__aarch64__)
+    "neon",
+#else
+    "sse2",
+#endif
+    "avx2", "avx512"};
 
 int dlb__copy_isa_parse(const char *name) {
   if (name == NULL) return -1;
-  for (int i = 0; i < 4; i++)
-    if (strcmp(name, dlb__isa_names[i]) == 0) return i;
+  /* Either name of the 128-bit level caps at it, on any build. */
+  static const char *const names[] = {"portable", "sse2", "neon", "avx2",
+                                      "avx512"};
+  static const int levels[] = {DLB__ISA_PORTABLE, DLB__ISA_V128,
+                               DLB__ISA_V128, DLB__ISA_AVX2, DLB__ISA_AVX512};
+  for (int i = 0; i < 5; i++)
+    if (strcmp(name, names[i]) == 0) return levels[i];
   return -1;
 }
 
 static void find_isa(void) {
-#if defined(__SSE2__)
-  dlb__isa_best = DLB__ISA_SSE2;
+#if DLB__HAVE_V128
+  dlb__isa_best = DLB__ISA_V128;
 #else
   dlb__isa_best = DLB__ISA_PORTABLE;
 #endif
@@ -69,7 +81,7 @@ dlb_status dlb_copy_set_kernels(const char *name) {
   if (level < 0)
     return dlb__fail(DLB_E_INVAL,
                      "dlb_copy_set_kernels: name is \"%.64s\"; valid names: "
-                     "portable, sse2, avx2, avx512",
+                     "portable, sse2, neon, avx2, avx512",
                      name);
   dlb__copy_cap_isa(level);
   return DLB_OK;

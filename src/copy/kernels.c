@@ -282,8 +282,9 @@ dlb__row_fn dlb__row_kernel(size_t unit, int64_t dst_step, int64_t src_step,
   const int64_t u = (int64_t)unit;
   const dlb__row_set *set = &dlb__rows[dlb__unit_index(unit)];
   if (dst_step == u && src_step == u)
-    return stream && dlb__copy_isa() != DLB__ISA_PORTABLE ? contiguous_stream
-                                                      : contiguous;
+    return DLB__HAVE_STREAM && stream && dlb__copy_isa() != DLB__ISA_PORTABLE
+               ? contiguous_stream
+               : contiguous;
 #if defined(__SSE2__)
   if (dst_step == u && dlb__copy_isa() != DLB__ISA_PORTABLE) {
     dlb__row_fn fn = gather_shuffled(unit, src_step);

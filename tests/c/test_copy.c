@@ -238,7 +238,7 @@ DLB_TEST(copy_random_layouts_match_reference) { random_layouts(20260114, 1500); 
 
 /* The SSE2 kernels, which x86-64 CPUs without AVX-512 use. */
 DLB_TEST(copy_random_layouts_match_reference_sse2) {
-  dlb__copy_cap_isa(DLB__ISA_SSE2);
+  dlb__copy_cap_isa(DLB__ISA_V128);
   random_layouts(20260116, 1500);
   dlb__copy_cap_isa(-1);
 }
@@ -304,7 +304,7 @@ static void transposes_every_unit_size(void) {
 DLB_TEST(copy_transposes_every_unit_size) { transposes_every_unit_size(); }
 
 DLB_TEST(copy_transposes_every_unit_size_sse2) {
-  dlb__copy_cap_isa(DLB__ISA_SSE2);
+  dlb__copy_cap_isa(DLB__ISA_V128);
   transposes_every_unit_size();
   dlb__copy_cap_isa(-1);
 }

@@ -4,7 +4,15 @@
  * threshold that selects it) and the portable paths behind the test hook.
  */
 #include "copy/copy_internal.h"
+#include "copy/vec128.h"
 #include "test.h"
+
+/* What dlb_copy_kernels() calls the 128-bit level on this build. */
+#if defined(__aarch64__)
+#define V128_NAME "neon"
+#else
+#define V128_NAME "sse2"
+#endif
 
 static void fill(unsigned char *p, size_t n, unsigned seed) {
   for (size_t i = 0; i < n; i++)
@@ -214,7 +222,7 @@ DLB_TEST(tile_kernels_every_unit_shape_and_alignment) {
 }
 
 DLB_TEST(tile_kernels_every_unit_shape_and_alignment_sse2) {
-  dlb__copy_cap_isa(DLB__ISA_SSE2);
+  dlb__copy_cap_isa(DLB__ISA_V128);
   tile_kernels_every_unit_shape_and_alignment();
   dlb__copy_cap_isa(-1);
 }
@@ -230,7 +238,7 @@ DLB_TEST(tile_kernels_every_unit_shape_and_alignment_avx2) {
  * the element checks are those of check_plane. */
 DLB_TEST(tile_kernels_many_strips_and_chunks) {
   const size_t units[] = {1, 2, 4, 8, 16};
-  for (int level = DLB__ISA_SSE2; level <= DLB__ISA_AVX512; level++) {
+  for (int level = DLB__ISA_V128; level <= DLB__ISA_AVX512; level++) {
     dlb__copy_cap_isa(level);
     for (size_t k = 0; k < 5; k++) {
       const int64_t line = 64 / (int64_t)units[k];
@@ -248,9 +256,9 @@ DLB_TEST(tile_kernels_many_strips_and_chunks) {
 DLB_TEST(copy_isa_follows_the_cap) {
   dlb__copy_cap_isa(-1);
   const int best = dlb__copy_isa();
-#if defined(__SSE2__)
+#if DLB__HAVE_V128
   if (dlb__copy_isa_parse(getenv("DLBRIDGE_COPY_ISA")) != DLB__ISA_PORTABLE)
-    CHECK(best >= DLB__ISA_SSE2);
+    CHECK(best >= DLB__ISA_V128);
 #else
   CHECK_EQ_INT(best, DLB__ISA_PORTABLE);
 #endif
@@ -261,7 +269,7 @@ DLB_TEST(copy_isa_follows_the_cap) {
                          __builtin_cpu_supports("avx512vbmi");
   const int cpu = has_avx512                        ? DLB__ISA_AVX512
                   : __builtin_cpu_supports("avx2") ? DLB__ISA_AVX2
-                                                   : DLB__ISA_SSE2;
+                                                   : DLB__ISA_V128;
   const int asked = dlb__copy_isa_parse(getenv("DLBRIDGE_COPY_ISA"));
   CHECK_EQ_INT(best, asked >= 0 && asked < cpu ? asked : cpu);
 #endif
@@ -275,7 +283,8 @@ DLB_TEST(copy_isa_follows_the_cap) {
 
 /* dlb_copy_kernels names the level in use, the cap included. */
 DLB_TEST(copy_kernels_names_the_level) {
-  static const char *const names[] = {"portable", "sse2", "avx2", "avx512"};
+  static const char *const names[] = {"portable", V128_NAME, "avx2",
+                                      "avx512"};
   dlb__copy_cap_isa(-1);
   const int best = dlb__copy_isa();
   for (int level = DLB__ISA_PORTABLE; level <= DLB__ISA_AVX512; level++) {
@@ -290,7 +299,8 @@ DLB_TEST(copy_kernels_names_the_level) {
  * any other name is refused with the name in the message, changing
  * nothing. */
 DLB_TEST(copy_set_kernels_caps_by_name) {
-  static const char *const names[] = {"portable", "sse2", "avx2", "avx512"};
+  static const char *const names[] = {"portable", V128_NAME, "avx2",
+                                      "avx512"};
   CHECK_OK(dlb_copy_set_kernels(NULL));
   const int best = dlb__copy_isa();
   for (int level = DLB__ISA_PORTABLE; level <= DLB__ISA_AVX512; level++) {
@@ -298,12 +308,16 @@ DLB_TEST(copy_set_kernels_caps_by_name) {
     CHECK_EQ_INT(dlb__copy_isa(), level < best ? level : best);
     CHECK_STR(dlb_copy_kernels(), names[level < best ? level : best]);
   }
+  /* Either name of the 128-bit level caps there. */
+  CHECK_OK(dlb_copy_set_kernels("neon"));
+  CHECK_EQ_INT(dlb__copy_isa(), best < DLB__ISA_V128 ? best : DLB__ISA_V128);
+  CHECK_OK(dlb_copy_set_kernels(NULL));
   CHECK_OK(dlb_copy_set_kernels("sse2"));
   CHECK_STATUS(dlb_copy_set_kernels("avx1024"), DLB_E_INVAL);
   CHECK_ERROR_MENTIONS("\"avx1024\"");
-  CHECK_ERROR_MENTIONS("portable, sse2, avx2, avx512");
+  CHECK_ERROR_MENTIONS("portable, sse2, neon, avx2, avx512");
   CHECK_STATUS(dlb_copy_set_kernels(""), DLB_E_INVAL);
-  CHECK_EQ_INT(dlb__copy_isa(), best < DLB__ISA_SSE2 ? best : DLB__ISA_SSE2);
+  CHECK_EQ_INT(dlb__copy_isa(), best < DLB__ISA_V128 ? best : DLB__ISA_V128);
   CHECK_OK(dlb_copy_set_kernels(NULL));
   CHECK_EQ_INT(dlb__copy_isa(), best);
 }
@@ -311,7 +325,8 @@ DLB_TEST(copy_set_kernels_caps_by_name) {
 /* The names DLBRIDGE_COPY_ISA takes; anything else asks for nothing. */
 DLB_TEST(copy_isa_names) {
   CHECK_EQ_INT(dlb__copy_isa_parse("portable"), DLB__ISA_PORTABLE);
-  CHECK_EQ_INT(dlb__copy_isa_parse("sse2"), DLB__ISA_SSE2);
+  CHECK_EQ_INT(dlb__copy_isa_parse("sse2"), DLB__ISA_V128);
+  CHECK_EQ_INT(dlb__copy_isa_parse("neon"), DLB__ISA_V128);
   CHECK_EQ_INT(dlb__copy_isa_parse("avx2"), DLB__ISA_AVX2);
   CHECK_EQ_INT(dlb__copy_isa_parse("avx512"), DLB__ISA_AVX512);
   CHECK_EQ_INT(dlb__copy_isa_parse(NULL), -1);

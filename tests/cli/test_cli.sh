@@ -59,12 +59,12 @@ expect info-rocm-default 0 'rocm +(DLB_E_NO_RUNTIME: .*libamdhip64\.so|[0-9]+ de
 expect info-kinds-cpu 0 '^kinds +cpu' -- info
 # The copy kernels: the best the machine has, lowered (never raised) by
 # DLBRIDGE_COPY_ISA; an unknown name changes nothing.
-expect info-kernels 0 '^cpu +copy threads [0-9]+, kernels (avx512|avx2|sse2|portable)$' -- info
+expect info-kernels 0 '^cpu +copy threads [0-9]+, kernels (avx512|avx2|sse2|neon|portable)$' -- info
 best=$(run_tool info --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["copy_kernels"])')
 with="DLBRIDGE_COPY_ISA=portable"
 expect info-kernels-portable 0 ', kernels portable$' -- info
 with="DLBRIDGE_COPY_ISA=sse2"
-expect_json info-kernels-sse2 0 'j["copy_kernels"] == ("portable" if "'"$best"'" == "portable" else "sse2")' -- info --json
+expect_json info-kernels-sse2 0 'j["copy_kernels"] == ("'"$best"'" if "'"$best"'" in ("portable", "neon") else "sse2")' -- info --json
 with="DLBRIDGE_COPY_ISA=avx2"
 expect_json info-kernels-avx2 0 'j["copy_kernels"] == ("avx2" if "'"$best"'" == "avx512" else "'"$best"'")' -- info --json
 with="DLBRIDGE_COPY_ISA=avx512"
