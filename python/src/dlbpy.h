@@ -312,6 +312,9 @@ void dlbpy_light_legacy_release_holding_gil(DLManagedTensor *m);
 /* Turns such a legacy share back into a versioned one in place, with
  * flags (never wider than its source's), and returns 1; returns 0, leaving
  * m as it is, when a consumer rewrote its description. */
+/* The bits of the sub-byte units of the light legacy struct m when they
+ * are packed and m still describes its source; 0 otherwise. */
+unsigned dlbpy_light_legacy_packed_bits(const DLManagedTensor *m);
 int dlbpy_try_light_from_legacy(DLManagedTensor *m, uint64_t flags,
                             DLManagedTensorVersioned **out);
 

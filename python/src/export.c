@@ -259,8 +259,11 @@ int dlbpy_try_light_from_legacy(DLManagedTensor *m, uint64_t flags,
   dlbpy_light *l = m->manager_ctx;
   const dlbpy_tensor *source = (const dlbpy_tensor *)l->source;
   const DLTensor *own = &source->mt->dl_tensor;
-  /* A consumer may have rewritten the struct: then it is a foreign one. */
-  if (!dlbpy_same_tensor(&m->dl_tensor, own)) return 0;
+  /* A consumer may have rewritten the struct: then it is a foreign one.
+   * Flags other than read-only go through the core's checks. */
+  if (!dlbpy_same_tensor(&m->dl_tensor, own) ||
+      (flags & ~(uint64_t)DLPACK_FLAG_BITMASK_READ_ONLY) != 0)
+    return 0;
   DLManagedTensorVersioned *v = &l->m.versioned;
   /* The struct's own fields are all known: the source's. */
   v->dl_tensor = *own;
@@ -273,6 +276,16 @@ int dlbpy_try_light_from_legacy(DLManagedTensor *m, uint64_t flags,
              ~(uint64_t)DLPACK_FLAG_BITMASK_IS_COPIED;
   *out = v;
   return 1;
+}
+
+unsigned dlbpy_light_legacy_packed_bits(const DLManagedTensor *m) {
+  const dlbpy_light *l = m->manager_ctx;
+  const DLManagedTensorVersioned *mt = ((const dlbpy_tensor *)l->source)->mt;
+  if (!dlbpy_same_tensor(&m->dl_tensor, &mt->dl_tensor) ||
+      !dlb_dtype_is_subbyte(mt->dl_tensor.dtype) ||
+      (mt->flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED))
+    return 0;
+  return dlb_dtype_bits(mt->dl_tensor.dtype);
 }
 
 /* Stores in *out a capsule of what dlb_tensor_to_legacy would make of a

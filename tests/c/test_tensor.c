@@ -557,6 +557,31 @@ DLB_TEST(tensor_legacy_round_trip_of_ours_unwraps) {
   dlb_test_failalloc_remove();
 }
 
+/* Our legacy struct of packed sub-byte units cannot come back as padded:
+ * the padding would claim twice the bytes there are. It is refused and
+ * left as it was; packed, it comes back. */
+DLB_TEST(tensor_legacy_round_trip_of_ours_refuses_padding_it_lacks) {
+  int64_t shape[1] = {4096};
+  const DLDataType u4 = {kDLUInt, 4, 1};
+  DLManagedTensorVersioned *t = NULL, *back = NULL;
+  CHECK_OK(dlb_tensor_alloc(CPU, u4, 1, shape, &t));
+  DLManagedTensor *l = NULL;
+  CHECK_OK(dlb_tensor_to_legacy(t, &l));
+  back = (DLManagedTensorVersioned *)(uintptr_t)1;
+  CHECK_STATUS(dlb_tensor_from_legacy(
+                   l, DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED, &back),
+               DLB_E_LAYOUT);
+  CHECK_ERROR_MENTIONS("IS_SUBBYTE_TYPE_PADDED");
+  CHECK_ERROR_MENTIONS("4-bit units are packed");
+  CHECK(back == (DLManagedTensorVersioned *)(uintptr_t)1);
+  CHECK(dlb_legacy_is_ours(l));
+  CHECK_EQ_INT(t->flags, 0);
+  CHECK_OK(dlb_tensor_from_legacy(l, DLPACK_FLAG_BITMASK_READ_ONLY, &back));
+  CHECK(back == t);
+  CHECK_EQ_INT(back->flags, DLPACK_FLAG_BITMASK_READ_ONLY);
+  dlb_tensor_release(back);
+}
+
 DLB_TEST(tensor_legacy_round_trip_of_foreign) {
   int count = 0;
   foreign *f = foreign_new(&count);

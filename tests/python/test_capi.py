@@ -2,6 +2,7 @@
 helper's direct calls."""
 
 import ast
+import ctypes
 import gc
 import os
 import shutil
@@ -206,3 +207,48 @@ def test_stub_names_the_runtime_api():
     for node in tensor.body:
         name = getattr(node, "name", None) or getattr(getattr(node, "target", None), "id", None)
         assert name is None or hasattr(dlbridge.Tensor, name) or name == "__buffer__", name
+
+
+class _CAPI(ctypes.Structure):
+    # DLBridge_CAPI of dlbridge_capi.h, up to FromLegacy.
+    _fields_ = [("version", ctypes.c_uint), ("size", ctypes.c_uint), ("Check", ctypes.c_void_p),
+                ("ToManaged", ctypes.c_void_p), ("Borrow", ctypes.c_void_p),
+                ("FromManaged", ctypes.c_void_p), ("FromLegacy", ctypes.c_void_p)]
+
+
+def _from_legacy():
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    api = _CAPI.from_address(get(dlbridge._dlbridge._C_API, b"dlbridge._dlbridge._C_API"))
+    return ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_uint64)(api.FromLegacy)
+
+
+def _take_legacy(capsule):
+    # What a consumer does: it renames the capsule and owns the struct.
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    rename = ctypes.pythonapi.PyCapsule_SetName
+    rename.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    p = get(capsule, b"dltensor")
+    rename(capsule, _USED_LEGACY)
+    return p
+
+
+_USED_LEGACY = ctypes.c_char_p(b"used_dltensor")
+PADDED = 1 << 2
+
+
+def test_from_legacy_of_our_own_checks_the_flags():
+    # dlbridge's own legacy struct of packed 4-bit units: padding would
+    # claim twice the bytes there are, and unknown bits are no flags.
+    from_legacy = _from_legacy()
+    src = dlbridge.zeros(16, dtype="uint4")
+    with pytest.raises(BufferError, match="IS_SUBBYTE_TYPE_PADDED, but this legacy tensor's 4-bit units are packed"):
+        from_legacy(_take_legacy(src.__dlpack__()), PADDED)
+    with pytest.raises(BufferError, match="not DLPack flags"):
+        from_legacy(_take_legacy(src.__dlpack__()), 1 << 60)
+    # Flags it can carry are kept; the data is the source's.
+    back = from_legacy(_take_legacy(src.__dlpack__()), IS_COPIED)
+    assert back.nbytes == src.nbytes == 8 and back.tolist() == src.tolist()
+    ro = from_legacy(_take_legacy(src.__dlpack__()), READ_ONLY)
+    assert ro.readonly and ro.tolist() == src.tolist()
