@@ -348,7 +348,10 @@ int dlbpy_light_to_core(const DLManagedTensorVersioned *light,
   DLManagedTensorVersioned *share;
   dlb_status s = dlb_tensor_share(root, &share);
   if (s != DLB_OK) return dlbpy_fail(s, PyExc_BufferError, "DLPack tensor");
+  /* What the share may say apart from its source: its flags, and the
+   * device name an in_place import gave the memory. */
   share->flags = light->flags;
+  share->dl_tensor.device = light->dl_tensor.device;
   *out = share;
   return 0;
 }

@@ -61,8 +61,9 @@ PyObject *dlbpy_load_npy(PyObject *module, PyObject *const *args,
   if (!PyUnicode_FSConverter(path_arg, &bytes)) return NULL;
   const char *path = PyBytes_AS_STRING(bytes);
   /* The operating system's own error, as open() in Python raises it
-   * (FileNotFoundError, PermissionError, ...). */
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+   * (FileNotFoundError, PermissionError, ...). Without waiting, with the
+   * GIL held, for a writer to open a FIFO: the core refuses it. */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     PyErr_SetFromErrnoWithFilenameObject(PyExc_OSError, path_arg);
     Py_DECREF(bytes);

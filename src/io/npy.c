@@ -107,12 +107,17 @@ static dlb_status parse_shape(npy_text *t, const char *start, int32_t *ndim,
       return dlb__fail(DLB_E_LAYOUT, ".npy header: shape has more than %d "
                        "dimensions", DLB_MAX_NDIM);
     shape[n++] = (int64_t)v;
-    if (accept(t, ')')) break;
-    if (!accept(t, ',')) return syntax(t, start, "'shape' lacks a comma");
-    /* A one-element tuple is written (5,); a trailing comma may follow
+    /* (5) is an integer in parentheses, not a tuple (NumPy refuses it):
+     * a one-element tuple is written (5,); a trailing comma may follow
      * any tuple. */
+    if (accept(t, ')')) {
+      if (n == 1)
+        return syntax(t, start, "'shape' is an integer in parentheses, not "
+                      "a tuple (a one-element shape is written (n,))");
+      break;
+    }
+    if (!accept(t, ',')) return syntax(t, start, "'shape' lacks a comma");
   }
-  /* (5) is an integer in parentheses, not a tuple: NumPy never writes it. */
   *ndim = n;
   return DLB_OK;
 }
@@ -299,9 +304,11 @@ typedef struct npy_map {
   size_t size;
 } npy_map;
 
-/* Maps the regular file at path read-only, whole. */
+/* Maps the regular file at path read-only, whole. O_NONBLOCK: opening a
+ * FIFO would otherwise wait for a writer (it has no effect on a regular
+ * file). */
 static dlb_status map_file(const char *path, npy_map *out) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
     return dlb__fail(DLB_E_INVAL, "cannot open '%s': %s", path,
                      strerror(errno));

@@ -1314,9 +1314,12 @@ static void op_legacy(rng *r, pool *p, int i) {
   HCHECK(st == DLB_OK && error_marked());
   pool_remove(p, i);
   uint64_t flags = random_flags(r);
-  /* Judged first: on success the legacy block is gone. */
-  int ok = model_flags_ok(flags) && model_tensor_ok(&l->dl_tensor,
-                                                    is_padded(flags));
+  /* Judged first: on success the legacy block is gone. Our own struct's
+   * sub-byte units are packed (padded ones got none, above): padding
+   * would claim bytes it does not have. */
+  int ok = model_flags_ok(flags) &&
+           model_tensor_ok(&l->dl_tensor, is_padded(flags)) &&
+           !(is_padded(flags) && dlb_dtype_is_subbyte(l->dl_tensor.dtype));
   g_case = &l->dl_tensor;
   DLManagedTensorVersioned *back = UNTOUCHED;
   mark_error();

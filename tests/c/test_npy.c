@@ -214,6 +214,10 @@ DLB_TEST(npy_refuses_hostile_files) {
                DLB_E_INVAL, "non-negative");
   refused_dict("{'descr': '<f4', 'fortran_order': False, 'shape': (6 3)}",
                DLB_E_INVAL, "comma");
+  refused_dict("{'descr': '<f4', 'fortran_order': False, 'shape': (6)}",
+               DLB_E_INVAL, "an integer in parentheses, not a tuple");
+  refused_dict("{'descr': '<f4', 'fortran_order': False, 'shape': ( 6 )}",
+               DLB_E_INVAL, "an integer in parentheses, not a tuple");
   refused_dict("{'descr': '<f\\x34', 'fortran_order': False, 'shape': (6,)}",
                DLB_E_INVAL, "escape");
   refused_dict("{'descr: '<f4', 'fortran_order': False, 'shape': (6,)}",
@@ -262,6 +266,11 @@ DLB_TEST(npy_refuses_hostile_files) {
           "8-byte alignment");
   make_dir();
   refused(dir, DLB_E_INVAL, "not a regular file");
+  /* A FIFO with no writer is refused at once, not waited on. */
+  char fifo[160];
+  snprintf(fifo, sizeof fifo, "%s/fifo.npy", dir);
+  CHECK(mkfifo(fifo, 0600) == 0);
+  refused(fifo, DLB_E_INVAL, "not a regular file");
   refused("/nonexistent/x.npy", DLB_E_INVAL, "No such file");
 }
 

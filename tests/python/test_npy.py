@@ -173,3 +173,17 @@ def test_python_m_dlbridge_runs_the_command():
     r = subprocess.run([sys.executable, "-m", "dlbridge", "frob"], capture_output=True,
                        text=True, timeout=60)
     assert r.returncode == 2 and "unknown command 'frob'" in r.stderr
+
+
+@pytest.mark.parametrize("mmap", [True, False])
+def test_load_npy_refuses_a_fifo_at_once(tmp_path, mmap):
+    # With no writer, opening a FIFO would wait for one, and with the GIL
+    # held no thread of the process could ever be it. Run apart, so that
+    # a wait fails the test instead of hanging the suite.
+    p = tmp_path / "f.npy"
+    os.mkfifo(p)
+    code = ("import dlbridge, sys\n"
+            f"try: dlbridge.load_npy(sys.argv[1], mmap={mmap})\n"
+            "except ValueError as e: print(e)\n")
+    r = subprocess.run([sys.executable, "-c", code, str(p)], capture_output=True, text=True, timeout=60)
+    assert "is not a regular file" in r.stdout, r.stdout + r.stderr

@@ -91,3 +91,18 @@ def test_dlpack_export_follows_dl_device_and_copy():
     assert u.device == "cpu" and u.data_ptr != t.data_ptr
     v = dlbridge.from_dlpack(t.__dlpack__(max_version=(1, 0), dl_device=(KDLCUDAHOST, 0), copy=False))
     assert v.device == "cuda_host" and v.data_ptr == t.data_ptr
+
+
+@pytest.mark.parametrize("name", ["cuda_host", "cuda_managed", "rocm_host"])
+def test_in_place_name_stays_through_views(name):
+    # A dlbridge tensor, and its capsule, taken in place under another
+    # name: the name stays on the tensor and on every view of it.
+    src = dlbridge.arange(6, dtype="float32")
+    for source in (src, src.__dlpack__(max_version=(1, 0))):
+        r = dlbridge.from_dlpack(source, device=name, in_place=True)
+        assert r.device == name
+        v = r[1:3]
+        assert v.device == name and r.device == name
+        assert v.tolist() == [1.0, 2.0]
+        assert r.T.device == name and r.reshape(2, 3).device == name
+    assert src.device == "cpu" and src[1:].device == "cpu"
