@@ -26,9 +26,9 @@
  * transpose_avx2.c the same way.
  *
  * Everything else (strided fast sides, ragged edges, 16-byte units on
- * aarch64, builds without 128-bit vectors) goes through the blocked path: outer tiles with rows of
- * DLB__TILE_BYTES, blocks of one cache line a row inside them, small
- * planes prefetching the next one.
+ * aarch64, builds without 128-bit vectors) goes through the blocked path:
+ * outer tiles with rows of DLB__TILE_BYTES, blocks of one cache line a row
+ * inside them, small planes prefetching the next one.
  *
  * Measured with bench/bench_copy.c (one thread, x memcpy of the same
  * rep): a 4096 x 4096 float32 transpose 0.3 with single-level blocks, 0.5
@@ -115,44 +115,24 @@ static DLB__FORCE_INLINE void scalar_block(char *dst, int64_t dst_b,
 
 static inline void micro_u8(char *dst, int64_t dst_b, const char *src,
                             int64_t src_a) {
-  dlb__v128 r0 = v_load8((src));
-  dlb__v128 r1 = v_load8((src + src_a));
-  dlb__v128 r2 =
-      v_load8((src + 2 * src_a));
-  dlb__v128 r3 =
-      v_load8((src + 3 * src_a));
-  dlb__v128 r4 =
-      v_load8((src + 4 * src_a));
-  dlb__v128 r5 =
-      v_load8((src + 5 * src_a));
-  dlb__v128 r6 =
-      v_load8((src + 6 * src_a));
-  dlb__v128 r7 =
-      v_load8((src + 7 * src_a));
-  dlb__v128 t0 = v_lo8(r0, r1);
-  dlb__v128 t1 = v_lo8(r2, r3);
-  dlb__v128 t2 = v_lo8(r4, r5);
-  dlb__v128 t3 = v_lo8(r6, r7);
-  dlb__v128 s0 = v_lo16(t0, t1);
-  dlb__v128 s1 = v_hi16(t0, t1);
-  dlb__v128 s2 = v_lo16(t2, t3);
-  dlb__v128 s3 = v_hi16(t2, t3);
-  dlb__v128 q0 = v_lo32(s0, s2);
-  dlb__v128 q1 = v_hi32(s0, s2);
-  dlb__v128 q2 = v_lo32(s1, s3);
-  dlb__v128 q3 = v_hi32(s1, s3);
-  v_store8((dst), q0);
-  v_store8((dst + dst_b),
-                   v_hi64(q0, q0));
-  v_store8((dst + 2 * dst_b), q1);
-  v_store8((dst + 3 * dst_b),
-                   v_hi64(q1, q1));
-  v_store8((dst + 4 * dst_b), q2);
-  v_store8((dst + 5 * dst_b),
-                   v_hi64(q2, q2));
-  v_store8((dst + 6 * dst_b), q3);
-  v_store8((dst + 7 * dst_b),
-                   v_hi64(q3, q3));
+  dlb__v128 r0 = v_load8(src), r1 = v_load8(src + src_a);
+  dlb__v128 r2 = v_load8(src + 2 * src_a), r3 = v_load8(src + 3 * src_a);
+  dlb__v128 r4 = v_load8(src + 4 * src_a), r5 = v_load8(src + 5 * src_a);
+  dlb__v128 r6 = v_load8(src + 6 * src_a), r7 = v_load8(src + 7 * src_a);
+  dlb__v128 t0 = v_lo8(r0, r1), t1 = v_lo8(r2, r3);
+  dlb__v128 t2 = v_lo8(r4, r5), t3 = v_lo8(r6, r7);
+  dlb__v128 s0 = v_lo16(t0, t1), s1 = v_hi16(t0, t1);
+  dlb__v128 s2 = v_lo16(t2, t3), s3 = v_hi16(t2, t3);
+  dlb__v128 q0 = v_lo32(s0, s2), q1 = v_hi32(s0, s2);
+  dlb__v128 q2 = v_lo32(s1, s3), q3 = v_hi32(s1, s3);
+  v_store8(dst, q0);
+  v_store8(dst + dst_b, v_hi64(q0, q0));
+  v_store8(dst + 2 * dst_b, q1);
+  v_store8(dst + 3 * dst_b, v_hi64(q1, q1));
+  v_store8(dst + 4 * dst_b, q2);
+  v_store8(dst + 5 * dst_b, v_hi64(q2, q2));
+  v_store8(dst + 6 * dst_b, q3);
+  v_store8(dst + 7 * dst_b, v_hi64(q3, q3));
 }
 
 static inline void micro_u16(char *dst, int64_t dst_b, const char *src,
@@ -269,18 +249,15 @@ static DLB__FORCE_INLINE void transpose_16x16_u8(dlb__v128 *r) {
     DLB__UNROLL
     for (int m = 0; m < 4; m++) {
       c[h * 8 + m] = v_lo16(a[h * 8 + 2 * m], a[h * 8 + 2 * m + 1]);
-      c[h * 8 + m + 4] =
-          v_hi16(a[h * 8 + 2 * m], a[h * 8 + 2 * m + 1]);
+      c[h * 8 + m + 4] = v_hi16(a[h * 8 + 2 * m], a[h * 8 + 2 * m + 1]);
     }
   /* c[g * 4 + m]: rows 4m..4m + 3, b = 4g + 0..3. */
   DLB__UNROLL
   for (int g = 0; g < 4; g++)
     DLB__UNROLL
     for (int p = 0; p < 2; p++) {
-      a[g * 4 + p * 2] =
-          v_lo32(c[g * 4 + 2 * p], c[g * 4 + 2 * p + 1]);
-      a[g * 4 + p * 2 + 1] =
-          v_hi32(c[g * 4 + 2 * p], c[g * 4 + 2 * p + 1]);
+      a[g * 4 + p * 2] = v_lo32(c[g * 4 + 2 * p], c[g * 4 + 2 * p + 1]);
+      a[g * 4 + p * 2 + 1] = v_hi32(c[g * 4 + 2 * p], c[g * 4 + 2 * p + 1]);
     }
   /* a[g * 4 + p * 2 + s]: rows 8p..8p + 7, b = 4g + 2s + 0..1. */
   DLB__UNROLL
@@ -288,8 +265,7 @@ static DLB__FORCE_INLINE void transpose_16x16_u8(dlb__v128 *r) {
     DLB__UNROLL
     for (int s = 0; s < 2; s++) {
       r[4 * g + 2 * s] = v_lo64(a[g * 4 + s], a[g * 4 + 2 + s]);
-      r[4 * g + 2 * s + 1] =
-          v_hi64(a[g * 4 + s], a[g * 4 + 2 + s]);
+      r[4 * g + 2 * s + 1] = v_hi64(a[g * 4 + s], a[g * 4 + 2 + s]);
     }
 }
 
@@ -375,13 +351,13 @@ static DLB__FORCE_INLINE void strip_block(char *dst, int64_t dst_b,
     for (int64_t i = 0; i < rows; i++) {
       const char *p = src + i * src_a;
       dlb__v128 x0 = v_load(p);
-      dlb__v128 x1 = v_load((p + 16));
-      dlb__v128 x2 = v_load((p + 32));
-      dlb__v128 x3 = v_load((p + 48));
+      dlb__v128 x1 = v_load(p + 16);
+      dlb__v128 x2 = v_load(p + 32);
+      dlb__v128 x3 = v_load(p + 48);
       v_store_a(lines[i], x0);
-      v_store_a((lines[i] + 16), x1);
-      v_store_a((lines[i] + 32), x2);
-      v_store_a((lines[i] + 48), x3);
+      v_store_a(lines[i] + 16, x1);
+      v_store_a(lines[i] + 32, x2);
+      v_store_a(lines[i] + 48, x3);
     }
     src = lines[0];
     src_a = 64;
@@ -392,34 +368,30 @@ static DLB__FORCE_INLINE void strip_block(char *dst, int64_t dst_b,
       dlb__v128 v[16];
       DLB__UNROLL
       for (int i = 0; i < m; i++)
-        v[i] = v_load((src + (g + i) * src_a + t * 16));
+        v[i] = v_load(src + (g + i) * src_a + t * 16);
       transpose_registers(v, unit);
       DLB__UNROLL
       for (int j = 0; j < m; j++)
-        v_store_a(&buf[t * m + j][g * (int64_t)unit],
-                        v[j]);
+        v_store_a(&buf[t * m + j][g * (int64_t)unit], v[j]);
     }
   }
   for (int64_t r = 0; r < out_rows; r++) {
     char *d = dst + r * dst_b;
     for (int64_t off = 0; off < run; off += 64) {
       dlb__v128 x0 = v_load_a(&buf[r][off]);
-      dlb__v128 x1 =
-          v_load_a(&buf[r][off + 16]);
-      dlb__v128 x2 =
-          v_load_a(&buf[r][off + 32]);
-      dlb__v128 x3 =
-          v_load_a(&buf[r][off + 48]);
+      dlb__v128 x1 = v_load_a(&buf[r][off + 16]);
+      dlb__v128 x2 = v_load_a(&buf[r][off + 32]);
+      dlb__v128 x3 = v_load_a(&buf[r][off + 48]);
       if (nt) {
-        v_stream((d + off), x0);
-        v_stream((d + off + 16), x1);
-        v_stream((d + off + 32), x2);
-        v_stream((d + off + 48), x3);
+        v_stream(d + off, x0);
+        v_stream(d + off + 16, x1);
+        v_stream(d + off + 32, x2);
+        v_stream(d + off + 48, x3);
       } else {
-        v_store((d + off), x0);
-        v_store((d + off + 16), x1);
-        v_store((d + off + 32), x2);
-        v_store((d + off + 48), x3);
+        v_store(d + off, x0);
+        v_store(d + off + 16, x1);
+        v_store(d + off + 32, x2);
+        v_store(d + off + 48, x3);
       }
     }
   }
@@ -489,8 +461,8 @@ static DLB__FORCE_INLINE void strips(char *dst, int64_t dst_b,
  * interleaved (bench_kernels, 7 reps, two runs), ran the strips at 0.75 x
  * the blocks' speed for 16-byte units, 1.03-1.17 x for 4- and 8-byte
  * units, 3.8 x for 2-byte and 8.5 x for 1-byte ones. (With non-temporal
- * stores the same build ran as fast as the SSE2 kernels: the stores are
- * the whole difference.) */
+ * stores put back, the same build ran about as fast as the SSE2 kernels:
+ * the stores make the difference; docs/performance.md.) */
 #if defined(DLB__V128_GENERIC)
 #define DLB__V128_STRIPS(unit) ((unit) < 16)
 #else
@@ -546,9 +518,10 @@ static DLB__FORCE_INLINE void blocked(char *dst, int64_t dst_b, int64_t dst_a,
 }
 
 
-/* One plane. With unit steps and 128-bit vectors the columns that fill whole dst
- * lines go in strips (stream: with non-temporal stores where dst's rows
- * are line-aligned), the rest in blocks; otherwise all in blocks. */
+/* One plane. With unit steps and 128-bit vectors the columns that fill
+ * whole dst lines go in strips (stream: with non-temporal stores where
+ * dst's rows are line-aligned), the rest in blocks; otherwise all in
+ * blocks. */
 static DLB__FORCE_INLINE void plane(char *dst, int64_t dst_b, int64_t dst_a,
                                     const char *src, int64_t src_b,
                                     int64_t src_a, int64_t nb, int64_t na,
