@@ -125,7 +125,7 @@ DLB_TEST(runner_waits_for_tests_with_sigchld_ignored) {
 }
 
 /* A test named in DLB_TEST_SKIP is reported and not run (the hang would
- * take its second); names match in full, anywhere in the list. */
+ * have failed, timed out); names match in full, anywhere in the list. */
 DLB_TEST(runner_skips_the_tests_named_in_dlb_test_skip) {
   runner_result r;
   run_runner_skipping("runner_hidden_hang", NULL,
@@ -134,7 +134,6 @@ DLB_TEST(runner_skips_the_tests_named_in_dlb_test_skip) {
   CHECK(strstr(r.out, "FAIL") == NULL);
   CHECK(strstr(r.out, "0 passed, 0 failed, 1 skipped\n") != NULL);
   CHECK_EQ_INT(r.exit_code, 1); /* nothing ran */
-  CHECK(r.seconds < 0.9);
   /* A name that only starts the test's name skips nothing. */
   run_runner_skipping("runner_hidden_pass", NULL, "runner_hidden", 0, &r);
   CHECK(strstr(r.out, "ok   runner_hidden_pass\n") != NULL);
