@@ -143,9 +143,11 @@ dlb_status dlb_tensor_pin(const DLManagedTensorVersioned *t,
                      "with dlb_tensor_adopt() first");
   dlb_status s = gpu->load();
   if (s != DLB_OK) return s;
-  int64_t lo = 0, hi = 0;
-  s = dlb_tensor_byte_span(&t->dl_tensor, &lo, &hi);
+  /* The span as t's flags say: padded sub-byte units take a byte each. */
+  dlb__span span;
+  s = dlb__managed_validate_span(t, &span);
   if (s != DLB_OK) return s;
+  const int64_t lo = span.lo, hi = span.hi;
   pin_ctx *c = dlb__malloc(sizeof *c);
   if (c == NULL) return DLB_E_NOMEM;
   c->entry = NULL;

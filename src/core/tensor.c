@@ -404,7 +404,8 @@ static int legacy_unchanged(const DLManagedTensor *legacy,
   if (a->data != b->data || a->byte_offset != b->byte_offset ||
       a->ndim != b->ndim || !dlb_dtype_equal(a->dtype, b->dtype) ||
       !dlb_device_equal(a->device, b->device) ||
-      (a->ndim > 0 && a->strides == NULL))
+      (a->ndim > 0 && (a->strides == NULL || b->shape == NULL ||
+                       b->strides == NULL)))
     return 0;
   for (int32_t d = 0; d < a->ndim; d++)
     if (a->shape[d] != b->shape[d] || a->strides[d] != b->strides[d]) return 0;

@@ -95,12 +95,18 @@ static dlb_status parse_shape(npy_text *t, const char *start, int32_t *ndim,
     skip_space(t);
     if (t->p >= t->end || *t->p < '0' || *t->p > '9')
       return syntax(t, start, "a 'shape' entry is not a non-negative integer");
+    /* A Python integer: no leading zero but in 0 itself. */
+    if (*t->p == '0' && t->p + 1 < t->end && t->p[1] >= '0' &&
+        t->p[1] <= '9')
+      return syntax(t, start, "a 'shape' entry has a leading zero");
     uint64_t v = 0;
     while (t->p < t->end && *t->p >= '0' && *t->p <= '9') {
-      v = v * 10 + (uint64_t)(*t->p - '0');
-      if (v > (uint64_t)INT64_MAX)
+      const uint64_t digit = (uint64_t)(*t->p - '0');
+      /* Checked before it is computed: v * 10 + digit can wrap. */
+      if (v > ((uint64_t)INT64_MAX - digit) / 10)
         return dlb__fail(DLB_E_OVERFLOW, ".npy header: shape[%d] exceeds "
                          "INT64_MAX", (int)n);
+      v = v * 10 + digit;
       t->p++;
     }
     if (n == DLB_MAX_NDIM)

@@ -132,7 +132,14 @@ static dlb_status ipc_acquire(const dlb__gpu *gpu, int device,
                        memcmp(e->handle, m->mem_handle, sizeof e->handle)))
     e = e->next;
   if (e != NULL) {
-    e->refs++;
+    /* The handle's size was checked against the allocation when it was
+     * opened; a later handle naming it may claim more. */
+    if (m->size > e->size)
+      st = dlb__fail(DLB_E_HANDLE, "share handle: allocation size is %llu "
+                     "but the allocation opened has %zu bytes",
+                     (unsigned long long)m->size, e->size);
+    else
+      e->refs++;
   } else {
     e = dlb__malloc(sizeof *e);
     void *base = NULL, *range_base = NULL;

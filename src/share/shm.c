@@ -154,19 +154,30 @@ dlb_status dlb__shm_export(const dlb__shm *s,
   if (s->read_only && !read_only)
     return dlb__fail(DLB_E_READONLY, "t's memory was imported read-only but "
                      "t->flags lacks READ_ONLY; export it read-only");
-  /* Validation bounded data + span; the mapping bounds the region. */
-  int64_t delta = (int64_t)((uintptr_t)t->dl_tensor.data - (uintptr_t)s->map);
-  if (span.numel > 0 &&
-      (delta + span.lo < 0 || delta + span.hi > (int64_t)s->map_len))
-    return dlb__fail(DLB_E_LAYOUT, "t's elements occupy bytes [%lld, %lld) "
-                     "of a %zu-byte shared region",
-                     (long long)(delta + span.lo), (long long)(delta + span.hi),
-                     s->map_len);
+  /* The mapping bounds the region. An empty tensor has nothing to place:
+   * it goes out at the region's start, whatever data and byte_offset say. */
+  int64_t offset = 0; /* of t's first element from the region's start */
+  if (span.numel > 0) {
+    const int64_t delta =
+        (int64_t)((uintptr_t)t->dl_tensor.data - (uintptr_t)s->map);
+    int64_t lo = 0, hi = 0;
+    if (dlb__add_overflow(delta, span.lo, &lo) ||
+        dlb__add_overflow(delta, span.hi, &hi))
+      return dlb__fail(DLB_E_LAYOUT, "t's data (%p) lies outside its "
+                       "%zu-byte shared region", t->dl_tensor.data,
+                       s->map_len);
+    if (lo < 0 || hi > (int64_t)s->map_len)
+      return dlb__fail(DLB_E_LAYOUT, "t's elements occupy bytes [%lld, "
+                       "%lld) of a %zu-byte shared region",
+                       (long long)lo, (long long)hi, s->map_len);
+    /* The first element lies in [lo, hi). */
+    offset = delta + (int64_t)t->dl_tensor.byte_offset;
+  }
   m->kind = DLB__SHARE_HOST;
   m->flags = t->flags | (s->read_only ? DLPACK_FLAG_BITMASK_READ_ONLY : 0);
   m->size = s->file_size;
   m->data_offset = s->data_offset;
-  m->byte_offset = (uint64_t)(delta + (int64_t)t->dl_tensor.byte_offset);
+  m->byte_offset = (uint64_t)offset;
   m->device_id = 0;
   memcpy(m->id, s->id, sizeof m->id);
   int nfd = -1;

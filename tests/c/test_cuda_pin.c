@@ -53,6 +53,36 @@ DLB_TEST(cuda_pin_registers_until_last_owner) {
   CHECK_EQ_INT(e.calls("cuMemHostUnregister"), 1);
 }
 
+/* Padded 4-bit units take a byte each: all of them are registered, not
+ * the half that packed ones would take. */
+DLB_TEST(cuda_pin_padded_sub_byte_units_whole) {
+  emu e = emu_cuda();
+  (void)e;
+  enum { N = 8192 };
+  unsigned char *bytes = calloc(N, 1);
+  CHECK(bytes != NULL);
+  int64_t shape[1] = {N};
+  DLTensor d;
+  memset(&d, 0, sizeof d);
+  d.data = bytes;
+  d.device.device_type = kDLCPU;
+  d.ndim = 1;
+  d.dtype.code = kDLUInt;
+  d.dtype.bits = 4;
+  d.dtype.lanes = 1;
+  d.shape = shape;
+  DLManagedTensorVersioned *t = NULL, *p = NULL;
+  CHECK_OK(dlb_tensor_wrap(&d, DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED,
+                           NULL, NULL, &t));
+  CHECK_OK(dlb_tensor_pin(t, kDLCUDAHost, &p));
+  CHECK_EQ_INT(kind_of(bytes), kDLCUDAHost);
+  CHECK_EQ_INT(kind_of(bytes + N / 2 + 1), kDLCUDAHost);
+  CHECK_EQ_INT(kind_of(bytes + N - 1), kDLCUDAHost);
+  dlb_tensor_release(p);
+  dlb_tensor_release(t);
+  free(bytes);
+}
+
 DLB_TEST(cuda_pin_twice_shares_the_registration) {
   emu e = emu_cuda();
   DLManagedTensorVersioned *t = cpu_tensor(64);

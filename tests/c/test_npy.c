@@ -214,6 +214,15 @@ DLB_TEST(npy_refuses_hostile_files) {
                DLB_E_INVAL, "non-negative");
   refused_dict("{'descr': '<f4', 'fortran_order': False, 'shape': (6 3)}",
                DLB_E_INVAL, "comma");
+  /* Past 2^64, a check after the multiplication saw the wrapped value. */
+  refused_dict("{'descr': '<f4', 'fortran_order': False, "
+               "'shape': (18446744073709551620,)}", DLB_E_OVERFLOW,
+               "shape[0] exceeds INT64_MAX");
+  refused_dict("{'descr': '<f4', 'fortran_order': False, "
+               "'shape': (2, 36893488147419103233)}", DLB_E_OVERFLOW,
+               "shape[1] exceeds INT64_MAX");
+  refused_dict("{'descr': '<f4', 'fortran_order': False, 'shape': (06,)}",
+               DLB_E_INVAL, "leading zero");
   refused_dict("{'descr': '<f4', 'fortran_order': False, 'shape': (6)}",
                DLB_E_INVAL, "an integer in parentheses, not a tuple");
   refused_dict("{'descr': '<f4', 'fortran_order': False, 'shape': ( 6 )}",

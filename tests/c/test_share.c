@@ -153,6 +153,34 @@ DLB_TEST(share_empty_tensor_round_trips) {
   dlb_tensor_release(w);
 }
 
+/* An empty tensor of shared memory may say any data and byte_offset: it
+ * goes out at the region's start, and the handle imports. */
+DLB_TEST(share_empty_tensor_anywhere_exports_at_the_start) {
+  int64_t shape[1] = {0};
+  DLManagedTensorVersioned *t = NULL, *r = NULL, *u = NULL;
+  CHECK_OK(dlb_shared_alloc(share_i32, 1, shape, &t));
+  static const struct {
+    uintptr_t data;
+    uint64_t byte_offset;
+  } places[] = {{0, 0},
+                {(uintptr_t)0x7fffffffffff0000ull, 0x7000000000000000ull},
+                {(uintptr_t)0x10, 0}};
+  for (size_t i = 0; i < sizeof places / sizeof places[0]; i++) {
+    DLTensor d = t->dl_tensor;
+    d.data = (void *)places[i].data;
+    d.byte_offset = places[i].byte_offset;
+    CHECK_OK(dlb_tensor_redescribe(t, &d, 0, &r));
+    share_handle h = share_export(r);
+    CHECK_OK(dlb_share_import(h.bytes, h.len, h.fd, 0, &u));
+    close(h.fd);
+    CHECK_EQ_INT(u->dl_tensor.shape[0], 0);
+    CHECK_EQ_INT(u->dl_tensor.byte_offset, 0);
+    dlb_tensor_release(u);
+    dlb_tensor_release(r);
+  }
+  dlb_tensor_release(t);
+}
+
 /* The permissions /proc/self/maps gives the mapping holding p. */
 static const char *mapping_perms(const void *p) {
   static char perms[8];

@@ -346,6 +346,34 @@ static void tampered_size(emu e, share_handle *h) {
   CHECK_EQ_INT(e.calls("cuIpcOpenMemHandle_v2"), 1);
 }
 
+/* The same claim in a handle of an allocation this process has open
+ * already: the size is checked against the open one. */
+static void tampered_size_while_open(emu e, share_handle *h) {
+  DLManagedTensorVersioned *u = NULL, *v = NULL;
+  CHECK_OK(dlb_share_import(h->bytes, h->len, -1, 0, &u));
+  h->bytes[40] = 65;
+  h->bytes[208] = 65;
+  CHECK_STATUS(dlb_share_import(h->bytes, h->len, -1, 0, &v), DLB_E_HANDLE);
+  CHECK_ERROR_MENTIONS("allocation size is 65 but the allocation opened has "
+                       "64 bytes");
+  CHECK(v == NULL);
+  /* Within it, the handle is taken, and the allocation stays open for
+   * both until the last goes. */
+  h->bytes[40] = 64;
+  h->bytes[208] = 32;
+  CHECK_OK(dlb_share_import(h->bytes, h->len, -1, 0, &v));
+  CHECK_EQ_INT(v->dl_tensor.shape[0], 32);
+  CHECK_EQ_INT(e.calls("cuIpcOpenMemHandle_v2"), 1);
+  dlb_tensor_release(u);
+  CHECK_EQ_INT(e.calls("cuIpcCloseMemHandle"), 0);
+  dlb_tensor_release(v);
+  CHECK_EQ_INT(e.calls("cuIpcCloseMemHandle"), 1);
+}
+
+DLB_TEST(share_ipc_refuses_a_handle_claiming_more_memory_while_open) {
+  in_child(tampered_size_while_open);
+}
+
 DLB_TEST(share_ipc_refuses_a_handle_claiming_more_memory) {
   in_child(tampered_size);
 }

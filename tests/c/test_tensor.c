@@ -582,6 +582,24 @@ DLB_TEST(tensor_legacy_round_trip_of_ours_refuses_padding_it_lacks) {
   dlb_tensor_release(back);
 }
 
+/* A tensor whose strides were set to NULL (compact, as DLPack allows)
+ * after it went out as a legacy struct: the struct is compared with it
+ * without reading through the NULL, and comes back as what it says. */
+DLB_TEST(tensor_legacy_round_trip_of_ours_with_strides_cleared) {
+  int64_t shape[2] = {2, 3};
+  DLManagedTensorVersioned *t = NULL, *back = NULL;
+  CHECK_OK(dlb_tensor_alloc(CPU, F32, 2, shape, &t));
+  float *data = t->dl_tensor.data;
+  for (int i = 0; i < 6; i++) data[i] = (float)i;
+  DLManagedTensor *l = NULL;
+  CHECK_OK(dlb_tensor_to_legacy(t, &l));
+  t->dl_tensor.strides = NULL;
+  CHECK_OK(dlb_tensor_from_legacy(l, 0, &back));
+  CHECK(back->dl_tensor.data == data);
+  check_shape2(&back->dl_tensor, 2, 3, 3, 1);
+  dlb_tensor_release(back);
+}
+
 DLB_TEST(tensor_legacy_round_trip_of_foreign) {
   int count = 0;
   foreign *f = foreign_new(&count);
