@@ -78,6 +78,11 @@ dlb_status dlb__device_zero_byte(DLDevice device, void *at);
  * major version, no unknown flags. */
 dlb_status dlb__managed_check_header(const DLManagedTensorVersioned *m);
 
+/* DLB_OK unless m is a dlbridge tensor whose shape or strides, still
+ * pointing into its own block, would run past it: its ndim was rewritten
+ * (DLB_E_LAYOUT, naming both). Reads no entry of either. */
+dlb_status dlb__tensor_check_arrays(const DLManagedTensorVersioned *m);
+
 /* What validating a tensor measures: its element count and the bytes
  * [lo, hi) its elements occupy, relative to data (dlb_tensor_numel and
  * dlb_tensor_byte_span give the same). */

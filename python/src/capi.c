@@ -115,7 +115,7 @@ static PyObject *dlbpy_capi_from_managed(DLManagedTensorVersioned *m) {
   DLManagedTensorVersioned *mt;
   dlb_status s = dlbpy_accept_versioned(m, &mt);
   if (s != DLB_OK) {
-    dlbpy_raise(s, PyExc_BufferError, "DLBridge_FromManaged");
+    dlbpy_raise_unless_set(s, PyExc_BufferError, "DLBridge_FromManaged");
     dlbpy_release_keeping_error(m);
     return NULL;
   }

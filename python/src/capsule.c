@@ -89,12 +89,9 @@ static void dlbpy_release_legacy(void *ctx) {
   dlbpy_call_with_gil(dlbpy_legacy_delete, ctx);
 }
 
-dlb_status dlbpy_adopt_versioned(DLManagedTensorVersioned *foreign,
-                                 DLManagedTensorVersioned **out) {
-  if (dlb_tensor_is_ours(foreign)) {
-    *out = foreign;
-    return DLB_OK;
-  }
+/* A tensor of ours that foreign describes, holding foreign. */
+static dlb_status dlbpy_wrap_versioned(DLManagedTensorVersioned *foreign,
+                                       DLManagedTensorVersioned **out) {
   /* Past the major version, dlb_tensor_wrap validates every field and
    * flag, so one validation pass is all an import costs. */
   if (foreign->version.major != DLPACK_MAJOR_VERSION)
@@ -106,22 +103,50 @@ dlb_status dlbpy_adopt_versioned(DLManagedTensorVersioned *foreign,
                          foreign, out);
 }
 
-dlb_status dlbpy_accept_versioned(DLManagedTensorVersioned *foreign,
-                                  DLManagedTensorVersioned **out) {
-  if (dlbpy_is_light(foreign) || dlb_tensor_is_ours(foreign)) {
+dlb_status dlbpy_adopt_versioned(DLManagedTensorVersioned *foreign,
+                                 DLManagedTensorVersioned **out) {
+  if (dlb_tensor_is_ours(foreign)) {
     *out = foreign;
     return DLB_OK;
   }
-  /* A tensor that must be wrapped (compact strides to fill in, a host
-   * device_id to normalise) is validated by the wrap alone: validating it
-   * here first made every such import validate twice. A device that does
-   * not normalise fails validation below. */
-  const DLTensor *t = &foreign->dl_tensor;
+  return dlbpy_wrap_versioned(foreign, out);
+}
+
+/* Whether t must be wrapped to be in our form: compact strides to fill
+ * in, a host device_id to normalise. */
+static int dlbpy_needs_wrap(const DLTensor *t) {
   DLDevice device = t->device;
-  if ((t->strides == NULL && t->ndim != 0) ||
-      (dlb_device_normalize(&device) == DLB_OK &&
-       device.device_id != t->device.device_id))
-    return dlbpy_adopt_versioned(foreign, out);
+  return (t->strides == NULL && t->ndim != 0) ||
+         (dlb_device_normalize(&device) == DLB_OK &&
+          device.device_id != t->device.device_id);
+}
+
+dlb_status dlbpy_accept_versioned(DLManagedTensorVersioned *foreign,
+                                  DLManagedTensorVersioned **out) {
+  /* dlbridge's own tensors come back as the consumer left them: a share
+   * that still describes its source is taken as it is, one rewritten is a
+   * foreign tensor; a core tensor is validated (the core bounds what it
+   * reads by its own arrays). */
+  if (dlbpy_is_light(foreign)) {
+    const int intact = dlbpy_light_intact(foreign);
+    if (intact < 0) return DLB_E_LAYOUT;
+    if (intact == 0) return dlbpy_wrap_versioned(foreign, out);
+    *out = foreign;
+    return DLB_OK;
+  }
+  if (dlb_tensor_is_ours(foreign)) {
+    dlb_status s = dlb_managed_validate(foreign);
+    if (s != DLB_OK) return s;
+    if (dlbpy_needs_wrap(&foreign->dl_tensor))
+      return dlbpy_wrap_versioned(foreign, out);
+    *out = foreign;
+    return DLB_OK;
+  }
+  /* A tensor that must be wrapped is validated by the wrap alone:
+   * validating it here first made every such import validate twice. A
+   * device that does not normalise fails validation below. */
+  if (dlbpy_needs_wrap(&foreign->dl_tensor))
+    return dlbpy_wrap_versioned(foreign, out);
   dlb_status s = dlb_managed_validate(foreign);
   if (s != DLB_OK) return s;
   *out = foreign;
@@ -246,8 +271,12 @@ int dlbpy_capsule_consume(PyObject *capsule, PyObject *bad_name_exc,
     if (PyCapsule_SetName(capsule, dlbpy_name_used_versioned) < 0) return -1;
     dlb_status s = dlbpy_accept_versioned(m, out);
     if (s != DLB_OK) {
+      dlbpy_raise_unless_set(s, PyExc_BufferError, "DLPack capsule");
+      dlbpy_saved_error saved;
+      dlbpy_error_save(&saved);
       (void)PyCapsule_SetName(capsule, name);
-      return dlbpy_fail(s, PyExc_BufferError, "DLPack capsule");
+      dlbpy_error_restore(&saved);
+      return -1;
     }
     return 0;
   }

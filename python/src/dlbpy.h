@@ -137,6 +137,9 @@ void dlbpy_cache_clear(dlbpy_state *st);
 /* Raises exc (or MemoryError for DLB_E_NOMEM, IndexError for DLB_E_RANGE)
  * with "what: <dlb_last_error()>", and returns NULL. */
 PyObject *dlbpy_raise(dlb_status status, PyObject *exc, const char *what);
+/* dlbpy_raise, unless an exception is set already (a more precise one). */
+PyObject *dlbpy_raise_unless_set(dlb_status status, PyObject *exc,
+                                 const char *what);
 
 /* The same, returning -1. */
 int dlbpy_fail(dlb_status status, PyObject *exc, const char *what);
@@ -312,6 +315,13 @@ void dlbpy_light_legacy_release_holding_gil(DLManagedTensor *m);
 /* Turns such a legacy share back into a versioned one in place, with
  * flags (never wider than its source's), and returns 1; returns 0, leaving
  * m as it is, when a consumer rewrote its description. */
+/* Whether the light share m, back from a consumer that may have rewritten
+ * it, still describes its source's data: 1 (its flags made no wider than
+ * the source's), 0 when it describes something else (to be judged as a
+ * foreign tensor), -1 with an exception set for what would misread the
+ * source's memory (an ndim over its arrays, padding its units lack). */
+int dlbpy_light_intact(DLManagedTensorVersioned *m);
+
 /* The bits of the sub-byte units of the light legacy struct m when they
  * are packed and m still describes its source; 0 otherwise. */
 unsigned dlbpy_light_legacy_packed_bits(const DLManagedTensor *m);
@@ -395,7 +405,8 @@ dlb_status dlbpy_adopt_versioned(DLManagedTensorVersioned *foreign,
 
 /* Validates foreign and returns it as an accepted tensor: itself when it
  * is ours or already in our form, else adopted. Ownership as for
- * dlbpy_adopt_versioned. */
+ * dlbpy_adopt_versioned; on failure an exception may be set already
+ * (dlbpy_raise_unless_set keeps it), else dlb_last_error() says why. */
 dlb_status dlbpy_accept_versioned(DLManagedTensorVersioned *foreign,
                                   DLManagedTensorVersioned **out);
 

@@ -82,7 +82,8 @@ static int dlbpy_xapi_to_py_object(DLManagedTensorVersioned *tensor,
   DLManagedTensorVersioned *mt;
   dlb_status s = dlbpy_accept_versioned(tensor, &mt);
   if (s != DLB_OK) {
-    dlbpy_raise(s, PyExc_BufferError, "managed_tensor_to_py_object_no_sync");
+    dlbpy_raise_unless_set(s, PyExc_BufferError,
+                           "managed_tensor_to_py_object_no_sync");
     dlbpy_release_keeping_error(tensor);
     return -1;
   }

@@ -279,6 +279,43 @@ int dlbpy_try_light_from_legacy(DLManagedTensor *m, uint64_t flags,
   return 1;
 }
 
+int dlbpy_light_intact(DLManagedTensorVersioned *m) {
+  const dlbpy_light *l = m->manager_ctx;
+  const DLManagedTensorVersioned *src = ((const dlbpy_tensor *)l->source)->mt;
+  const DLTensor *t = &m->dl_tensor, *own = &src->dl_tensor;
+  /* A new ndim over the source's own arrays would read past them. */
+  if (t->ndim != own->ndim &&
+      ((t->shape != NULL && t->shape == own->shape) ||
+       (t->strides != NULL && t->strides == own->strides))) {
+    PyErr_Format(PyExc_BufferError,
+                 "DLPack tensor: ndim is %d, but its shape and strides are "
+                 "those of the %d-dimensional dlbridge tensor it was "
+                 "exported from",
+                 (int)t->ndim, (int)own->ndim);
+    return -1;
+  }
+  if (!dlbpy_same_tensor(t, own)) return 0;
+  /* The data's sub-byte units are packed or padded as the source's are. */
+  const uint64_t padded = DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED;
+  if (((m->flags ^ src->flags) & padded) && dlb_dtype_is_subbyte(own->dtype)) {
+    PyErr_Format(PyExc_BufferError,
+                 "DLPack tensor: flags %s IS_SUBBYTE_TYPE_PADDED, but the "
+                 "%u-bit units of the dlbridge tensor it was exported from "
+                 "are %s",
+                 (m->flags & padded) ? "has" : "lacks",
+                 dlb_dtype_bits(own->dtype),
+                 (src->flags & padded) ? "padded" : "packed");
+    return -1;
+  }
+  /* Any other flag the source lacks is judged as a foreign tensor's. */
+  if (m->flags & ~(src->flags | DLPACK_FLAG_BITMASK_READ_ONLY |
+                   DLPACK_FLAG_BITMASK_IS_COPIED))
+    return 0;
+  /* Never wider than the source allows. */
+  m->flags |= src->flags & DLPACK_FLAG_BITMASK_READ_ONLY;
+  return 1;
+}
+
 unsigned dlbpy_light_legacy_packed_bits(const DLManagedTensor *m) {
   const dlbpy_light *l = m->manager_ctx;
   const DLManagedTensorVersioned *mt = ((const dlbpy_tensor *)l->source)->mt;

@@ -350,7 +350,7 @@ static int dlbpy_try_import_via_api(dlbpy_state *st,
   }
   dlb_status s = dlbpy_accept_versioned(m, out);
   if (s != DLB_OK) {
-    dlbpy_raise(s, PyExc_BufferError, "DLPack tensor");
+    dlbpy_raise_unless_set(s, PyExc_BufferError, "DLPack tensor");
     dlbpy_release_keeping_error(m);
     return -1;
   }

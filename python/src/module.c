@@ -63,6 +63,12 @@ PyObject *dlbpy_raise(dlb_status status, PyObject *exc, const char *what) {
   return NULL;
 }
 
+PyObject *dlbpy_raise_unless_set(dlb_status status, PyObject *exc,
+                                 const char *what) {
+  if (PyErr_Occurred()) return NULL;
+  return dlbpy_raise(status, exc, what);
+}
+
 int dlbpy_fail(dlb_status status, PyObject *exc, const char *what) {
   dlbpy_raise(status, exc, what);
   return -1;

@@ -153,6 +153,28 @@ dlb__tensor *dlb__tensor_of(const DLManagedTensorVersioned *t) {
   return t->manager_ctx;
 }
 
+/* Whether [p, p + n) of int64_t lies in [lo, hi), for a p in it. */
+static int within(const int64_t *p, int32_t n, const int64_t *lo,
+                  const int64_t *hi) {
+  if ((uintptr_t)p < (uintptr_t)lo || (uintptr_t)p >= (uintptr_t)hi)
+    return 1; /* not in the block: not ours to bound */
+  return (size_t)n <= (size_t)(hi - p);
+}
+
+dlb_status dlb__tensor_check_arrays(const DLManagedTensorVersioned *m) {
+  const dlb__tensor *t = dlb__tensor_of(m);
+  const int32_t ndim = m->dl_tensor.ndim;
+  if (t == NULL || ndim <= 0 || ndim > DLB_MAX_NDIM) return DLB_OK;
+  const int64_t *lo = t->dims, *hi = t->dims + 2 * (size_t)t->dims_room;
+  if (within(m->dl_tensor.shape, ndim, lo, hi) &&
+      within(m->dl_tensor.strides, ndim, lo, hi))
+    return DLB_OK;
+  return dlb__fail(DLB_E_LAYOUT, "ndim is %d, but this dlbridge tensor's "
+                   "shape and strides have room for %d dimensions: ndim "
+                   "was changed after it was made",
+                   (int)ndim, (int)t->dims_room);
+}
+
 /*
  * Fills the strides of a validated description that has none: compact
  * row-major ones. Validation accepts any shape with no elements, whose

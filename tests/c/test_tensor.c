@@ -600,6 +600,38 @@ DLB_TEST(tensor_legacy_round_trip_of_ours_with_strides_cleared) {
   dlb_tensor_release(back);
 }
 
+/* A dlbridge tensor whose ndim was raised after it was made: validation
+ * refuses it before reading past its own shape and strides; pointed at
+ * arrays of the caller's, the same ndim is judged as any tensor. */
+DLB_TEST(tensor_validate_refuses_ndim_past_its_own_arrays) {
+  int64_t shape[2] = {2, 3};
+  DLManagedTensorVersioned *t = NULL;
+  CHECK_OK(dlb_tensor_alloc(CPU, F32, 2, shape, &t));
+  t->dl_tensor.ndim = 40;
+  CHECK_STATUS(dlb_managed_validate(t), DLB_E_LAYOUT);
+  CHECK_ERROR_MENTIONS("ndim is 40, but this dlbridge tensor's shape and "
+                       "strides have room for 8 dimensions");
+  DLManagedTensorVersioned *s = (DLManagedTensorVersioned *)(uintptr_t)1;
+  CHECK_STATUS(dlb_tensor_share(t, &s), DLB_E_LAYOUT);
+  CHECK(s == (DLManagedTensorVersioned *)(uintptr_t)1);
+  int64_t ones[40], steps[40];
+  for (int i = 0; i < 40; i++) ones[i] = 1, steps[i] = 1;
+  int64_t *own_shape = t->dl_tensor.shape, *own_strides = t->dl_tensor.strides;
+  t->dl_tensor.shape = ones;
+  t->dl_tensor.strides = steps;
+  CHECK_OK(dlb_managed_validate(t));
+  t->dl_tensor.shape = own_shape;
+  CHECK_STATUS(dlb_managed_validate(t), DLB_E_LAYOUT);
+  t->dl_tensor.shape = ones;
+  t->dl_tensor.strides = own_strides;
+  CHECK_STATUS(dlb_managed_validate(t), DLB_E_LAYOUT);
+  t->dl_tensor.strides = own_strides;
+  t->dl_tensor.shape = own_shape;
+  t->dl_tensor.ndim = 2;
+  CHECK_OK(dlb_managed_validate(t));
+  dlb_tensor_release(t);
+}
+
 DLB_TEST(tensor_legacy_round_trip_of_foreign) {
   int count = 0;
   foreign *f = foreign_new(&count);

@@ -929,3 +929,69 @@ def test_65_dimensions_are_refused(helper):
     with pytest.raises(BufferError, match="ndim"):
         dlbridge.from_dlpack(capsule_of(np.zeros(1), shape=(1,) * 65, strides=(1,) * 65))
     assert deleted() == 1
+
+
+# ---- dlbridge's own capsules, rewritten by a consumer and handed back ----
+
+def _own_capsule(kind, t):
+    # "share": a share of t's memory; "copy": a tensor of the core's own.
+    if kind == "share":
+        return t.__dlpack__(max_version=(1, 0))
+    return t.__dlpack__(max_version=(1, 0), copy=True)
+
+
+def _struct_of(capsule):
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    return DLManagedTensorVersioned.from_address(get(capsule, b"dltensor_versioned"))
+
+
+_REWRITES = {
+    "ndim past its arrays": (lambda m: setattr(m.dl_tensor, "ndim", 40), "ndim is 40"),
+    "negative ndim": (lambda m: setattr(m.dl_tensor, "ndim", -1), "ndim"),
+    "zero bits": (lambda m: setattr(m.dl_tensor.dtype, "bits", 0), "bits"),
+    "zero lanes": (lambda m: setattr(m.dl_tensor.dtype, "lanes", 0), "lanes"),
+    "unknown dtype code": (lambda m: setattr(m.dl_tensor.dtype, "code", 200), "code"),
+    "unknown flag": (lambda m: setattr(m, "flags", 1 << 40), "not DLPack flags"),
+    "unknown device": (lambda m: setattr(m.dl_tensor.device, "device_type", 99), "99"),
+    "NULL data": (lambda m: setattr(m.dl_tensor, "data", None), "data is NULL"),
+}
+
+
+@pytest.mark.parametrize("kind", ["share", "copy"])
+@pytest.mark.parametrize("what", sorted(_REWRITES))
+def test_own_capsule_rewritten_is_judged_as_any_tensor(kind, what):
+    # The consumer owns the struct it took: what it hands back is checked
+    # as a foreign producer's would be, not trusted for coming from us.
+    t = dlbridge.arange(12, dtype="float32").reshape(3, 4)
+    rewrite, says = _REWRITES[what]
+    capsule = _own_capsule(kind, t)
+    rewrite(_struct_of(capsule))
+    with pytest.raises(BufferError, match=says):
+        dlbridge.from_dlpack(capsule)
+    assert t.tolist()[2] == [8.0, 9.0, 10.0, 11.0]
+
+
+@pytest.mark.parametrize("kind", ["share", "copy"])
+def test_own_capsule_with_strides_cleared_reads_compact(kind):
+    t = dlbridge.arange(12, dtype="float32").reshape(3, 4)
+    capsule = _own_capsule(kind, t)
+    _struct_of(capsule).dl_tensor.strides = None
+    assert dlbridge.from_dlpack(capsule).tolist() == t.tolist()
+
+
+def test_own_share_cannot_claim_padding_or_writes_its_source_lacks():
+    packed = dlbridge.zeros(4001, dtype="int4")
+    capsule = packed.__dlpack__(max_version=(1, 0))
+    _struct_of(capsule).flags |= 1 << 2  # IS_SUBBYTE_TYPE_PADDED
+    with pytest.raises(BufferError, match="lacks|packed"):
+        dlbridge.from_dlpack(capsule)
+    # A read-only source stays read-only, whatever the struct says now.
+    ro = dlbridge.from_dlpack(capsule_of(np.arange(4.0), flags=READ_ONLY))
+    assert ro.readonly
+    capsule = ro.__dlpack__(max_version=(1, 0))
+    m = _struct_of(capsule)
+    assert m.flags & READ_ONLY
+    m.flags &= ~READ_ONLY
+    back = dlbridge.from_dlpack(capsule)
+    assert back.readonly
