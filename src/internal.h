@@ -78,9 +78,13 @@ dlb_status dlb__device_zero_byte(DLDevice device, void *at);
  * major version, no unknown flags. */
 dlb_status dlb__managed_check_header(const DLManagedTensorVersioned *m);
 
+/* The deleter of every tensor dlbridge makes (core/tensor.c). */
+void dlb__tensor_deleter(DLManagedTensorVersioned *self);
+
 /* DLB_OK unless m is a dlbridge tensor whose shape or strides, still
  * pointing into its own block, would run past it: its ndim was rewritten
- * (DLB_E_LAYOUT, naming both). Reads no entry of either. */
+ * (DLB_E_LAYOUT, naming both). Reads no entry of either. Validation asks
+ * only for tensors with dlb__tensor_deleter. */
 dlb_status dlb__tensor_check_arrays(const DLManagedTensorVersioned *m);
 
 /* What validating a tensor measures: its element count and the bytes

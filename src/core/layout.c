@@ -456,7 +456,8 @@ dlb_status dlb__managed_check_header(const DLManagedTensorVersioned *m) {
 dlb_status dlb__managed_validate_span(const DLManagedTensorVersioned *m,
                                       dlb__span *out) {
   dlb_status st = dlb__managed_check_header(m);
-  if (st == DLB_OK) st = dlb__tensor_check_arrays(m);
+  if (st == DLB_OK && m->deleter == dlb__tensor_deleter)
+    st = dlb__tensor_check_arrays(m);
   if (st != DLB_OK) return st;
   return validate(&m->dl_tensor,
                   (m->flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED) != 0,

@@ -112,7 +112,7 @@ static void block_release(dlb__tensor *t) {
 
 /* The deleter of every tensor made here; dlb_tensor_is_ours() recognises
  * our tensors by it. */
-static void tensor_deleter(DLManagedTensorVersioned *self) {
+void dlb__tensor_deleter(DLManagedTensorVersioned *self) {
   dlb__tensor *t = self->manager_ctx;
   dlb__owner *o = t->owner;
   /* The block holding the owner goes with the owner's last reference. */
@@ -139,7 +139,7 @@ static dlb__tensor *tensor_new(int32_t ndim) {
   t->managed.version.major = DLPACK_MAJOR_VERSION;
   t->managed.version.minor = DLPACK_MINOR_VERSION;
   t->managed.manager_ctx = t;
-  t->managed.deleter = tensor_deleter;
+  t->managed.deleter = dlb__tensor_deleter;
   t->managed.dl_tensor.ndim = ndim;
   /* Non-NULL even for ndim 0, for consumers that test the pointers. */
   t->managed.dl_tensor.shape = t->dims;
@@ -149,7 +149,7 @@ static dlb__tensor *tensor_new(int32_t ndim) {
 }
 
 dlb__tensor *dlb__tensor_of(const DLManagedTensorVersioned *t) {
-  if (t == NULL || t->deleter != tensor_deleter) return NULL;
+  if (t == NULL || t->deleter != dlb__tensor_deleter) return NULL;
   return t->manager_ctx;
 }
 
