@@ -68,9 +68,10 @@ static void owner_drop(dlb__owner *o) {
 /* Blocks have room for at least this many dimensions, so that one freed
  * block serves the next tensor of up to that many: each thread keeps one
  * spare, which spares an import and release their malloc and free (about
- * 150 of 470 instructions: bench/callgrind.sh). Only while the default
- * allocator is installed, so an application's allocator sees every block
- * it hands out come back. A thread's spare is freed when it exits. */
+ * 150 of 470 instructions: bench/callgrind.sh). Only blocks of the default
+ * allocator, reused only while it is installed, so an application's
+ * allocator makes every block while it is installed and sees every block
+ * it made come back. A thread's spare is freed when it exits. */
 #define SPARE_NDIM 8
 
 static _Thread_local dlb__tensor *spare_block;
@@ -90,10 +91,12 @@ static void spare_init(void) {
   spare_key_ok = pthread_key_create(&spare_key, spare_free) == 0;
 }
 
-/* Frees a tensor block, or keeps it as this thread's spare. */
+/* Frees a tensor block, or keeps it as this thread's spare when the
+ * default allocator made it (a block of an application's goes back to it
+ * at once, whatever is installed now; tensor_new takes the spare only
+ * while the default is installed). */
 static void block_release(dlb__tensor *t) {
-  if (t->dims_room == SPARE_NDIM && spare_block == NULL &&
-      dlb__allocator_is_default()) {
+  if (t->dims_room == SPARE_NDIM && t->default_block && spare_block == NULL) {
     if (!spare_registered) {
       pthread_once(&spare_once, spare_init);
       /* The key's value only makes the thread's exit run
@@ -131,9 +134,11 @@ static dlb__tensor *tensor_new(int32_t ndim) {
     spare_block = NULL;
   } else {
     int32_t room = ndim > SPARE_NDIM ? ndim : SPARE_NDIM;
+    const int by_default = dlb__allocator_is_default();
     t = dlb__malloc(sizeof *t + 2 * (size_t)room * sizeof(int64_t));
     if (t == NULL) return NULL;
     t->dims_room = room;
+    t->default_block = by_default;
   }
   memset(&t->managed, 0, sizeof t->managed);
   t->managed.version.major = DLPACK_MAJOR_VERSION;

@@ -140,6 +140,23 @@ DLB_TEST(tensor_alloc_scalar_and_empty) {
   dlb_tensor_release(e);
 }
 
+/* A tensor made under an application's allocator and released after the
+ * default came back returns its block to that allocator at once, not as
+ * the thread's spare for the default's next tensor. */
+DLB_TEST(tensor_block_goes_back_to_the_allocator_that_made_it) {
+  dlb_test_failalloc_install(0);
+  int64_t shape[1] = {4};
+  DLManagedTensorVersioned *t = NULL, *u = NULL;
+  CHECK_OK(dlb_tensor_alloc(CPU, F32, 1, shape, &t));
+  CHECK(dlb_test_failalloc_live() > 0);
+  CHECK_OK(dlb_set_allocator(NULL));
+  dlb_tensor_release(t);
+  CHECK_EQ_INT(dlb_test_failalloc_live(), 0);
+  /* The default's own blocks are still kept and reused. */
+  CHECK_OK(dlb_tensor_alloc(CPU, F32, 1, shape, &u));
+  dlb_tensor_release(u);
+}
+
 DLB_TEST(tensor_alloc_normalizes_host_device_id) {
   DLDevice dev = {kDLCPU, 7};
   int64_t shape[1] = {4};
