@@ -148,6 +148,12 @@ PY
 expect inspect 0 "c\.npy: dtype float32 \('<f4'\), shape \(2, 3\), order C, format 1\.0, data at byte 128 \(24 bytes\)$" -- inspect "$scratch/c.npy"
 expect inspect-f 0 "f\.npy: dtype complex128 \('<c16'\), shape \(5,\), order F, format 3\.0, data at byte 128 \(80 bytes\)$" -- inspect "$scratch/f.npy"
 expect_json inspect-json 0 'j[0]["shape"] == [2, 3] and j[0]["order"] == "C" and j[0]["version"] == "1.0" and j[0]["data_offset"] == 128 and j[0]["dtype"] == "float32" and j[1]["order"] == "F" and j[1]["version"] == "3.0"' -- inspect --json "$scratch/c.npy" "$scratch/f.npy"
+# File names are bytes: what is not UTF-8 comes out as U+FFFD, so the
+# output stays JSON; UTF-8 comes out as it is.
+bad=$(printf '%s/bad\377\300\355\240\200.npy' "$scratch")
+good=$(printf '%s/caf\303\251.npy' "$scratch")
+cp "$scratch/c.npy" "$bad" && cp "$scratch/c.npy" "$good"
+expect_json inspect-json-names 0 'j[0]["file"].endswith("/bad\ufffd\ufffd\ufffd\ufffd\ufffd.npy") and j[1]["file"].endswith("/caf\u00e9.npy")' -- inspect --json "$bad" "$good"
 expect inspect-big-endian 1 "big\.npy: .*'>f8', big-endian" -- inspect "$scratch/big.npy"
 expect inspect-missing 1 'nope\.npy: cannot open .*No such file' -- inspect "$scratch/nope.npy"
 expect inspect-no-file 2 'missing arguments' -- inspect
