@@ -55,9 +55,13 @@ DLB_API dlb_status dlb_npy_read_header(const char *path, dlb_npy_header *out);
  * Maps the .npy file at path (borrowed) read-only and returns a tensor of
  * its data: flags READ_ONLY, device cpu (or the pinned kind), data the
  * first element (aligned as NumPy aligns it: 64 bytes into a page for the
- * files it writes) and byte_offset 0, strides for the file's order. The file may be closed, renamed or deleted afterwards; the mapping
- * lives until the tensor and every view or share of it are released.
- * Writing to the file meanwhile changes what the tensor reads. Refuses what
+ * files it writes) and byte_offset 0, strides for the file's order. The
+ * file may be closed, renamed or deleted afterwards; the mapping lives
+ * until the tensor and every view or share of it are released. Writing to
+ * the file meanwhile changes what the tensor reads; cutting it shorter
+ * (truncate) makes a read of the lost pages raise SIGBUS, as with any
+ * mapped file: where another process may do that, read the file into
+ * memory instead (the Python module's load_npy(mmap=False)). Refuses what
  * dlb_npy_read_header() refuses, with its statuses; DLB_E_INVAL for unknown
  * flags or both pin flags; pinning fails as dlb_tensor_pin() does (some
  * drivers refuse to register read-only memory). New; release with
