@@ -128,7 +128,11 @@ PyObject *dlbpy_pin(PyObject *module, PyObject *const *args,
                  name);
     return NULL;
   } else {
+    /* Registering takes time in proportion to the size: without the GIL,
+     * as share_import and load_npy pin. */
+    Py_BEGIN_ALLOW_THREADS
     s = dlb_tensor_pin(src, kind.device_type, &out);
+    Py_END_ALLOW_THREADS
   }
   if (s != DLB_OK) {
     dlbpy_gpu_raise(s, "pin()");

@@ -458,7 +458,11 @@ static int dlbpy_host_sync(DLManagedTensorVersioned *mt) {
   if (device.device_type == kDLCPU ||
       !dlb_device_type_is_host_type(device.device_type))
     return 0;
-  dlb_status s = dlb_stream_synchronize(device, NULL);
+  /* A wait for the device, which other threads need not share. */
+  dlb_status s;
+  Py_BEGIN_ALLOW_THREADS
+  s = dlb_stream_synchronize(device, NULL);
+  Py_END_ALLOW_THREADS
   if (s == DLB_OK || s == DLB_E_NO_RUNTIME || s == DLB_E_NO_DEVICE ||
       s == DLB_E_DEVICE)
     return 0;

@@ -29,6 +29,9 @@
  *                           a GPU's fresh memory holds anything (default:
  *                           zeros)
  *   PREFIX HIDE             an entry point cuGetProcAddress_v2 denies
+ *   PREFIX SLOW             entry points (comma-separated) that take
+ *   PREFIX SLOW_MS          this many milliseconds before they run, as a
+ *                           real driver may (to see who waits meanwhile)
  */
 #ifndef DLB_TESTS_EMU_CONTROL_H
 #define DLB_TESTS_EMU_CONTROL_H

@@ -1,12 +1,14 @@
 /* emu_core.c -- configuration, failure injection, regions and streams. */
 #include "emu_core.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 emu_config emu_cfg;
@@ -44,7 +46,10 @@ static name_count *slot(const char *name) {
   return n;
 }
 
+static void maybe_slow(const char *name);
+
 int emu_enter(const char *name, int quiet) {
+  maybe_slow(name);
   pthread_mutex_lock(&lock);
   name_count *n = slot(name);
   if (n != NULL) n->calls++;
@@ -135,6 +140,23 @@ static void read_config(void) {
   snprintf(key, sizeof key, "%sHIDE", cfg_prefix);
   const char *hide = getenv(key);
   snprintf(emu_cfg.hide, sizeof emu_cfg.hide, "%s", hide != NULL ? hide : "");
+  snprintf(key, sizeof key, "%sSLOW", cfg_prefix);
+  const char *slow = getenv(key);
+  snprintf(emu_cfg.slow, sizeof emu_cfg.slow, ",%s,", slow != NULL ? slow : "");
+  emu_cfg.slow_ms = (long)env_number("SLOW_MS", 0);
+}
+
+/* Sleeps SLOW_MS before an entry point named in SLOW (not holding the
+ * lock: other threads may call meanwhile). */
+static void maybe_slow(const char *name) {
+  if (emu_cfg.slow_ms <= 0) return;
+  char key[72];
+  snprintf(key, sizeof key, ",%s,", name);
+  if (strstr(emu_cfg.slow, key) == NULL) return;
+  struct timespec ts = {emu_cfg.slow_ms / 1000,
+                        (emu_cfg.slow_ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
 }
 
 void emu_configure(const char *prefix, int default_version) {

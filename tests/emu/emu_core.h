@@ -27,6 +27,8 @@ typedef struct emu_config {
   size_t d2d_pitch_align;
   int fill; /* byte new allocations hold, or -1: zeros */
   char hide[64];
+  char slow[128]; /* ",name,name," */
+  long slow_ms;
 } emu_config;
 
 extern emu_config emu_cfg;

@@ -584,3 +584,43 @@ def test_assignment_between_kinds(emulators):
             assert d.to("cpu").tolist() == [0.0, 0.0]
         """,
     )
+
+
+def test_pinning_and_waiting_for_pinned_data_release_the_gil(emulators):
+    # The driver's calls take 300 ms each here; a thread that ticks every
+    # 5 ms keeps ticking through them only if dlbridge let the GIL go.
+    run(
+        emulators,
+        """
+        import threading, time
+        ticks = []
+        stop = threading.Event()
+        def tick():
+            while not stop.is_set():
+                ticks.append(time.perf_counter())
+                time.sleep(0.005)
+        def ticks_during(call):
+            t = threading.Thread(target=tick)
+            t.start()
+            time.sleep(0.05)
+            t0 = time.perf_counter()
+            result = call()
+            t1 = time.perf_counter()
+            stop.set()
+            t.join()
+            stop.clear()
+            during = sum(t0 < x < t1 for x in ticks)
+            ticks.clear()
+            assert t1 - t0 > 0.25, t1 - t0
+            return result, during
+        a = dlbridge.zeros(1 << 16, dtype="uint8")
+        p, during = ticks_during(lambda: dlbridge.pin(a))
+        assert p.device == "cuda_host" and during >= 10, during
+        host = dlbridge.zeros(16, device="cuda_host")
+        capsule = host.__dlpack__(max_version=(1, 0))
+        u, during = ticks_during(lambda: dlbridge.from_dlpack(capsule))
+        assert u.device == "cuda_host" and during >= 10, during
+        """,
+        EMU_CUDA_SLOW="cuMemHostRegister_v2,cuCtxSynchronize,cuStreamSynchronize",
+        EMU_CUDA_SLOW_MS="300",
+    )
