@@ -229,7 +229,14 @@ PyObject *dlbpy_rebuild(PyObject *module, PyObject *const *args,
       dlbpy_buffer_free(view);
       return dlbpy_raise(s, PyExc_ValueError, "pickled tensor");
     }
-    if (nbytes > 0) memcpy(store->dl_tensor.data, view->buf, (size_t)nbytes);
+    if (nbytes >= DLBPY_NOGIL_COPY_BYTES) {
+      /* The buffer stays exported until dlbpy_buffer_free. */
+      Py_BEGIN_ALLOW_THREADS
+      memcpy(store->dl_tensor.data, view->buf, (size_t)nbytes);
+      Py_END_ALLOW_THREADS
+    } else if (nbytes > 0) {
+      memcpy(store->dl_tensor.data, view->buf, (size_t)nbytes);
+    }
     dlbpy_buffer_free(view);
     desc.data = store->dl_tensor.data;
     release = dlbpy_release_tensor;
