@@ -482,6 +482,9 @@ PyObject *dlbpy_synchronize(PyObject *module, PyObject *x);
 
 /* Whether copying t is worth running without the GIL (large copies). */
 bool dlbpy_copy_is_large(const DLTensor *t);
+/* Copies at least this large run without the GIL: below it, releasing and
+ * taking the GIL back costs more than other threads gain. */
+#define DLBPY_NOGIL_COPY_BYTES ((int64_t)1 << 18)
 
 /* A compact, writable copy of mt on device, made by the core's copy engine
  * (dlb_tensor_copy: IS_COPIED set), without the GIL when it is large.

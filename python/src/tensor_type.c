@@ -97,9 +97,6 @@ static PyObject *dlbpy_int_tuple(int32_t n, const int64_t *v) {
   return tuple;
 }
 
-/* Copies at least this large run without the GIL: below it, releasing and
- * taking the GIL back costs more than other threads gain. */
-#define DLBPY_NOGIL_COPY_BYTES ((int64_t)1 << 18)
 
 bool dlbpy_copy_is_large(const DLTensor *t) {
   int64_t numel = 0;
