@@ -140,7 +140,7 @@ static PyObject *dlbpy_capi_from_legacy(DLManagedTensor *m, uint64_t flags) {
                  "this legacy tensor's %u-bit units are packed",
                  packed);
   else if ((s = dlbpy_adopt_legacy(m, flags, &mt)) != DLB_OK)
-    dlbpy_raise(s, PyExc_BufferError, "DLBridge_FromLegacy");
+    dlbpy_raise_unless_set(s, PyExc_BufferError, "DLBridge_FromLegacy");
   if (s != DLB_OK) {
     dlbpy_saved_error saved;
     dlbpy_error_save(&saved);

@@ -173,9 +173,12 @@ dlb_status dlbpy_adopt_legacy(DLManagedTensor *foreign, uint64_t flags,
                               DLManagedTensorVersioned **out) {
   /* Legacy structs dlbridge made go back to what they were made from:
    * wrapping them would make each round trip hold the one before. */
-  if (dlbpy_is_light_legacy(foreign) &&
-      dlbpy_try_light_from_legacy(foreign, flags, out))
-    return DLB_OK;
+  if (dlbpy_is_light_legacy(foreign)) {
+    /* A raised ndim must not read past the source's arrays. */
+    if (dlbpy_light_arrays_fit(&foreign->dl_tensor, foreign->manager_ctx) < 0)
+      return DLB_E_LAYOUT;
+    if (dlbpy_try_light_from_legacy(foreign, flags, out)) return DLB_OK;
+  }
   if (dlb_legacy_is_ours(foreign))
     return dlb_tensor_from_legacy(foreign, flags, out);
   return dlb_tensor_wrap(&foreign->dl_tensor, flags,
@@ -294,8 +297,12 @@ int dlbpy_capsule_consume(PyObject *capsule, PyObject *bad_name_exc,
                          : DLPACK_FLAG_BITMASK_READ_ONLY;
     dlb_status s = dlbpy_adopt_legacy(m, flags, out);
     if (s != DLB_OK) {
+      dlbpy_raise_unless_set(s, PyExc_BufferError, "DLPack capsule (legacy)");
+      dlbpy_saved_error saved;
+      dlbpy_error_save(&saved);
       (void)PyCapsule_SetName(capsule, name);
-      return dlbpy_fail(s, PyExc_BufferError, "DLPack capsule (legacy)");
+      dlbpy_error_restore(&saved);
+      return -1;
     }
     return 0;
   }

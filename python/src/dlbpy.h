@@ -322,6 +322,11 @@ void dlbpy_light_legacy_release_holding_gil(DLManagedTensor *m);
  * source's memory (an ndim over its arrays, padding its units lack). */
 int dlbpy_light_intact(DLManagedTensorVersioned *m);
 
+/* 0 when t, a share's description (ctx its manager_ctx), reads no further
+ * in the arrays the share was made with than they go; -1 with an
+ * exception set when a raised ndim or moved pointer would. */
+int dlbpy_light_arrays_fit(const DLTensor *t, const void *ctx);
+
 /* The bits of the sub-byte units of the light legacy struct m when they
  * are packed and m still describes its source; 0 otherwise. */
 unsigned dlbpy_light_legacy_packed_bits(const DLManagedTensor *m);
@@ -419,7 +424,8 @@ void dlbpy_release(DLManagedTensorVersioned *m);
 int dlbpy_own(DLManagedTensorVersioned **m);
 /* The legacy struct has no flags; flags gives the new tensor's. A legacy
  * struct dlbridge made (a share's, or the core's of a dlbridge tensor)
- * gives back what it was made from instead of a wrapper around it. */
+ * gives back what it was made from instead of a wrapper around it. On
+ * failure an exception may be set already (dlbpy_raise_unless_set). */
 dlb_status dlbpy_adopt_legacy(DLManagedTensor *foreign, uint64_t flags,
                               DLManagedTensorVersioned **out);
 

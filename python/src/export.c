@@ -158,7 +158,17 @@ typedef struct {
    * (see dlbpy_share_base): a share of a share refers to the first one's
    * source, so re-importing in a loop builds no chain. */
   PyObject *source;
+  /* The arrays the share was made pointing at (its source's, which a
+   * consumer may not read past by raising ndim) and their length. */
+  const int64_t *shape0, *strides0;
+  int32_t ndim0;
 } dlbpy_light;
+
+static void dlbpy_light_record(dlbpy_light *l, const DLTensor *t) {
+  l->shape0 = t->shape;
+  l->strides0 = t->strides;
+  l->ndim0 = t->ndim;
+}
 
 static void dlbpy_light_free(void *ctx) {
   dlbpy_light *l = ctx;
@@ -226,6 +236,7 @@ static int dlbpy_light_new(PyObject *tensor, DLManagedTensorVersioned **out) {
    * owner, whatever made this tensor. */
   m->flags = mt->flags & ~(uint64_t)DLPACK_FLAG_BITMASK_IS_COPIED;
   m->dl_tensor = mt->dl_tensor;
+  dlbpy_light_record(l, &m->dl_tensor);
   *out = m;
   return 0;
 }
@@ -279,21 +290,38 @@ int dlbpy_try_light_from_legacy(DLManagedTensor *m, uint64_t flags,
   return 1;
 }
 
+/* Whether an array of n entries at p, if it starts in the array [a, a + k)
+ * the share was made with, ends in it too. */
+static int dlbpy_fits(const int64_t *p, int32_t n, const int64_t *a,
+                      int32_t k) {
+  const uintptr_t x = (uintptr_t)p, lo = (uintptr_t)a;
+  if (a == NULL || k <= 0 || x < lo || x >= (uintptr_t)(a + k)) return 1;
+  return (x - lo) % sizeof(int64_t) == 0 && (size_t)n <= (size_t)(a + k - p);
+}
+
+int dlbpy_light_arrays_fit(const DLTensor *t, const void *ctx) {
+  const dlbpy_light *l = ctx;
+  const int32_t n = t->ndim;
+  if (n <= 0 || n > DLB_MAX_NDIM) return 0; /* validation refuses it */
+  if (dlbpy_fits(t->shape, n, l->shape0, l->ndim0) &&
+      dlbpy_fits(t->shape, n, l->strides0, l->ndim0) &&
+      dlbpy_fits(t->strides, n, l->shape0, l->ndim0) &&
+      dlbpy_fits(t->strides, n, l->strides0, l->ndim0))
+    return 0;
+  PyErr_Format(PyExc_BufferError,
+               "DLPack tensor: ndim is %d, but its shape and strides run "
+               "past those of the %d-dimensional dlbridge tensor it was "
+               "exported from",
+               (int)n, (int)l->ndim0);
+  return -1;
+}
+
 int dlbpy_light_intact(DLManagedTensorVersioned *m) {
   const dlbpy_light *l = m->manager_ctx;
   const DLManagedTensorVersioned *src = ((const dlbpy_tensor *)l->source)->mt;
   const DLTensor *t = &m->dl_tensor, *own = &src->dl_tensor;
   /* A new ndim over the source's own arrays would read past them. */
-  if (t->ndim != own->ndim &&
-      ((t->shape != NULL && t->shape == own->shape) ||
-       (t->strides != NULL && t->strides == own->strides))) {
-    PyErr_Format(PyExc_BufferError,
-                 "DLPack tensor: ndim is %d, but its shape and strides are "
-                 "those of the %d-dimensional dlbridge tensor it was "
-                 "exported from",
-                 (int)t->ndim, (int)own->ndim);
-    return -1;
-  }
+  if (dlbpy_light_arrays_fit(t, l) < 0) return -1;
   if (!dlbpy_same_tensor(t, own)) return 0;
   /* The data's sub-byte units are packed or padded as the source's are. */
   const uint64_t padded = DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED;
@@ -311,8 +339,10 @@ int dlbpy_light_intact(DLManagedTensorVersioned *m) {
   if (m->flags & ~(src->flags | DLPACK_FLAG_BITMASK_READ_ONLY |
                    DLPACK_FLAG_BITMASK_IS_COPIED))
     return 0;
-  /* Never wider than the source allows. */
+  /* Never wider than the source allows, and never a copy: the source's
+   * data is what it shares. */
   m->flags |= src->flags & DLPACK_FLAG_BITMASK_READ_ONLY;
+  m->flags &= ~(uint64_t)DLPACK_FLAG_BITMASK_IS_COPIED;
   return 1;
 }
 
@@ -347,6 +377,7 @@ static int dlbpy_try_light_legacy_capsule(PyObject *tensor, PyObject **out) {
   l->m.legacy.dl_tensor = *t;
   l->m.legacy.manager_ctx = l;
   l->m.legacy.deleter = dlbpy_light_legacy_deleter;
+  dlbpy_light_record(l, t);
   *out = dlbpy_capsule_legacy(&l->m.legacy);
   return *out != NULL ? 1 : -1;
 }

@@ -158,26 +158,39 @@ dlb__tensor *dlb__tensor_of(const DLManagedTensorVersioned *t) {
   return t->manager_ctx;
 }
 
-/* Whether [p, p + n) of int64_t lies in [lo, hi), for a p in it. */
-static int within(const int64_t *p, int32_t n, const int64_t *lo,
-                  const int64_t *hi) {
-  if ((uintptr_t)p < (uintptr_t)lo || (uintptr_t)p >= (uintptr_t)hi)
-    return 1; /* not in the block: not ours to bound */
-  return (size_t)n <= (size_t)(hi - p);
+/* Whether an array of n int64_t at p, if it starts anywhere in the block
+ * [block, hi), lies in its dims [dims, hi): a pointer into a block of ours
+ * is ours to bound, one elsewhere is not. */
+static int fits(const int64_t *p, int32_t n, const void *block,
+                const int64_t *dims, const int64_t *hi) {
+  const uintptr_t a = (uintptr_t)p;
+  if (a < (uintptr_t)block || a >= (uintptr_t)hi) return 1;
+  return a >= (uintptr_t)dims && a % sizeof(int64_t) == (uintptr_t)dims %
+         sizeof(int64_t) && (size_t)n <= (size_t)(hi - p);
+}
+
+/* DLB_E_LAYOUT unless shape and strides of a ndim-dimensional tensor fit
+ * the dims [dims, dims + entries) of the block starting at block. */
+static dlb_status arrays_fit(const DLTensor *dl, const void *block,
+                             const int64_t *dims, size_t entries,
+                             const char *what) {
+  const int32_t ndim = dl->ndim;
+  if (ndim <= 0 || ndim > DLB_MAX_NDIM) return DLB_OK; /* validation's */
+  const int64_t *hi = dims + entries;
+  if (fits(dl->shape, ndim, block, dims, hi) &&
+      fits(dl->strides, ndim, block, dims, hi))
+    return DLB_OK;
+  return dlb__fail(DLB_E_LAYOUT, "ndim is %d, but the shape and strides "
+                   "of this %s run past the %zu entries made for them: its "
+                   "ndim or their pointers were changed after it was made",
+                   (int)ndim, what, entries);
 }
 
 dlb_status dlb__tensor_check_arrays(const DLManagedTensorVersioned *m) {
   const dlb__tensor *t = dlb__tensor_of(m);
-  const int32_t ndim = m->dl_tensor.ndim;
-  if (t == NULL || ndim <= 0 || ndim > DLB_MAX_NDIM) return DLB_OK;
-  const int64_t *lo = t->dims, *hi = t->dims + 2 * (size_t)t->dims_room;
-  if (within(m->dl_tensor.shape, ndim, lo, hi) &&
-      within(m->dl_tensor.strides, ndim, lo, hi))
-    return DLB_OK;
-  return dlb__fail(DLB_E_LAYOUT, "ndim is %d, but this dlbridge tensor's "
-                   "shape and strides have room for %d dimensions: ndim "
-                   "was changed after it was made",
-                   (int)ndim, (int)t->dims_room);
+  if (t == NULL) return DLB_OK;
+  return arrays_fit(&m->dl_tensor, t, t->dims, 2 * (size_t)t->dims_room,
+                    "dlbridge tensor");
 }
 
 /*
@@ -415,6 +428,7 @@ dlb_status dlb_tensor_adopt_validated(DLManagedTensorVersioned *foreign,
  * and strides; manager_ctx is the versioned tensor it releases. */
 typedef struct dlb__legacy {
   DLManagedTensor managed;
+  int32_t ndim; /* dims holds 2 * ndim entries */
   int64_t dims[];
 } dlb__legacy;
 
@@ -443,7 +457,14 @@ dlb_status dlb_tensor_from_legacy(DLManagedTensor *legacy, uint64_t flags,
                                   DLManagedTensorVersioned **out) {
   if (out == NULL) return dlb__fail(DLB_E_INVAL, "out is NULL");
   if (legacy == NULL) return dlb__fail(DLB_E_INVAL, "legacy is NULL");
-  dlb_status st = validate_desc(&legacy->dl_tensor, flags);
+  dlb_status st = DLB_OK;
+  if (dlb_legacy_is_ours(legacy)) {
+    /* Its shape and strides are ours to bound before anything reads them. */
+    const dlb__legacy *l = (const dlb__legacy *)(const void *)legacy;
+    st = arrays_fit(&legacy->dl_tensor, l, l->dims, 2 * (size_t)l->ndim,
+                    "legacy tensor");
+  }
+  if (st == DLB_OK) st = validate_desc(&legacy->dl_tensor, flags);
   if (st != DLB_OK) return st;
   if (dlb_legacy_is_ours(legacy)) {
     /* Our own conversion of one of our tensors: unwrap it instead of
@@ -507,6 +528,7 @@ dlb_status dlb_tensor_to_legacy(DLManagedTensorVersioned *t,
   *dl = t->dl_tensor;
   dl->shape = l->dims;
   dl->strides = l->dims + ndim;
+  l->ndim = ndim;
   set_dims(dl, t->dl_tensor.shape, t->dl_tensor.strides);
   /* Cannot fail: validation accepted the device. */
   (void)dlb_device_normalize(&dl->device);

@@ -626,8 +626,9 @@ DLB_TEST(tensor_validate_refuses_ndim_past_its_own_arrays) {
   CHECK_OK(dlb_tensor_alloc(CPU, F32, 2, shape, &t));
   t->dl_tensor.ndim = 40;
   CHECK_STATUS(dlb_managed_validate(t), DLB_E_LAYOUT);
-  CHECK_ERROR_MENTIONS("ndim is 40, but this dlbridge tensor's shape and "
-                       "strides have room for 8 dimensions");
+  CHECK_ERROR_MENTIONS("ndim is 40, but the shape and strides of this "
+                       "dlbridge tensor run past the 16 entries made for "
+                       "them");
   DLManagedTensorVersioned *s = (DLManagedTensorVersioned *)(uintptr_t)1;
   CHECK_STATUS(dlb_tensor_share(t, &s), DLB_E_LAYOUT);
   CHECK(s == (DLManagedTensorVersioned *)(uintptr_t)1);
@@ -642,11 +643,37 @@ DLB_TEST(tensor_validate_refuses_ndim_past_its_own_arrays) {
   t->dl_tensor.shape = ones;
   t->dl_tensor.strides = own_strides;
   CHECK_STATUS(dlb_managed_validate(t), DLB_E_LAYOUT);
-  t->dl_tensor.strides = own_strides;
-  t->dl_tensor.shape = own_shape;
+  /* A pointer elsewhere in the block, or between its entries, is not
+   * taken either. */
   t->dl_tensor.ndim = 2;
+  t->dl_tensor.strides = own_strides;
+  t->dl_tensor.shape = (int64_t *)(void *)t;
+  CHECK_STATUS(dlb_managed_validate(t), DLB_E_LAYOUT);
+  t->dl_tensor.shape = (int64_t *)(void *)((char *)own_shape + 4);
+  CHECK_STATUS(dlb_managed_validate(t), DLB_E_LAYOUT);
+  t->dl_tensor.shape = own_shape;
   CHECK_OK(dlb_managed_validate(t));
   dlb_tensor_release(t);
+}
+
+/* The same for the legacy struct dlbridge made: a raised ndim is refused
+ * before anything reads past its block, and the struct stays the
+ * caller's. */
+DLB_TEST(tensor_from_legacy_refuses_ndim_past_its_own_arrays) {
+  int64_t shape[2] = {3, 4};
+  DLManagedTensorVersioned *t = NULL, *back = NULL;
+  CHECK_OK(dlb_tensor_alloc(CPU, F32, 2, shape, &t));
+  DLManagedTensor *l = NULL;
+  CHECK_OK(dlb_tensor_to_legacy(t, &l));
+  l->dl_tensor.ndim = 3;
+  CHECK_STATUS(dlb_tensor_from_legacy(l, 0, &back), DLB_E_LAYOUT);
+  CHECK_ERROR_MENTIONS("ndim is 3, but the shape and strides of this "
+                       "legacy tensor run past the 4 entries");
+  CHECK(back == NULL);
+  l->dl_tensor.ndim = 2;
+  CHECK_OK(dlb_tensor_from_legacy(l, 0, &back));
+  CHECK(back == t);
+  dlb_tensor_release(back);
 }
 
 DLB_TEST(tensor_legacy_round_trip_of_foreign) {

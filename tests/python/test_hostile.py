@@ -995,3 +995,44 @@ def test_own_share_cannot_claim_padding_or_writes_its_source_lacks():
     m.flags &= ~READ_ONLY
     back = dlbridge.from_dlpack(capsule)
     assert back.readonly
+
+
+def _legacy_struct_of(capsule):
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    return DLManagedTensor.from_address(get(capsule, b"dltensor"))
+
+
+@pytest.mark.parametrize("kind", ["share", "copy"])
+def test_own_legacy_capsule_with_ndim_raised_is_refused(kind):
+    # A legacy struct of ours (the module's share, or the core's of a
+    # copy) whose ndim was raised would read past the arrays it points at.
+    t = dlbridge.zeros((1,) * 8, dtype="float32")
+    capsule = t.__dlpack__() if kind == "share" else t.__dlpack__(copy=True)
+    _legacy_struct_of(capsule).dl_tensor.ndim = 9
+    with pytest.raises(BufferError, match="ndim is 9, but"):
+        dlbridge.from_dlpack(capsule)
+
+
+@pytest.mark.parametrize("step", ["pickle", "reshape"])
+def test_own_share_ndim_check_holds_after_its_source_changed_struct(step):
+    # The share points at the arrays it was made with, even after its
+    # source's struct was replaced (a NumPy import turned into dlbridge's
+    # own on pickling or reshaping).
+    import pickle
+
+    s = dlbridge.from_dlpack(np.arange(12.0).reshape(3, 4))
+    capsule = s.__dlpack__(max_version=(1, 0))
+    pickle.dumps(s) if step == "pickle" else s.reshape(12)
+    _struct_of(capsule).dl_tensor.ndim = 3
+    with pytest.raises(BufferError, match="ndim is 3, but"):
+        dlbridge.from_dlpack(capsule)
+
+
+def test_own_share_is_never_taken_for_a_copy():
+    t = dlbridge.arange(4, dtype="float32")
+    capsule = t.__dlpack__(max_version=(1, 0))
+    _struct_of(capsule).flags |= IS_COPIED
+    c = dlbridge.from_dlpack(capsule, copy=True)
+    c[0] = 99.0
+    assert t.tolist() == [0.0, 1.0, 2.0, 3.0]
