@@ -312,9 +312,6 @@ void dlbpy_light_release_holding_gil(DLManagedTensorVersioned *m);
 bool dlbpy_is_light_legacy(const DLManagedTensor *m);
 void dlbpy_light_legacy_release_holding_gil(DLManagedTensor *m);
 
-/* Turns such a legacy share back into a versioned one in place, with
- * flags (never wider than its source's), and returns 1; returns 0, leaving
- * m as it is, when a consumer rewrote its description. */
 /* Whether the light share m, back from a consumer that may have rewritten
  * it, still describes its source's data: 1 (its flags made no wider than
  * the source's), 0 when it describes something else (to be judged as a
@@ -330,6 +327,11 @@ int dlbpy_light_arrays_fit(const DLTensor *t, const void *ctx);
 /* The bits of the sub-byte units of the light legacy struct m when they
  * are packed and m still describes its source; 0 otherwise. */
 unsigned dlbpy_light_legacy_packed_bits(const DLManagedTensor *m);
+
+/* Turns such a legacy share back into a versioned one in place, with
+ * flags (never wider than its source's), and returns 1; returns 0, leaving
+ * m as it is, when a consumer rewrote its description or flags other than
+ * read-only are asked for (the core checks those). */
 int dlbpy_try_light_from_legacy(DLManagedTensor *m, uint64_t flags,
                             DLManagedTensorVersioned **out);
 

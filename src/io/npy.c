@@ -95,10 +95,13 @@ static dlb_status parse_shape(npy_text *t, const char *start, int32_t *ndim,
     skip_space(t);
     if (t->p >= t->end || *t->p < '0' || *t->p > '9')
       return syntax(t, start, "a 'shape' entry is not a non-negative integer");
-    /* A Python integer: no leading zero but in 0 itself. */
-    if (*t->p == '0' && t->p + 1 < t->end && t->p[1] >= '0' &&
-        t->p[1] <= '9')
-      return syntax(t, start, "a 'shape' entry has a leading zero");
+    /* A Python integer: a leading zero only in zero itself (00 is 0). */
+    if (*t->p == '0') {
+      const char *q = t->p;
+      while (q < t->end && *q == '0') q++;
+      if (q < t->end && *q >= '1' && *q <= '9')
+        return syntax(t, start, "a 'shape' entry has a leading zero");
+    }
     uint64_t v = 0;
     while (t->p < t->end && *t->p >= '0' && *t->p <= '9') {
       const uint64_t digit = (uint64_t)(*t->p - '0');

@@ -163,6 +163,12 @@ DLB_TEST(npy_dtypes_and_shapes) {
   CHECK_OK(dlb_tensor_map_npy(path, 0, &t));
   CHECK_EQ_INT(t->dl_tensor.shape[1], INT64_MAX);
   dlb_tensor_release(t);
+  /* 00 is zero, as Python reads it. */
+  path = write_npy("z.npy", 1, "{'descr': '<f8', 'fortran_order': False, "
+                   "'shape': (00, 3)}", 0, NULL, 0);
+  CHECK_OK(dlb_tensor_map_npy(path, 0, &t));
+  CHECK_EQ_INT(t->dl_tensor.shape[0], 0);
+  dlb_tensor_release(t);
 }
 
 /* The file is refused with status and a message containing needle. */
@@ -222,6 +228,8 @@ DLB_TEST(npy_refuses_hostile_files) {
                "'shape': (2, 36893488147419103233)}", DLB_E_OVERFLOW,
                "shape[1] exceeds INT64_MAX");
   refused_dict("{'descr': '<f4', 'fortran_order': False, 'shape': (06,)}",
+               DLB_E_INVAL, "leading zero");
+  refused_dict("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 006)}",
                DLB_E_INVAL, "leading zero");
   refused_dict("{'descr': '<f4', 'fortran_order': False, 'shape': (6)}",
                DLB_E_INVAL, "an integer in parentheses, not a tuple");
