@@ -373,9 +373,102 @@ static PyObject *dlbpy_assigned_value(PyObject *self, PyObject *value,
   return src;
 }
 
+/* Sub-byte units, packed (compact, from bit 0 of the byte at data +
+ * byte_offset) or padded (a byte each, the value in its low bits): what
+ * dlb_copy, which knows no flags, cannot tell apart. */
+
+/* Unit k of n-bit packed units at p, in a byte: sign-extended for
+ * integers, zero-extended otherwise (the value a padded byte holds). */
+static uint8_t dlbpy_unpack_unit(const uint8_t *p, int64_t k, unsigned n,
+                                 int is_signed) {
+  const int64_t bit = k * (int64_t)n;
+  unsigned w = p[bit / 8];
+  if ((bit % 8) + n > 8) w |= (unsigned)p[bit / 8 + 1] << 8;
+  unsigned v = (w >> (bit % 8)) & ((1u << n) - 1u);
+  if (is_signed && (v >> (n - 1)) != 0) v |= 0xffu << n;
+  return (uint8_t)v;
+}
+
+static void dlbpy_pack_unit(uint8_t *p, int64_t k, unsigned n, unsigned v) {
+  const int64_t bit = k * (int64_t)n;
+  const unsigned mask = (1u << n) - 1u, at = (unsigned)(bit % 8);
+  unsigned w = p[bit / 8];
+  const int two = at + n > 8;
+  if (two) w |= (unsigned)p[bit / 8 + 1] << 8;
+  w = (w & ~(mask << at)) | ((v & mask) << at);
+  p[bit / 8] = (uint8_t)w;
+  if (two) p[bit / 8 + 1] = (uint8_t)(w >> 8);
+}
+
+/* A compact byte-per-unit tensor over buf, of t's shape. */
+static DLTensor dlbpy_bytes_like(const DLTensor *t, void *buf,
+                                 int64_t *strides) {
+  DLTensor b = *t;
+  b.data = buf;
+  b.byte_offset = 0;
+  b.dtype = (DLDataType){kDLUInt, 8, 1};
+  (void)dlb_compact_strides(t->ndim, t->shape, 0, strides);
+  b.strides = strides;
+  return b;
+}
+
+/* dlbpy_write where either side holds padded sub-byte units: through a
+ * byte per unit in dst's shape, unpacked from a packed src (compact, as
+ * packed tensors are) or copied from a padded one, then copied into a
+ * padded dst or packed into a packed one. */
+static int dlbpy_write_subbyte(const DLTensor *src, int src_padded,
+                               const DLTensor *dst, int dst_padded) {
+  const unsigned n = dlb_dtype_bits(dst->dtype);
+  const int is_signed = dst->dtype.code == kDLInt;
+  int64_t count = 0, src_count = 0;
+  if (dlb_tensor_numel(dst, &count) != DLB_OK ||
+      dlb_tensor_numel(src, &src_count) != DLB_OK)
+    return dlbpy_fail(DLB_E_OVERFLOW, PyExc_ValueError, "t[...] = value");
+  uint8_t *units = PyMem_Malloc((size_t)(count > 0 ? count : 1));
+  uint8_t *unpacked = src_padded ? NULL
+                                 : PyMem_Malloc((size_t)(src_count > 0
+                                                             ? src_count
+                                                             : 1));
+  int rc = -1;
+  if (units == NULL || (!src_padded && unpacked == NULL)) {
+    PyErr_NoMemory();
+    goto done;
+  }
+  int64_t s1[DLB_MAX_NDIM], s2[DLB_MAX_NDIM], s3[DLB_MAX_NDIM];
+  DLTensor bsrc = *src;
+  if (src_padded) {
+    bsrc.dtype = (DLDataType){kDLUInt, 8, 1};
+  } else {
+    const uint8_t *p = (const uint8_t *)src->data + src->byte_offset;
+    for (int64_t k = 0; k < src_count; k++)
+      unpacked[k] = dlbpy_unpack_unit(p, k, n, is_signed);
+    bsrc = dlbpy_bytes_like(src, unpacked, s1);
+  }
+  DLTensor bunits = dlbpy_bytes_like(dst, units, s2), from;
+  if (dlbpy_broadcast_to(&bsrc, &bunits, &from, s3) < 0) goto done;
+  dlb_status s = dlb_copy(&from, &bunits);
+  if (s == DLB_OK && dst_padded) {
+    DLTensor bdst = *dst;
+    bdst.dtype = (DLDataType){kDLUInt, 8, 1};
+    s = dlb_copy(&bunits, &bdst);
+  } else if (s == DLB_OK) {
+    uint8_t *p = (uint8_t *)dst->data + dst->byte_offset;
+    for (int64_t k = 0; k < count; k++) dlbpy_pack_unit(p, k, n, units[k]);
+  }
+  rc = s == DLB_OK ? 0 : dlbpy_fail(s, PyExc_ValueError, "t[...] = value");
+done:
+  PyMem_Free(units);
+  PyMem_Free(unpacked);
+  return rc;
+}
+
 /* Writes src's elements into dst, both CPU-accessible and of the same
- * dtype, src broadcast to dst's shape. */
-static int dlbpy_write(const DLTensor *src, const DLTensor *dst) {
+ * dtype, src broadcast to dst's shape; *_padded: the side's sub-byte
+ * units take a byte each (IS_SUBBYTE_TYPE_PADDED). */
+static int dlbpy_write(const DLTensor *src, int src_padded,
+                       const DLTensor *dst, int dst_padded) {
+  if (dlb_dtype_is_subbyte(dst->dtype) && (src_padded || dst_padded))
+    return dlbpy_write_subbyte(src, src_padded, dst, dst_padded);
   int64_t strides[DLB_MAX_NDIM];
   DLTensor from;
   if (dlbpy_broadcast_to(src, dst, &from, strides) < 0) return -1;
@@ -425,8 +518,10 @@ int dlbpy_tensor_ass_subscript(PyObject *self, PyObject *key,
                            &host) < 0) {
     /* raised */
   } else {
-    rc = dlbpy_write(host != NULL ? &host->dl_tensor : &from->dl_tensor,
-                     &dst->dl_tensor);
+    const uint64_t padded = DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED;
+    const DLManagedTensorVersioned *v = host != NULL ? host : from;
+    rc = dlbpy_write(&v->dl_tensor, (v->flags & padded) != 0,
+                     &dst->dl_tensor, (dst->flags & padded) != 0);
   }
   dlb_tensor_release(host);
   dlb_tensor_release(dst);

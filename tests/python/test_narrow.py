@@ -317,3 +317,42 @@ def test_numpy_of_memory_the_cpu_cannot_read_raises(helper):
             np.asarray(t)
         with pytest.raises(BufferError, match="CPU cannot read"):
             np.asarray(t, dtype=np.float64)
+
+
+def _padded_int4(values):
+    raw = np.array([v & 0xFF for v in values], dtype=np.uint8)
+    return dlbridge.from_dlpack(capsule_of(raw, dtype=(0, 4, 1), flags=SUBBYTE_PADDED))
+
+
+def test_assignment_between_padded_and_packed_sub_byte_units():
+    # t[...] = value reads and writes each side as its flags say: padded
+    # units take a byte each (the value sign-extended in it), packed ones
+    # share bytes.
+    want = [1, 2, 3, 4, 5, 6, 7, -1]
+    src = _padded_int4(want)
+    padded = _padded_int4([0] * 8)
+    padded[...] = src
+    assert padded.tolist() == want
+    packed = dlbridge.zeros(8, dtype="int4")
+    packed[...] = src
+    assert packed.tolist() == want
+    back = _padded_int4([0] * 8)
+    back[...] = packed
+    assert back.tolist() == want
+    # The bytes a padded int4 tensor holds: each value sign-extended.
+    raw = np.zeros(8, dtype=np.uint8)
+    seen = dlbridge.from_dlpack(capsule_of(raw, dtype=(0, 4, 1), flags=SUBBYTE_PADDED))
+    seen[...] = packed
+    assert raw.tolist() == [1, 2, 3, 4, 5, 6, 7, 255]
+    part = _padded_int4(want)
+    part[1:3] = src[5:7]
+    assert part.tolist() == [1, 6, 7, 4, 5, 6, 7, -1]
+    strided = _padded_int4([0] * 8)
+    strided[:4] = src[::2]
+    assert strided.tolist() == [1, 3, 5, 7, 0, 0, 0, 0]
+    # Broadcast from a packed value into a padded tensor.
+    one = dlbridge.zeros(1, dtype="int4")
+    one[...] = src[7:8]
+    wide = _padded_int4([0] * 8)
+    wide[...] = one
+    assert wide.tolist() == [-1] * 8
