@@ -76,7 +76,8 @@ DLB_API const char *dlb_copy_kernels(void);
  * machine), or lifts that limit for NULL; never more than the CPU and
  * DLBRIDGE_COPY_ISA allow. For comparing kernels in one process. Returns
  * DLB_E_INVAL, changing nothing, for any other name. Safe from any thread;
- * copies already running keep the kernels they chose. */
+ * a copy running meanwhile may switch kernels between its planes, with
+ * the same result. */
 DLB_API dlb_status dlb_copy_set_kernels(const char *name);
 
 DLB_END_DECLS
