@@ -127,21 +127,10 @@ static PyObject *dlbpy_capi_from_legacy(DLManagedTensor *m, uint64_t flags) {
     PyErr_SetString(PyExc_ValueError, "DLBridge_FromLegacy: NULL tensor");
     return NULL;
   }
-  /* Our own struct of packed sub-byte units cannot come back padded: the
-   * padding would claim more bytes than there are (the core refuses the
-   * same for its own structs). */
-  const unsigned packed =
-      dlbpy_is_light_legacy(m) ? dlbpy_light_legacy_packed_bits(m) : 0;
   DLManagedTensorVersioned *mt = NULL;
-  dlb_status s = DLB_E_LAYOUT;
-  if (packed != 0 && (flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED))
-    PyErr_Format(PyExc_BufferError,
-                 "DLBridge_FromLegacy: flags has IS_SUBBYTE_TYPE_PADDED, but "
-                 "this legacy tensor's %u-bit units are packed",
-                 packed);
-  else if ((s = dlbpy_adopt_legacy(m, flags, &mt)) != DLB_OK)
-    dlbpy_raise_unless_set(s, PyExc_BufferError, "DLBridge_FromLegacy");
+  dlb_status s = dlbpy_adopt_legacy(m, flags, &mt);
   if (s != DLB_OK) {
+    dlbpy_raise_unless_set(s, PyExc_BufferError, "DLBridge_FromLegacy");
     dlbpy_saved_error saved;
     dlbpy_error_save(&saved);
     dlb_legacy_release(m);
