@@ -113,11 +113,17 @@ static int dlbpy_xapi_dltensor_from_py_object(void *py_object, DLTensor *out) {
 static int dlbpy_xapi_current_work_stream(DLDeviceType device_type,
                                           int32_t device_id,
                                           void **out_current_stream) {
-  (void)device_type;
-  (void)device_id;
   if (out_current_stream == NULL) {
     PyErr_SetString(PyExc_ValueError,
                     "current_work_stream: out_current_stream is NULL");
+    return -1;
+  }
+  /* dlbridge works on the default stream of every device it handles;
+   * a device that is not DLPack's is refused, not given a stream. */
+  if (!dlb_device_type_is_known(device_type) || device_id < 0) {
+    PyErr_Format(PyExc_ValueError,
+                 "current_work_stream: device (%d, %d) is not a DLPack device",
+                 (int)device_type, (int)device_id);
     return -1;
   }
   *out_current_stream = NULL;

@@ -153,6 +153,12 @@ def test_current_work_stream_is_the_default_stream():
         assert helper.exchange_stream(Tensor, *dev) == 0
 
 
+def test_current_work_stream_refuses_what_is_not_a_device():
+    for dev in ((0, 0), (99, 0), (-1, 0), (KDLCUDA, -1)):
+        with pytest.raises(ValueError, match=r"device \(%d, %d\)" % dev):
+            helper.exchange_stream(Tensor, *dev)
+
+
 @needs_torch
 def test_tables_work_across_libraries():
     # PyTorch's table builds PyTorch tensors from dlbridge-made managed
