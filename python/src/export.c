@@ -255,11 +255,20 @@ static DLManagedTensor *dlbpy_light_to_legacy(DLManagedTensorVersioned *m) {
 
 static int dlbpy_same_tensor(const DLTensor *a, const DLTensor *b) {
   if (a->data != b->data || a->byte_offset != b->byte_offset ||
-      a->ndim != b->ndim || !dlb_dtype_equal(a->dtype, b->dtype) ||
-      !dlb_device_equal(a->device, b->device) ||
-      (a->ndim > 0 && (a->shape == NULL || a->strides == NULL ||
-                       b->shape == NULL || b->strides == NULL)))
+      a->ndim != b->ndim || a->dtype.code != b->dtype.code ||
+      a->dtype.bits != b->dtype.bits || a->dtype.lanes != b->dtype.lanes)
     return 0;
+  /* The same device as written first: the struct usually still is a copy
+   * of its source's, and this check runs on every import of a share. */
+  if ((a->device.device_type != b->device.device_type ||
+       a->device.device_id != b->device.device_id) &&
+      !dlb_device_equal(a->device, b->device))
+    return 0;
+  if (a->ndim <= 0) return 1;
+  if (a->shape == NULL || a->strides == NULL || b->shape == NULL ||
+      b->strides == NULL)
+    return 0;
+  if (a->shape == b->shape && a->strides == b->strides) return 1;
   for (int32_t d = 0; d < a->ndim; d++)
     if (a->shape[d] != b->shape[d] || a->strides[d] != b->strides[d])
       return 0;
@@ -303,6 +312,9 @@ int dlbpy_light_arrays_fit(const DLTensor *t, const void *ctx) {
   const dlbpy_light *l = ctx;
   const int32_t n = t->ndim;
   if (n <= 0 || n > DLB_MAX_NDIM) return 0; /* validation refuses it */
+  /* The arrays the share was made with, at most as long as then. */
+  if (t->shape == l->shape0 && t->strides == l->strides0 && n <= l->ndim0)
+    return 0;
   if (dlbpy_fits(t->shape, n, l->shape0, l->ndim0) &&
       dlbpy_fits(t->shape, n, l->strides0, l->ndim0) &&
       dlbpy_fits(t->strides, n, l->shape0, l->ndim0) &&
