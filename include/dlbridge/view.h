@@ -10,8 +10,11 @@
  * byte_offset (a view with no elements keeps the base's byte_offset); only
  * when its first element lies below data (foreign data with negative
  * strides) does data move down to it, with byte_offset 0. Packed sub-byte
- * tensors cannot be viewed (DLB_E_UNSUPPORTED). New; release each result
- * with dlb_tensor_release().
+ * units have no address of their own: a view of them must be compact and
+ * start on a byte (a row of a 4 x 4 int4 tensor, say, or a reshape), is then
+ * one run of bits from that byte with compact strides, and is refused
+ * otherwise (DLB_E_UNSUPPORTED, naming the stride or the bit). New; release
+ * each result with dlb_tensor_release().
  */
 #ifndef DLBRIDGE_VIEW_H
 #define DLBRIDGE_VIEW_H

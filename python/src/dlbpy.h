@@ -520,13 +520,14 @@ bool dlbpy_is_packed(const DLManagedTensorVersioned *mt);
 PyObject *dlbpy_element_get_packed(DLDataType dtype, const void *base,
                                    int64_t k);
 
-/* The elements of packed mt that integer indices select (index[d] where
- * is_index[d]; the other dimensions whole) as a new read-only compact
- * tensor in *out, for selections no view can describe (they do not start
+/* The elements of packed mt that a basic index selects (index[d] where
+ * is_index[d], slices[d] elsewhere) as a new read-only compact tensor in
+ * *out, for selections no view can describe (not compact, or not starting
  * on a byte). Returns Py_None (borrowed), or NULL with IndexError. */
 PyObject *dlbpy_packed_select_copy(const DLManagedTensorVersioned *mt,
                                    const unsigned char *is_index,
                                    const int64_t *index,
+                                   const dlb_slice *slices,
                                    DLManagedTensorVersioned **out);
 
 /* Writes value, converted to dtype, at p. TypeError / OverflowError /

@@ -473,9 +473,25 @@ PyObject *dlbpy_element_get_packed(DLDataType dtype, const void *base,
                           dlbpy_packed_load(base, dtype.bits, k));
 }
 
+/* The first index and the count of what slice s takes of n elements,
+ * with Python's clamping. */
+static int64_t dlbpy_slice_span(int64_t n, dlb_slice s, int64_t *first) {
+  Py_ssize_t start = s.start != DLB_SLICE_DEFAULT ? (Py_ssize_t)s.start
+                     : s.step < 0                 ? PY_SSIZE_T_MAX
+                                                  : 0;
+  Py_ssize_t stop = s.stop != DLB_SLICE_DEFAULT ? (Py_ssize_t)s.stop
+                    : s.step < 0                ? PY_SSIZE_T_MIN
+                                                : PY_SSIZE_T_MAX;
+  Py_ssize_t count =
+      PySlice_AdjustIndices((Py_ssize_t)n, &start, &stop, (Py_ssize_t)s.step);
+  *first = start;
+  return count;
+}
+
 PyObject *dlbpy_packed_select_copy(const DLManagedTensorVersioned *mt,
                                    const unsigned char *is_index,
                                    const int64_t *index,
+                                   const dlb_slice *slices,
                                    DLManagedTensorVersioned **out) {
   const DLTensor *t = &mt->dl_tensor;
   if (!dlb_device_type_cpu_accessible(t->device.device_type)) {
@@ -492,8 +508,12 @@ PyObject *dlbpy_packed_select_copy(const DLManagedTensorVersioned *mt,
   int32_t nd = 0;
   for (int32_t d = 0; d < t->ndim; d++) {
     if (!is_index[d]) {
-      shape[nd] = t->shape[d];
-      step[nd++] = compact[d];
+      int64_t start = 0;
+      const int64_t count = dlbpy_slice_span(t->shape[d], slices[d], &start);
+      shape[nd] = count;
+      /* A step is taken only between two elements, where it fits. */
+      step[nd++] = count > 1 ? compact[d] * slices[d].step : 0;
+      if (count > 0) first += start * compact[d];
       continue;
     }
     int64_t v = index[d] < 0 ? index[d] + t->shape[d] : index[d];

@@ -194,7 +194,8 @@ static int dlbpy_insert_axes(const dlbpy_index *ix,
 }
 
 /* What key selects from mt (a dlbridge tensor): a view, or, for packed
- * elements that start inside a byte, a read-only copy (*copied = 1). */
+ * elements no view can describe (not compact, or starting inside a byte),
+ * a read-only copy (*copied = 1). */
 static int dlbpy_index_select(const DLManagedTensorVersioned *mt,
                               PyObject *key, DLManagedTensorVersioned **out,
                               int *copied) {
@@ -205,17 +206,25 @@ static int dlbpy_index_select(const DLManagedTensorVersioned *mt,
   DLManagedTensorVersioned *view;
   dlb_status s = ix.any_slice ? dlb_tensor_slice(mt, ndim, ix.slices, &view)
                               : dlb_tensor_share(mt, &view);
-  if (s != DLB_OK) return dlbpy_fail(s, PyExc_IndexError, "index");
+  /* Packed elements no view can describe are copied out. */
+  const int packed = dlbpy_is_packed(mt);
+  if (s == DLB_E_UNSUPPORTED && packed) {
+    if (dlbpy_packed_select_copy(mt, ix.is_index, ix.index, ix.slices,
+                                 &view) == NULL)
+      return -1;
+    *copied = 1;
+  } else if (s != DLB_OK) {
+    return dlbpy_fail(s, PyExc_IndexError, "index");
+  }
   /* From the last dimension down, so earlier dimension numbers hold. */
-  for (int32_t k = ndim - 1; ix.any_index && k >= 0; k--) {
+  for (int32_t k = ndim - 1; !*copied && ix.any_index && k >= 0; k--) {
     if (!ix.is_index[k]) continue;
     DLManagedTensorVersioned *next;
     s = dlb_tensor_select(view, k, ix.index[k], &next);
     dlb_tensor_release(view);
-    if (s != DLB_OK && s != DLB_E_RANGE && !ix.any_slice &&
-        dlbpy_is_packed(mt)) {
-      /* Packed elements that start inside a byte: no view can say so. */
-      if (dlbpy_packed_select_copy(mt, ix.is_index, ix.index, &next) == NULL)
+    if (s == DLB_E_UNSUPPORTED && packed) {
+      if (dlbpy_packed_select_copy(mt, ix.is_index, ix.index, ix.slices,
+                                   &next) == NULL)
         return -1;
       *copied = 1;
       view = next;
@@ -507,8 +516,9 @@ int dlbpy_tensor_ass_subscript(PyObject *self, PyObject *key,
   DLManagedTensorVersioned *host = NULL;
   if (copied) {
     PyErr_SetString(PyExc_ValueError,
-                    "t[...] = value: packed sub-byte elements that do not "
-                    "start on a byte cannot be written through a view");
+                    "t[...] = value: these packed sub-byte elements are "
+                    "not one compact run from the start of a byte, so no "
+                    "view can write them");
   } else if (!dlb_device_type_cpu_accessible(
                  dst->dl_tensor.device.device_type)) {
     dlbpy_device_error("tensor", dst->dl_tensor.device);

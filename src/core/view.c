@@ -25,6 +25,7 @@ typedef struct {
   uint64_t flags; /* the view's: a copy made for the base is not its own */
   DLTensor t;
   int64_t strides[DLB_MAX_NDIM];
+  unsigned packed_bits; /* bits of a packed sub-byte unit, else 0 */
 } dlb__view_base;
 
 static dlb_status view_base_of(const DLManagedTensorVersioned *base,
@@ -35,6 +36,7 @@ static dlb_status view_base_of(const DLManagedTensorVersioned *base,
   vb->owner = NULL;
   vb->flags = 0;
   vb->t = (DLTensor){0};
+  vb->packed_bits = 0;
   if (out == NULL) return dlb__fail(DLB_E_INVAL, "out is NULL");
   const dlb__tensor *owner = dlb__tensor_of(base);
   if (owner == NULL)
@@ -48,10 +50,7 @@ static dlb_status view_base_of(const DLManagedTensorVersioned *base,
   if (st != DLB_OK) return st;
   if (dlb_dtype_is_subbyte(base->dl_tensor.dtype) &&
       !(base->flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED))
-    return dlb__fail(DLB_E_UNSUPPORTED,
-                     "base has a packed %u-bit dtype; views need elements "
-                     "that start on a byte",
-                     (unsigned)dlb_dtype_bits(base->dl_tensor.dtype));
+    vb->packed_bits = dlb_dtype_bits(base->dl_tensor.dtype);
   vb->t = base->dl_tensor;
   if (vb->t.strides == NULL && vb->t.ndim > 0) {
     dlb__implied_strides(vb->t.ndim, vb->t.shape, vb->strides);
@@ -66,6 +65,51 @@ static int any_zero(int32_t ndim, const int64_t *shape) {
   for (int32_t i = 0; i < ndim; i++)
     if (shape[i] == 0) return 1;
   return 0;
+}
+
+/*
+ * Makes the view of shape and strides (in elements) whose first element is
+ * element `first` of the base (an offset in elements from the base's
+ * first). Packed sub-byte units have no address of their own: their view
+ * must be one run of bits from the start of a byte, as the base is, so it
+ * must be compact and start on a byte (DLB_E_UNSUPPORTED otherwise); it
+ * gets compact strides. A view with no elements keeps the base's start
+ * and the strides it was given.
+ */
+static dlb_status view_make(const dlb__view_base *vb, int32_t ndim,
+                            const int64_t *shape, int64_t *strides,
+                            int64_t first, DLManagedTensorVersioned **out) {
+  int64_t delta = 0;
+  const int empty = any_zero(ndim, shape);
+  if (vb->packed_bits == 0) {
+    if (!empty) delta = first * (int64_t)dlb_dtype_itemsize(vb->t.dtype);
+  } else if (!empty) {
+    const unsigned bits = vb->packed_bits;
+    int64_t want = 1;
+    for (int32_t i = ndim - 1; i >= 0; i--) {
+      /* The product stays below the base's element count. */
+      if (shape[i] != 1 && strides[i] != want)
+        return dlb__fail(DLB_E_UNSUPPORTED,
+                         "a view of packed %u-bit units must be compact, "
+                         "but its strides[%d] would be %lld, not %lld",
+                         bits, (int)i, (long long)strides[i],
+                         (long long)want);
+      want *= shape[i];
+    }
+    /* first lies in [0, numel) of a compact base; split it so that
+     * first * bits cannot overflow. */
+    const int64_t bit_in_byte = (first % 8) * (int64_t)bits % 8;
+    if (bit_in_byte != 0)
+      return dlb__fail(DLB_E_UNSUPPORTED,
+                       "a view of packed %u-bit units must start on a byte, "
+                       "but its first unit (%lld) starts at bit %lld of one",
+                       bits, (long long)first, (long long)bit_in_byte);
+    delta = first / 8 * (int64_t)bits + (first % 8) * (int64_t)bits / 8;
+    /* The strides of extent-1 dimensions too, as the base has them. */
+    (void)dlb_compact_strides(ndim, shape, 0, strides);
+  }
+  return dlb__tensor_derive(vb->owner, ndim, shape, strides, delta, vb->flags,
+                            out);
 }
 
 /* Python's clamping of one slice bound (PySlice_AdjustIndices). */
@@ -136,14 +180,10 @@ dlb_status dlb_tensor_slice(const DLManagedTensorVersioned *base,
     if (dlb__mul_overflow(slices[i].step, b->strides[i], &strides[i]))
       strides[i] = b->strides[i];
   }
-  int64_t delta = 0;
-  if (!any_zero(ndim, shape)) {
-    int64_t item = (int64_t)dlb_dtype_itemsize(b->dtype);
-    for (int32_t i = 0; i < ndim; i++)
-      delta += first[i] * b->strides[i] * item;
-  }
-  return dlb__tensor_derive(vb.owner, ndim, shape, strides, delta,
-                            vb.flags, out);
+  int64_t at = 0;
+  if (!any_zero(ndim, shape))
+    for (int32_t i = 0; i < ndim; i++) at += first[i] * b->strides[i];
+  return view_make(&vb, ndim, shape, strides, at, out);
 }
 
 dlb_status dlb_tensor_select(const DLManagedTensorVersioned *base,
@@ -172,11 +212,8 @@ dlb_status dlb_tensor_select(const DLManagedTensorVersioned *base,
     strides[k] = b->strides[j];
     k++;
   }
-  int64_t delta = 0;
-  if (!any_zero(k, shape))
-    delta = i * b->strides[d] * (int64_t)dlb_dtype_itemsize(b->dtype);
-  return dlb__tensor_derive(vb.owner, k, shape, strides, delta,
-                            vb.flags, out);
+  return view_make(&vb, k, shape, strides,
+                   any_zero(k, shape) ? 0 : i * b->strides[d], out);
 }
 
 dlb_status dlb_tensor_permute(const DLManagedTensorVersioned *base,
@@ -204,8 +241,7 @@ dlb_status dlb_tensor_permute(const DLManagedTensorVersioned *base,
     shape[i] = b->shape[a];
     strides[i] = b->strides[a];
   }
-  return dlb__tensor_derive(vb.owner, ndim, shape, strides, 0,
-                            vb.flags, out);
+  return view_make(&vb, ndim, shape, strides, 0, out);
 }
 
 /*
@@ -351,8 +387,7 @@ dlb_status dlb_tensor_reshape(const DLManagedTensorVersioned *base,
                        "needs a copy",
                        (int)bad, (long long)b->strides[bad]);
   }
-  return dlb__tensor_derive(vb.owner, ndim, nshape, nstrides, 0,
-                            vb.flags, out);
+  return view_make(&vb, ndim, nshape, nstrides, 0, out);
 }
 
 dlb_status dlb_tensor_expand(const DLManagedTensorVersioned *base,
@@ -393,8 +428,6 @@ dlb_status dlb_tensor_expand(const DLManagedTensorVersioned *base,
   int64_t numel = 0;
   st = dlb_shape_numel(ndim, shape, &numel);
   if (st != DLB_OK) return st;
-  return dlb__tensor_derive(vb.owner, ndim, shape, strides, 0,
-                            vb.flags |
-                                DLPACK_FLAG_BITMASK_READ_ONLY,
-                            out);
+  vb.flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
+  return view_make(&vb, ndim, shape, strides, 0, out);
 }

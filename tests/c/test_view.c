@@ -262,22 +262,128 @@ DLB_TEST(view_slice_rejects_invalid) {
   dlb_tensor_release(b);
 }
 
-DLB_TEST(view_refuses_packed_subbyte_but_takes_padded) {
+/* Refuses a view of packed units, with DLB_E_UNSUPPORTED and a message
+ * mentioning what. */
+#define CHECK_PACKED_REFUSED(call, what)         \
+  do {                                           \
+    DLManagedTensorVersioned *r_ = UNTOUCHED;    \
+    CHECK_STATUS(call(&r_), DLB_E_UNSUPPORTED);  \
+    CHECK_ERROR_MENTIONS(what);                  \
+    CHECK(r_ == UNTOUCHED);                      \
+  } while (0)
+
+static DLManagedTensorVersioned *packed_of(void *buf, int32_t ndim,
+                                           int64_t *shape, uint8_t bits) {
+  DLTensor desc = {buf, CPU, ndim, {kDLInt, bits, 1}, shape, NULL, 0};
+  DLManagedTensorVersioned *t = NULL;
+  CHECK_OK(dlb_tensor_wrap(&desc, 0, NULL, NULL, &t));
+  return t;
+}
+
+DLB_TEST(view_of_packed_subbyte_units_is_compact_from_a_byte) {
+  static uint8_t buf[8];
+  int64_t eight[1] = {8}, four4[2] = {4, 4}, three3[2] = {3, 3};
+  DLManagedTensorVersioned *row = packed_of(buf, 1, eight, 4);
+  DLManagedTensorVersioned *sq = packed_of(buf, 2, four4, 4);
+  DLManagedTensorVersioned *odd = packed_of(buf, 2, three3, 4);
+  DLManagedTensorVersioned *v = NULL;
+  int64_t one[1] = {1}, four[1] = {4}, three[1] = {3}, compact44[2] = {4, 1};
+  /* Slices that start on a byte and stay compact are views. */
+  dlb_slice from2 = {2, D, 1}, from1 = {1, D, 1}, every2 = {0, D, 2};
+  dlb_slice none = {8, D, 1};
+  CHECK_OK(dlb_tensor_slice(row, 1, &from2, &v));
+  int64_t six[1] = {6};
+  check_view(v, row, 1, six, one, 1);
+  CHECK_EQ_INT(v->flags, 0);
+  dlb_tensor_release(v);
+#define SLICE_FROM1(out) dlb_tensor_slice(row, 1, &from1, out)
+#define SLICE_EVERY2(out) dlb_tensor_slice(row, 1, &every2, out)
+  CHECK_PACKED_REFUSED(SLICE_FROM1, "start on a byte");
+  CHECK_PACKED_REFUSED(SLICE_EVERY2, "compact");
+  /* With no element, the view keeps the base's start. */
+  CHECK_OK(dlb_tensor_slice(row, 1, &none, &v));
+  CHECK_EQ_INT(v->dl_tensor.shape[0], 0);
+  CHECK_EQ_INT(v->dl_tensor.byte_offset, 0);
+  dlb_tensor_release(v);
+  /* Rows of 4 units start on a byte; columns are not compact; rows of 3
+   * units start on a byte every second row. */
+  CHECK_OK(dlb_tensor_select(sq, 0, 1, &v));
+  check_view(v, sq, 1, four, one, 2);
+  dlb_tensor_release(v);
+#define SELECT_COLUMN(out) dlb_tensor_select(sq, 1, 0, out)
+#define SELECT_ODD_ROW(out) dlb_tensor_select(odd, 0, 1, out)
+  CHECK_PACKED_REFUSED(SELECT_COLUMN, "compact");
+  CHECK_PACKED_REFUSED(SELECT_ODD_ROW, "bit 4");
+  CHECK_OK(dlb_tensor_select(odd, 0, -1, &v));
+  check_view(v, odd, 1, three, one, 3);
+  dlb_tensor_release(v);
+  /* A transpose is not compact; reshapes of a packed base always are. */
+  int32_t swap[2] = {1, 0}, same[2] = {0, 1};
+#define TRANSPOSE(out) dlb_tensor_permute(sq, swap, out)
+  CHECK_PACKED_REFUSED(TRANSPOSE, "compact");
+  CHECK_OK(dlb_tensor_permute(sq, same, &v));
+  check_view(v, sq, 2, four4, compact44, 0);
+  dlb_tensor_release(v);
+  int64_t two8[2] = {2, 8}, one8[2] = {1, 8}, to24[2] = {2, 4};
+  CHECK_OK(dlb_tensor_reshape(row, 2, to24, &v));
+  check_view(v, row, 2, to24, compact44, 0);
+  dlb_tensor_release(v);
+  /* Broadcasting repeats units: not compact. A new leading 1 is. */
+#define BROADCAST(out) dlb_tensor_expand(row, 2, two8, out)
+  CHECK_PACKED_REFUSED(BROADCAST, "compact");
+  CHECK_OK(dlb_tensor_expand(row, 2, one8, &v));
+  int64_t st18[2] = {8, 1};
+  check_view(v, row, 2, one8, st18, 0);
+  CHECK_EQ_INT(v->flags, DLPACK_FLAG_BITMASK_READ_ONLY);
+  dlb_tensor_release(v);
+#undef SLICE_FROM1
+#undef SLICE_EVERY2
+#undef SELECT_COLUMN
+#undef SELECT_ODD_ROW
+#undef TRANSPOSE
+#undef BROADCAST
+  dlb_tensor_release(row);
+  dlb_tensor_release(sq);
+  dlb_tensor_release(odd);
+}
+
+DLB_TEST(view_of_packed_units_written_keeps_its_neighbours) {
+  /* Two rows of three 4-bit units: row 0 ends in the low half of byte 1,
+   * whose high half is row 1's first unit. Writing row 0 through its view
+   * leaves that half alone; row 1 starts inside a byte and has no view. */
+  static uint8_t buf[3];
+  memset(buf, 0xff, sizeof buf);
+  int64_t shape[2] = {2, 3}, three[1] = {3};
+  DLManagedTensorVersioned *base = packed_of(buf, 2, shape, 4), *v = NULL;
+  CHECK_OK(dlb_tensor_select(base, 0, 0, &v));
+  static uint8_t zeros[2];
+  DLTensor src = {zeros, CPU, 1, {kDLInt, 4, 1}, three, NULL, 0};
+  CHECK_OK(dlb_copy(&src, &v->dl_tensor));
+  CHECK_EQ_INT(buf[0], 0x00);
+  CHECK_EQ_INT(buf[1], 0xf0);
+  CHECK_EQ_INT(buf[2], 0xff);
+  dlb_tensor_release(v);
+  v = UNTOUCHED;
+  CHECK_STATUS(dlb_tensor_select(base, 0, 1, &v), DLB_E_UNSUPPORTED);
+  CHECK(v == UNTOUCHED);
+  /* 2-bit units: a row of 4 is a byte. */
+  static uint8_t two[2] = {0x1b, 0xe4};
+  int64_t rows[2] = {2, 4};
+  DLManagedTensorVersioned *b2 = packed_of(two, 2, rows, 2);
+  CHECK_OK(dlb_tensor_select(b2, 0, 1, &v));
+  CHECK_EQ_INT(v->dl_tensor.byte_offset, 1);
+  CHECK_EQ_INT(v->dl_tensor.dtype.bits, 2);
+  dlb_tensor_release(v);
+  dlb_tensor_release(b2);
+  dlb_tensor_release(base);
+}
+
+DLB_TEST(view_of_padded_subbyte_units_slices_like_bytes) {
   static uint8_t buf[8];
   int64_t shape[1] = {8};
   DLTensor desc = {buf, CPU, 1, {kDLInt, 4, 1}, shape, NULL, 0};
-  DLManagedTensorVersioned *packed = NULL, *padded = NULL, *v = UNTOUCHED;
-  CHECK_OK(dlb_tensor_wrap(&desc, 0, NULL, NULL, &packed));
+  DLManagedTensorVersioned *padded = NULL, *v = NULL;
   dlb_slice s = {1, D, 2};
-  int32_t axes[1] = {0};
-  int64_t four[1] = {4}, two2[2] = {2, 4};
-  CHECK_STATUS(dlb_tensor_slice(packed, 1, &s, &v), DLB_E_UNSUPPORTED);
-  CHECK_ERROR_MENTIONS("packed");
-  CHECK_STATUS(dlb_tensor_select(packed, 0, 1, &v), DLB_E_UNSUPPORTED);
-  CHECK_STATUS(dlb_tensor_permute(packed, axes, &v), DLB_E_UNSUPPORTED);
-  CHECK_STATUS(dlb_tensor_reshape(packed, 1, four, &v), DLB_E_UNSUPPORTED);
-  CHECK_STATUS(dlb_tensor_expand(packed, 2, two2, &v), DLB_E_UNSUPPORTED);
-  CHECK(v == UNTOUCHED);
   /* Padded elements take a byte each and slice like int8. */
   CHECK_OK(dlb_tensor_wrap(&desc, DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED,
                            NULL, NULL, &padded));
@@ -287,7 +393,6 @@ DLB_TEST(view_refuses_packed_subbyte_but_takes_padded) {
   CHECK_EQ_INT(v->flags, DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED);
   dlb_tensor_release(v);
   dlb_tensor_release(padded);
-  dlb_tensor_release(packed);
 }
 
 /* ---- select ------------------------------------------------------------ */

@@ -225,8 +225,10 @@ def test_value_errors_leave_the_tensor_unchanged():
 
 def test_packed_subbyte_elements_inside_a_byte_are_refused():
     t = dlbridge.zeros((3, 3), dtype="int4")
-    with pytest.raises(ValueError, match="start on a byte"):
+    with pytest.raises(ValueError, match="start of a byte"):
         t[1] = dlbridge.zeros(3, dtype="int4")
+    with pytest.raises(ValueError, match="compact run"):
+        t[:, 0] = dlbridge.zeros(3, dtype="int4")
     # Python numbers have no conversion to int4.
     with pytest.raises(TypeError, match="int4"):
         t[0] = 1

@@ -192,6 +192,38 @@ def test_packed_rows_that_start_inside_a_byte_are_read_only_copies():
         t[1][0] = 3
 
 
+def test_packed_views_are_compact_runs_from_a_byte():
+    # 4 x 4 int4: every row starts on a byte, so rows and runs of rows are
+    # views (writable, sharing the data); columns and steps are copies.
+    values = [[(4 * r + c) % 16 - 8 for c in range(4)] for r in range(4)]
+    flat = [v & 15 for row in values for v in row]
+    t = tensor_of(pack(flat, 4), INT, 4, 16, shape=(4, 4))
+    for key, offset in ((1, 2), (slice(1, 3), 2), (-1, 6), (slice(2, None), 4)):
+        v = t[key]
+        assert not v.readonly and v.data_ptr == t.data_ptr
+        assert v.byte_offset == offset
+        assert v.tolist() == np.array(values)[key].tolist()
+    empty = t[4:]
+    assert empty.shape == (0, 4) and not empty.readonly
+    for key in ((slice(None), 1), slice(None, None, 2), slice(None, None, -1),
+                (slice(1, 3), slice(1, 3)), (Ellipsis, slice(None, None, 3)),
+                (slice(3, 0, -2), slice(None, None, -1))):
+        c = t[key]
+        assert c.readonly and c.data_ptr != t.data_ptr
+        assert c.tolist() == np.array(values)[key].tolist(), key
+    # Writing through a view changes those units and no others.
+    t[1:3] = t[2:4].copy()
+    t[0] = t[3].copy()
+    want = [values[3], values[2], values[3], values[3]]
+    assert t.tolist() == want
+    # 3 x 3: rows 0 and 2 start on a byte; row 1 at bit 12 is a copy.
+    odd = tensor_of(pack(flat[:9], 4), INT, 4, 9, shape=(3, 3))
+    assert not odd[2].readonly and odd[2].byte_offset == 3
+    assert odd[1].readonly
+    odd[2] = odd[0].copy()
+    assert odd.tolist()[2] == odd.tolist()[0]
+
+
 def test_packed_float6_elements_across_bytes():
     patterns = [0x1F, 0x01, 0x08, 0x3F, 0x20]
     t = tensor_of(pack(patterns, 6), F6["float6_e2m3fn"], 6, 5)
