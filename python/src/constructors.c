@@ -39,6 +39,32 @@ static int dlbpy_alloc(DLDevice device, DLDataType dtype, int32_t ndim,
   return dlbpy_fail(s, dlbpy_gpu_exc(s), what);
 }
 
+static int dlbpy_fill_zero(DLManagedTensorVersioned *mt, int64_t numel,
+                           void *arg);
+
+/* Packed sub-byte units have no address of their own: fill writes them a
+ * byte each into a buffer, as padded units are held, and they are packed
+ * into mt from there. */
+static int dlbpy_fill_packed(DLManagedTensorVersioned *mt, int64_t numel,
+                             dlbpy_fill_fn fill, void *arg) {
+  unsigned char *units = PyMem_Malloc(numel > 0 ? (size_t)numel : 1);
+  if (units == NULL) {
+    PyErr_NoMemory();
+    return -1;
+  }
+  DLManagedTensorVersioned padded = *mt;
+  padded.dl_tensor.data = units;
+  padded.dl_tensor.byte_offset = 0;
+  padded.flags |= DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED;
+  int rc = fill(&padded, numel, arg);
+  if (rc == 0)
+    dlbpy_pack_units((unsigned char *)mt->dl_tensor.data +
+                         mt->dl_tensor.byte_offset,
+                     dlb_dtype_bits(mt->dl_tensor.dtype), units, numel);
+  PyMem_Free(units);
+  return rc;
+}
+
 /* Allocates a compact tensor on device and fills it with fill (NULL: leave
  * it uninitialised). The device memory comes first, so a missing runtime
  * fails before any filling, as it does for empty(). */
@@ -59,8 +85,10 @@ static int dlbpy_make(DLDevice device, DLDataType dtype, int32_t ndim,
   }
   int64_t numel;
   dlb_status s = dlb_tensor_numel(&host->dl_tensor, &numel);
-  int rc = s == DLB_OK ? fill(host, numel, arg)
-                       : dlbpy_fail(s, PyExc_ValueError, "shape");
+  int rc = s != DLB_OK ? dlbpy_fail(s, PyExc_ValueError, "shape")
+           : fill != dlbpy_fill_zero && dlbpy_is_packed(host)
+               ? dlbpy_fill_packed(host, numel, fill, arg)
+               : fill(host, numel, arg);
   if (rc == 0 && host != mt) {
     if (dlbpy_copy_is_large(&host->dl_tensor)) {
       Py_BEGIN_ALLOW_THREADS

@@ -515,6 +515,11 @@ bool dlbpy_dtype_readable(DLDataType dtype);
 
 /* Whether mt holds sub-byte elements packed (not one a byte). */
 bool dlbpy_is_packed(const DLManagedTensorVersioned *mt);
+/* Packs n units of `bits` bits (1 to 8) into dst from a byte each (their
+ * low bits), little-bit-endian from bit 0 of dst; other bits of dst's
+ * bytes stay. */
+void dlbpy_pack_units(unsigned char *dst, unsigned bits,
+                      const unsigned char *units, int64_t n);
 
 /* Element k of a compact run of packed sub-byte elements from base. */
 PyObject *dlbpy_element_get_packed(DLDataType dtype, const void *base,

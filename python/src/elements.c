@@ -22,13 +22,16 @@ typedef enum {
   DLBPY_K_U8, DLBPY_K_U16, DLBPY_K_U32, DLBPY_K_U64,
   DLBPY_K_F16, DLBPY_K_BF16, DLBPY_K_F32, DLBPY_K_F64,
   DLBPY_K_C64, DLBPY_K_C128,
+  /* Integers of 1, 2 and 4 bits: written a byte per unit, as padded units
+   * hold them (dlbpy_pack_units packs them). */
+  DLBPY_K_NARROW_INT, DLBPY_K_NARROW_UINT,
   /* Read only: no Python number converts back to these without a rounding
    * rule NumPy does not have either. */
-  DLBPY_K_NARROW_INT, DLBPY_K_NARROW_UINT, DLBPY_K_C32, DLBPY_K_MINIFLOAT,
+  DLBPY_K_C32, DLBPY_K_MINIFLOAT,
 } dlbpy_scalar_kind;
 
 /* The kinds written from Python numbers end here. */
-#define DLBPY_K_LAST_WRITABLE DLBPY_K_C128
+#define DLBPY_K_LAST_WRITABLE DLBPY_K_NARROW_UINT
 
 static dlbpy_scalar_kind dlbpy_kind(DLDataType t) {
   if (t.lanes != 1) return DLBPY_K_NONE;
@@ -283,15 +286,54 @@ static int dlbpy_store_real(dlbpy_scalar_kind kind, void *p, double v) {
   return dlbpy_store_int(kind, p, (int64_t)(uint64_t)t);
 }
 
+/* Whether dtype is an integer of 1, 2 or 4 bits; if so, its bounds. */
+static bool dlbpy_narrow_range(DLDataType dtype, int64_t *lo, int64_t *hi) {
+  dlbpy_scalar_kind kind = dlbpy_kind(dtype);
+  if (kind != DLBPY_K_NARROW_INT && kind != DLBPY_K_NARROW_UINT) return false;
+  const int64_t span = (int64_t)1 << dtype.bits;
+  *lo = kind == DLBPY_K_NARROW_INT ? -span / 2 : 0;
+  *hi = kind == DLBPY_K_NARROW_INT ? span / 2 - 1 : span - 1;
+  return true;
+}
+
+/* A narrow integer unit, as the byte a padded unit is (sign-extended for
+ * signed ones); OverflowError naming text when v is out of its range. */
+static int dlbpy_narrow_store(DLDataType dtype, void *p, int64_t v,
+                              const char *text) {
+  int64_t lo = 0, hi = 0;
+  (void)dlbpy_narrow_range(dtype, &lo, &hi);
+  if (v < lo || v > hi) {
+    char name[DLB_DTYPE_NAME_MAX];
+    if (dlb_dtype_format(dtype, name, sizeof name) != DLB_OK) name[0] = '\0';
+    PyErr_Format(PyExc_OverflowError, "%s is out of range for %s (%lld to %lld)",
+                 text, name, (long long)lo, (long long)hi);
+    return -1;
+  }
+  *(unsigned char *)p = (unsigned char)(int8_t)v;
+  return 0;
+}
+
 int dlbpy_element_set_double(DLDataType dtype, void *p, double v) {
   dlbpy_scalar_kind kind = dlbpy_kind(dtype);
   if (!dlbpy_dtype_has_scalars(dtype)) {
     PyErr_SetString(PyExc_TypeError, "dtype has no Python scalar type");
     return -1;
   }
-  if (isnan(v) && dlbpy_int_range(kind, &(int64_t){0}, &(uint64_t){0})) {
+  int64_t lo, hi;
+  const bool narrow = dlbpy_narrow_range(dtype, &lo, &hi);
+  if (isnan(v) &&
+      (narrow || dlbpy_int_range(kind, &(int64_t){0}, &(uint64_t){0}))) {
     PyErr_SetString(PyExc_ValueError, "cannot convert NaN to an integer");
     return -1;
+  }
+  if (narrow) {
+    /* Truncated toward zero, as for the wider integers. */
+    char text[64];
+    PyOS_snprintf(text, sizeof text, "%.17g", v);
+    const double t = trunc(v);
+    return dlbpy_narrow_store(dtype, p,
+                              t >= -128.0 && t <= 255.0 ? (int64_t)t : INT64_MAX,
+                              text);
   }
   return dlbpy_store_real(kind, p, v);
 }
@@ -300,6 +342,12 @@ int dlbpy_element_set_int64(DLDataType dtype, void *p, int64_t v) {
   dlbpy_scalar_kind kind = dlbpy_kind(dtype);
   int64_t lo;
   uint64_t hi;
+  int64_t nlo, nhi;
+  if (dlbpy_narrow_range(dtype, &nlo, &nhi)) {
+    char text[32];
+    PyOS_snprintf(text, sizeof text, "%lld", (long long)v);
+    return dlbpy_narrow_store(dtype, p, v, text);
+  }
   if (!dlbpy_int_range(kind, &lo, &hi))
     return dlbpy_element_set_double(dtype, p, (double)v);
   if (v < lo || (v > 0 && (uint64_t)v > hi)) {
@@ -315,6 +363,24 @@ int dlbpy_element_set(DLDataType dtype, void *p, PyObject *value) {
   if (!dlbpy_dtype_has_scalars(dtype)) {
     PyErr_SetString(PyExc_TypeError, "dtype has no Python scalar type");
     return -1;
+  }
+  int64_t nlo, nhi;
+  if (dlbpy_narrow_range(dtype, &nlo, &nhi) && PyIndex_Check(value)) {
+    PyObject *index = PyNumber_Index(value);
+    if (index == NULL) return -1;
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(index, &overflow);
+    int rc = -1;
+    if (!(x == -1 && PyErr_Occurred())) {
+      PyObject *text = PyObject_Repr(index);
+      const char *chars = text != NULL ? PyUnicode_AsUTF8(text) : NULL;
+      if (chars != NULL)
+        rc = dlbpy_narrow_store(dtype, p, overflow ? INT64_MAX : (int64_t)x,
+                                chars);
+      Py_XDECREF(text);
+    }
+    Py_DECREF(index);
+    return rc;
   }
   if (kind == DLBPY_K_BOOL) {
     int truth = PyObject_IsTrue(value);
@@ -369,8 +435,10 @@ int dlbpy_element_set(DLDataType dtype, void *p, PyObject *value) {
     return dlbpy_store_int(kind, p, v);
   }
   if (PyComplex_Check(value)) {
+    char name[DLB_DTYPE_NAME_MAX];
+    if (dlb_dtype_format(dtype, name, sizeof name) != DLB_OK) name[0] = '\0';
     PyErr_Format(PyExc_TypeError, "cannot store a complex number as %s",
-                 dlbpy_kind_name(kind));
+                 name);
     return -1;
   }
   double d = PyFloat_AsDouble(value);
@@ -465,6 +533,11 @@ static void dlbpy_packed_store(unsigned char *b, unsigned bits, int64_t k,
   if (shift + bits > 8)
     b[bit / 8 + 1] = (unsigned char)((b[bit / 8 + 1] & ~(mask >> 8)) |
                                      (v >> 8));
+}
+
+void dlbpy_pack_units(unsigned char *dst, unsigned bits,
+                      const unsigned char *units, int64_t n) {
+  for (int64_t k = 0; k < n; k++) dlbpy_packed_store(dst, bits, k, units[k]);
 }
 
 PyObject *dlbpy_element_get_packed(DLDataType dtype, const void *base,

@@ -398,17 +398,6 @@ static uint8_t dlbpy_unpack_unit(const uint8_t *p, int64_t k, unsigned n,
   return (uint8_t)v;
 }
 
-static void dlbpy_pack_unit(uint8_t *p, int64_t k, unsigned n, unsigned v) {
-  const int64_t bit = k * (int64_t)n;
-  const unsigned mask = (1u << n) - 1u, at = (unsigned)(bit % 8);
-  unsigned w = p[bit / 8];
-  const int two = at + n > 8;
-  if (two) w |= (unsigned)p[bit / 8 + 1] << 8;
-  w = (w & ~(mask << at)) | ((v & mask) << at);
-  p[bit / 8] = (uint8_t)w;
-  if (two) p[bit / 8 + 1] = (uint8_t)(w >> 8);
-}
-
 /* A compact byte-per-unit tensor over buf, of t's shape. */
 static DLTensor dlbpy_bytes_like(const DLTensor *t, void *buf,
                                  int64_t *strides) {
@@ -421,8 +410,8 @@ static DLTensor dlbpy_bytes_like(const DLTensor *t, void *buf,
   return b;
 }
 
-/* dlbpy_write where either side holds padded sub-byte units: through a
- * byte per unit in dst's shape, unpacked from a packed src (compact, as
+/* dlbpy_write where either side holds padded sub-byte units, or src is
+ * broadcast to dst's shape: through a byte per unit in dst's shape, unpacked from a packed src (compact, as
  * packed tensors are) or copied from a padded one, then copied into a
  * padded dst or packed into a packed one. */
 static int dlbpy_write_subbyte(const DLTensor *src, int src_padded,
@@ -461,8 +450,8 @@ static int dlbpy_write_subbyte(const DLTensor *src, int src_padded,
     bdst.dtype = (DLDataType){kDLUInt, 8, 1};
     s = dlb_copy(&bunits, &bdst);
   } else if (s == DLB_OK) {
-    uint8_t *p = (uint8_t *)dst->data + dst->byte_offset;
-    for (int64_t k = 0; k < count; k++) dlbpy_pack_unit(p, k, n, units[k]);
+    dlbpy_pack_units((uint8_t *)dst->data + dst->byte_offset, n, units,
+                     count);
   }
   rc = s == DLB_OK ? 0 : dlbpy_fail(s, PyExc_ValueError, "t[...] = value");
 done:
@@ -471,12 +460,22 @@ done:
   return rc;
 }
 
+static int dlbpy_same_shape(const DLTensor *a, const DLTensor *b) {
+  if (a->ndim != b->ndim) return 0;
+  for (int32_t d = 0; d < a->ndim; d++)
+    if (a->shape[d] != b->shape[d]) return 0;
+  return 1;
+}
+
 /* Writes src's elements into dst, both CPU-accessible and of the same
  * dtype, src broadcast to dst's shape; *_padded: the side's sub-byte
  * units take a byte each (IS_SUBBYTE_TYPE_PADDED). */
 static int dlbpy_write(const DLTensor *src, int src_padded,
                        const DLTensor *dst, int dst_padded) {
-  if (dlb_dtype_is_subbyte(dst->dtype) && (src_padded || dst_padded))
+  /* Packed units copy as they are only between tensors of one shape:
+   * broadcasting repeats units, which packed strides cannot say. */
+  if (dlb_dtype_is_subbyte(dst->dtype) &&
+      (src_padded || dst_padded || !dlbpy_same_shape(src, dst)))
     return dlbpy_write_subbyte(src, src_padded, dst, dst_padded);
   int64_t strides[DLB_MAX_NDIM];
   DLTensor from;

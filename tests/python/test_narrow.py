@@ -3,6 +3,7 @@ right values or raise: tolist, item, iteration, len, `in`, and NumPy's
 __array__ never fall back to something else (an empty array, an object
 array of 0-d Tensors)."""
 
+import ctypes
 import math
 import struct
 
@@ -165,10 +166,75 @@ def test_types_without_python_numbers_still_refuse():
 
 
 def test_small_floats_are_not_written_from_python_numbers():
-    with pytest.raises(TypeError, match="Python number type"):
-        dlbridge.full(2, 1.0, dtype="float8_e4m3fn")
-    with pytest.raises(TypeError, match="Python number type"):
-        dlbridge.asarray([1, 2], dtype="int4")
+    for dtype in ("float8_e4m3fn", "float6_e2m3fn", "float4_e2m1fn", "complex32"):
+        with pytest.raises(TypeError, match="Python number type"):
+            dlbridge.full(2, 1.0, dtype=dtype)
+        with pytest.raises(TypeError, match="Python number type"):
+            dlbridge.asarray([1.0, 2.0], dtype=dtype)
+
+
+def raw_bytes(t):
+    return ctypes.string_at(t.data_ptr + t.byte_offset, t.nbytes)
+
+
+NARROW_INTS = [("int1", -1, 0), ("int2", -2, 1), ("int4", -8, 7),
+               ("uint1", 0, 1), ("uint2", 0, 3), ("uint4", 0, 15)]
+
+
+@pytest.mark.parametrize("dtype,lo,hi", NARROW_INTS)
+def test_narrow_integers_are_written_from_python_numbers(dtype, lo, hi):
+    bits = int(dtype.lstrip("uint"))
+    values = list(range(lo, hi + 1)) * 3
+    # Packed little-bit-endian, the bits past the last unit zero.
+    t = dlbridge.asarray(values, dtype=dtype)
+    assert t.dtype == dtype and t.tolist() == values
+    assert raw_bytes(t) == pack(values, bits)
+    for v in (lo, hi):
+        f = dlbridge.full((7,), v, dtype=dtype)
+        assert f.tolist() == [v] * 7 and raw_bytes(f) == pack([v] * 7, bits)
+    assert dlbridge.arange(lo, hi + 1, dtype=dtype).tolist() == list(range(lo, hi + 1))
+    nested = [[hi, lo, hi], [lo, lo, hi]]
+    assert dlbridge.asarray(nested, dtype=dtype).tolist() == nested
+    # Floats truncate toward zero; out of range and NaN raise.
+    assert dlbridge.full(3, hi + 0.75, dtype=dtype).tolist() == [hi] * 3
+    for bad in (lo - 1, hi + 1, 2 ** 70, -(2 ** 70), hi + 1.5, -1e300):
+        with pytest.raises(OverflowError, match=dtype):
+            dlbridge.full(2, bad, dtype=dtype)
+        with pytest.raises(OverflowError, match=dtype):
+            dlbridge.asarray([lo, bad], dtype=dtype)
+    with pytest.raises(ValueError, match="NaN"):
+        dlbridge.full(2, NAN, dtype=dtype)
+    with pytest.raises(TypeError, match="complex"):
+        dlbridge.asarray([1j], dtype=dtype)
+
+
+@pytest.mark.parametrize("dtype,lo,hi", NARROW_INTS)
+def test_narrow_integers_are_assigned_from_python_numbers(dtype, lo, hi):
+    bits = int(dtype.lstrip("uint"))
+    # Rows of 8 units start on a byte whatever the width.
+    t = dlbridge.zeros((3, 8), dtype=dtype)
+    t[1] = hi
+    t[2] = [lo, hi] * 4
+    want = [[0] * 8, [hi] * 8, [lo, hi] * 4]
+    assert t.tolist() == want
+    assert raw_bytes(t) == pack([v for row in want for v in row], bits)
+    # Values of another dtype convert through Python numbers.
+    t[0] = dlbridge.asarray([hi] * 8, dtype="int32")
+    assert t.tolist()[0] == [hi] * 8
+    t[...] = lo
+    assert t.tolist() == [[lo] * 8] * 3
+    with pytest.raises(OverflowError, match=dtype):
+        t[0] = hi + 1
+    assert t.tolist() == [[lo] * 8] * 3
+    # A column is no compact run of bits: no view writes it.
+    with pytest.raises(ValueError, match="compact run"):
+        t[:, 0] = hi
+    # Padded units (a byte each) hold the value sign-extended.
+    p = tensor_of(bytes(4), INT if dtype[0] == "i" else UINT, bits, 4,
+                  flags=SUBBYTE_PADDED)
+    p[1:3] = lo
+    assert p.tolist() == [0, lo, lo, 0]
+    assert raw_bytes(p)[1] == lo & 0xFF
 
 
 # ---- packed iteration, indexing and layout ----------------------------------
