@@ -156,6 +156,41 @@ void dlb__copy_plan_build(dlb__copy_plan *p, char *dst,
     p->row = dlb__row_kernel(p->unit, p->dst_stride[last],
                              p->src_stride[last], stream);
   }
+  p->ahead_units = 0;
+  const int64_t step = abs64(p->src_stride[last]);
+  if (p->kind == DLB__COPY_ROWS && p->ndim >= 2 && step >= (int64_t)p->unit &&
+      step < 64 &&
+      abs64(p->src_stride[last - 1]) - step * p->shape[last] >=
+          DLB__AHEAD_CHUNK) {
+    /* Whole rounds of the unrolled gathers: 64 units or more, since the
+     * step is under a line. */
+    p->ahead_units = DLB__AHEAD_CHUNK / step / 16 * 16;
+  }
+}
+
+/* Runs one row of a gather in chunks, each after prefetching the same
+ * chunk of the next row (next: its first unit) into L2. */
+static void row_ahead(const dlb__copy_plan *p, int64_t doff, int64_t soff,
+                      int64_t next, int64_t n) {
+  const int32_t last = p->ndim - 1;
+  const int64_t ds = p->dst_stride[last], ss = p->src_stride[last];
+  const int64_t u = (int64_t)p->unit;
+  for (int64_t i = 0; i < n; i += p->ahead_units) {
+    const int64_t m = n - i < p->ahead_units ? n - i : p->ahead_units;
+    /* The chunk's bytes in the next row, in either direction. */
+    int64_t lo = next + i * ss, hi = next + (i + m - 1) * ss;
+    if (lo > hi) {
+      const int64_t x = lo;
+      lo = hi;
+      hi = x;
+    }
+    /* Lines as addresses: the first may start before the tensor. */
+    const uintptr_t base = (uintptr_t)p->src;
+    for (uintptr_t a = (base + (uintptr_t)lo) & ~(uintptr_t)63;
+         a < base + (uintptr_t)(hi + u); a += 64)
+      DLB__PREFETCH_L2((const char *)a);
+    p->row(p->dst + doff + i * ds, ds, p->src + soff + i * ss, ss, m);
+  }
 }
 
 /* Runs the plan with dimension k restricted to [lo, hi). Offsets are kept
@@ -191,6 +226,8 @@ static void run_range(const dlb__copy_plan *p, int32_t k, int64_t lo,
               p->src + soff, p->src_stride[nd - 2], p->src_stride[nd - 1],
               shape[nd - 2], shape[nd - 1], more ? p->dst + ndoff : NULL,
               more ? p->src + nsoff : NULL);
+    else if (more && p->ahead_units > 0)
+      row_ahead(p, doff, soff, nsoff, shape[nd - 1]);
     else
       p->row(p->dst + doff, p->dst_stride[nd - 1], p->src + soff,
              p->src_stride[nd - 1], shape[nd - 1]);

@@ -48,22 +48,6 @@
  * planes' lines it still fits in L2, so prefetched lines survive to use. */
 #define DLB__PREFETCH_PLANE_MAX ((int64_t)64 << 10)
 
-/* GCC deletes loops that hold nothing but __builtin_prefetch (12.2 does, in
- * ahead() below: it sees no side effect to keep), so on x86 the
- * instruction is written out; elsewhere the builtin is the best there is. */
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-#define DLB__PREFETCH(p) \
-  __asm__ volatile("prefetcht0 %0" : : "m"(*(const char *)(p)))
-#define DLB__PREFETCH_L2(p) \
-  __asm__ volatile("prefetcht1 %0" : : "m"(*(const char *)(p)))
-#elif defined(__GNUC__)
-#define DLB__PREFETCH(p) __builtin_prefetch((p), 0, 3)
-#define DLB__PREFETCH_L2(p) __builtin_prefetch((p), 0, 2)
-#else
-#define DLB__PREFETCH(p) ((void)(p))
-#define DLB__PREFETCH_L2(p) ((void)(p))
-#endif
-
 /* Walks the lines of a plane's rows in address order (rows of `lines`
  * cache lines, `step` bytes apart), prefetching n at a time: runs of
  * neighbouring lines are what memory serves fastest. */

@@ -398,3 +398,110 @@ DLB_TEST(gather_kernels_shuffle_where_the_step_allows) {
   /* Three units apart is shuffled for 4-byte units only. */
   CHECK(dlb__row_kernel(8, 8, 24, 0) == dlb__row_kernel(8, 8, 40, 0));
 }
+
+/* Gathers whose rows leave a gap of DLB__AHEAD_CHUNK bytes or more run in
+ * chunks that prefetch the next row; rows that follow each other, wide
+ * steps (a line per unit) and single rows run whole. */
+DLB_TEST(copy_plan_runs_gathers_ahead_over_gaps_between_rows) {
+  dlb__copy_plan p;
+  static char a[1], b[1];
+  /* float32 [::2, ::3] of 4096^2: 12-byte steps, rows 32 KiB apart. */
+  int64_t shape[2] = {2048, 1366}, every3[2] = {8192, 3};
+  dlb__copy_plan_build(&p, b, NULL, a, every3, 2, shape, 4);
+  CHECK_EQ_INT(p.ahead_units, DLB__AHEAD_CHUNK / 12 / 16 * 16);
+  /* [::2, :]: whole rows, a row apart. */
+  int64_t half_rows[2] = {2048, 4096}, every_row2[2] = {8192, 1};
+  dlb__copy_plan_build(&p, b, NULL, a, every_row2, 2, half_rows, 4);
+  CHECK_EQ_INT(p.ahead_units, DLB__AHEAD_CHUNK / 4);
+  /* [:, ::3]: the next row starts where this one ends. */
+  int64_t all_rows[2] = {4096, 1366}, next_row[2] = {4096, 3};
+  dlb__copy_plan_build(&p, b, NULL, a, next_row, 2, all_rows, 4);
+  CHECK_EQ_INT(p.ahead_units, 0);
+  /* A gap just short of a chunk, then exactly one. */
+  int64_t rows[2] = {64, 100};
+  int64_t short_gap[2] = {200 + DLB__AHEAD_CHUNK / 4 - 1, 2};
+  int64_t chunk_gap[2] = {200 + DLB__AHEAD_CHUNK / 4, 2};
+  dlb__copy_plan_build(&p, b, NULL, a, short_gap, 2, rows, 4);
+  CHECK_EQ_INT(p.ahead_units, 0);
+  dlb__copy_plan_build(&p, b, NULL, a, chunk_gap, 2, rows, 4);
+  CHECK_EQ_INT(p.ahead_units, DLB__AHEAD_CHUNK / 8 / 16 * 16);
+  /* The widest step that runs ahead: chunks in whole rounds of 16. */
+  int64_t step15[2] = {1500 + DLB__AHEAD_CHUNK, 15};
+  dlb__copy_plan_build(&p, b, NULL, a, step15, 2, rows, 4);
+  CHECK_EQ_INT(p.ahead_units, 64);
+  /* Units a line apart or more: every unit is its own line anyway. */
+  int64_t wide[2] = {8192, 16};
+  dlb__copy_plan_build(&p, b, NULL, a, wide, 2, shape, 4);
+  CHECK_EQ_INT(p.ahead_units, 0);
+  /* One row: nothing to prefetch. */
+  int64_t one[1] = {1366}, step3[1] = {3};
+  dlb__copy_plan_build(&p, b, NULL, a, step3, 1, one, 4);
+  CHECK_EQ_INT(p.ahead_units, 0);
+}
+
+/* The chunked rows copy what whole rows do: slices with gaps between rows,
+ * forwards and backwards, a chunk and a part per row, 1- and 4-byte
+ * units, on one thread and on several. */
+DLB_TEST(copy_gathers_ahead_land_every_unit) {
+  /* Rows of 12000 bytes: every slice below leaves gaps of a chunk or
+   * more, and the larger ones go to the thread pool. */
+  enum { ROWS = 1024 };
+  const int threads[2] = {1, 3};
+  for (int u = 1; u <= 4; u += 3) {
+    const int64_t COLS = 12000 / u;
+    unsigned char *src = malloc((size_t)ROWS * COLS * (size_t)u);
+    unsigned char *dst = malloc((size_t)ROWS * COLS * (size_t)u);
+    CHECK(src != NULL && dst != NULL);
+    fill(src, (size_t)ROWS * COLS * (size_t)u, 9);
+    /* Steps along rows and columns, in units; negative ones start at the
+     * far end. */
+    const int64_t steps[][2] = {{2, 3}, {-2, -3}, {3, 1}, {2, -5}};
+    for (size_t k = 0; k < sizeof steps / sizeof steps[0]; k++)
+      for (int th = 0; th < 2; th++) {
+        dlb_copy_set_threads(threads[th]);
+        const int64_t sr = steps[k][0], sc = steps[k][1];
+        int64_t shape[2] = {(ROWS + (sr < 0 ? -sr : sr) - 1) /
+                                (sr < 0 ? -sr : sr),
+                            (COLS + (sc < 0 ? -sc : sc) - 1) /
+                                (sc < 0 ? -sc : sc)};
+        int64_t strides[2] = {sr * COLS, sc};
+        const int64_t first = (sr < 0 ? ROWS - 1 : 0) * COLS +
+                              (sc < 0 ? COLS - 1 : 0);
+        DLTensor s, d;
+        memset(&s, 0, sizeof s);
+        s.data = src;
+        s.device.device_type = kDLCPU;
+        s.ndim = 2;
+        s.dtype.code = kDLUInt;
+        s.dtype.bits = (uint8_t)(8 * u);
+        s.dtype.lanes = 1;
+        s.shape = shape;
+        s.strides = strides;
+        s.byte_offset = (uint64_t)(first * u);
+        d = s;
+        d.data = dst;
+        d.strides = NULL;
+        d.byte_offset = 0;
+        memset(dst, 0, (size_t)ROWS * COLS * (size_t)u);
+        CHECK_OK(dlb_copy(&s, &d));
+        for (int64_t i = 0; i < shape[0]; i++)
+          for (int64_t j = 0; j < shape[1]; j++) {
+            const unsigned char *want =
+                src + (first + i * strides[0] + j * strides[1]) * u;
+            const unsigned char *got = dst + (i * shape[1] + j) * u;
+            if (memcmp(want, got, (size_t)u) != 0) {
+              dlb_test_failed(__FILE__, __LINE__,
+                              "unit %d steps (%lld, %lld) threads %d: "
+                              "element (%lld, %lld)",
+                              u, (long long)sr, (long long)sc, threads[th],
+                              (long long)i, (long long)j);
+              i = shape[0];
+              break;
+            }
+          }
+      }
+    dlb_copy_set_threads(0);
+    free(src);
+    free(dst);
+  }
+}
