@@ -17,7 +17,7 @@ from multiprocessing import reduction as _reduction
 from multiprocessing.context import get_spawning_popen as _get_spawning_popen
 
 # The extension's names are typed in __init__.pyi, which re-exports them.
-from ._dlbridge import Tensor, share_export, share_import  # type: ignore[import-not-found]
+from ._dlbridge import Tensor, empty, share_export, share_import  # type: ignore[import-not-found]
 
 _pin = None
 _pin_lock = _threading.Lock()
@@ -56,6 +56,10 @@ def _rebuild_shared(handle, dupfd):
         _os.close(fd)
 
 
+def _rebuild_empty(shape, dtype, device):
+    return empty(shape, dtype=dtype, device=device)
+
+
 def _device_memory(t):
     return t.device.startswith(("cuda:", "rocm:"))
 
@@ -79,6 +83,10 @@ def _reduce_tensor(t):
     if not (t.is_shared or _device_memory(t)):
         # Protocol 4's form: the pickler's protocol is not known here.
         return t.__reduce_ex__(4)
+    if _device_memory(t) and t.numel() == 0:
+        # No elements, so no allocation to open by IPC handle: the
+        # receiver makes its own empty tensor on that device.
+        return _rebuild_empty, (t.shape, t.dtype, t.device)
     handle, fd = share_export(t)
     if fd < 0:
         return _rebuild_shared, (handle, None)

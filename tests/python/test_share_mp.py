@@ -482,3 +482,26 @@ def test_cuda_tensors_travel_by_ipc_handle(emulated_cuda, method):
                        env=dict(os.environ, DLBRIDGE_CUDA_LIBRARY=emulated_cuda))
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.splitlines() == ["('cuda:0', True, [2.0, 3.0, 4.0])", "[2.0, 30.0, 4.0]", "0"]
+
+
+EMPTY_DEVICE_SCRIPT = """
+import multiprocessing as mp, pickle
+from multiprocessing.reduction import ForkingPickler
+import dlbridge
+
+for shape in [(0,), (3, 0)]:
+    t = dlbridge.zeros(shape, dtype="float32", device="cuda:0")
+    r = pickle.loads(ForkingPickler.dumps(t))
+    print(r.device, r.shape, r.dtype)
+"""
+
+
+def test_empty_cuda_tensors_travel_too(emulated_cuda):
+    # An empty device tensor has no allocation to send by IPC handle; it
+    # must still travel, as empty host tensors do, not fail the send (a
+    # Queue's feeder thread drops what it cannot pickle, and the receiver
+    # waits forever).
+    r = subprocess.run([sys.executable, "-c", EMPTY_DEVICE_SCRIPT], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, DLBRIDGE_CUDA_LIBRARY=emulated_cuda))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.splitlines() == ["cuda:0 (0,) float32", "cuda:0 (3, 0) float32"]
