@@ -17,7 +17,7 @@ from multiprocessing import reduction as _reduction
 from multiprocessing.context import get_spawning_popen as _get_spawning_popen
 
 # The extension's names are typed in __init__.pyi, which re-exports them.
-from ._dlbridge import Tensor, share_export, share_import  # type: ignore[import-not-found]
+from ._dlbridge import Tensor, empty, share_export, share_import  # type: ignore[import-not-found]
 
 _pin = None
 _pin_lock = _threading.Lock()
@@ -56,27 +56,55 @@ def _rebuild_shared(handle, dupfd):
         _os.close(fd)
 
 
+def _rebuild_empty(shape, dtype, device):
+    return empty(shape, dtype=dtype, device=device)
+
+
 def _device_memory(t):
     return t.device.startswith(("cuda:", "rocm:"))
+
+
+class _OnceClosed:
+    """Closes a descriptor at its first call only: a second close could
+    close an unrelated descriptor that reused the number."""
+
+    def __init__(self, fd):
+        self._fds = [fd]
+
+    def __call__(self):
+        try:
+            fd = self._fds.pop()  # atomic: finalizers may race in threads
+        except IndexError:
+            return
+        _os.close(fd)
 
 
 def _reduce_tensor(t):
     if not (t.is_shared or _device_memory(t)):
         # Protocol 4's form: the pickler's protocol is not known here.
         return t.__reduce_ex__(4)
+    if _device_memory(t) and t.numel() == 0:
+        # No elements, so no allocation to open by IPC handle: the
+        # receiver makes its own empty tensor on that device.
+        return _rebuild_empty, (t.shape, t.dtype, t.device)
     handle, fd = share_export(t)
     if fd < 0:
         return _rebuild_shared, (handle, None)
-    if _get_spawning_popen() is not None:
+    popen = _get_spawning_popen()
+    if popen is not None:
         # A child being started (spawn, forkserver) inherits the descriptor
-        # itself after the pickle is written: it stays open as long as the
-        # tensor object (Process.start() drops its arguments once the
-        # child has it).
+        # itself after the pickle is written: it stays open until the
+        # tensor object or the child's Popen object goes, whichever goes
+        # first (Process.start() drops its arguments once the child has
+        # it; a parent that keeps the tensor may start any number of
+        # children with it).
+        closer = _OnceClosed(fd)
         try:
             dupfd = _reduction.DupFd(fd)
-            _weakref.finalize(t, _os.close, fd)
+            _weakref.finalize(t, closer)
+            _weakref.finalize(popen, closer)
         except BaseException:
-            _os.close(fd)
+            closer()
             raise
         return _rebuild_shared, (handle, dupfd)
     try:

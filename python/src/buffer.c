@@ -330,19 +330,20 @@ static PyObject *dlbpy_buffer_tensor(const Py_buffer *view) {
  * buffer, which keeps the memory alive without the buffer (wrapping the
  * buffer would keep that Tensor alive, and a loop of buffer round trips
  * would build a chain of them), or else owning the buffer. */
-static int dlbpy_buffer_wrap(Py_buffer *view, const DLTensor *desc,
-                             uint64_t flags, DLManagedTensorVersioned **out) {
+int dlbpy_buffer_wrap(Py_buffer *view, const DLTensor *desc, uint64_t flags,
+                      PyObject *exc, const char *what,
+                      DLManagedTensorVersioned **out) {
   PyObject *tensor = dlbpy_buffer_tensor(view);
   if (tensor != NULL) {
     const DLManagedTensorVersioned *root = dlbpy_tensor_owned(tensor);
     if (root == NULL) return -1;
     dlb_status s = dlb_tensor_redescribe(root, desc, flags, out);
-    if (s != DLB_OK) return dlbpy_fail(s, PyExc_BufferError, "buffer");
+    if (s != DLB_OK) return dlbpy_fail(s, exc, what);
     dlbpy_buffer_free(view);
     return 0;
   }
   dlb_status s = dlb_tensor_wrap(desc, flags, dlbpy_release_buffer, view, out);
-  return s == DLB_OK ? 0 : dlbpy_fail(s, PyExc_BufferError, "buffer");
+  return s == DLB_OK ? 0 : dlbpy_fail(s, exc, what);
 }
 
 int dlbpy_import_buffer(PyObject *obj, DLManagedTensorVersioned **out) {
@@ -404,7 +405,7 @@ int dlbpy_import_buffer(PyObject *obj, DLManagedTensorVersioned **out) {
     desc.byte_offset = 0;
     if (dlbpy_buffer_wrap(view, &desc,
                           readonly ? DLPACK_FLAG_BITMASK_READ_ONLY : 0,
-                          out) == 0)
+                          PyExc_BufferError, "buffer", out) == 0)
       return 0;
     rc = -1;
   }

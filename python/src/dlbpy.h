@@ -381,6 +381,14 @@ int dlbpy_import_buffer(PyObject *obj, DLManagedTensorVersioned **out);
 void dlbpy_buffer_free(void *ctx);
 void dlbpy_release_buffer(void *ctx);
 
+/* A tensor of desc over the memory of view (a held dlbpy_buffer_free
+ * buffer): sharing the owner of the Tensor that exported it, when one did,
+ * and releasing view, else owning view. On failure -1 with exc set (what
+ * names the call), and view is still the caller's. */
+int dlbpy_buffer_wrap(Py_buffer *view, const DLTensor *desc, uint64_t flags,
+                      PyObject *exc, const char *what,
+                      DLManagedTensorVersioned **out);
+
 /* ------------------------------------------------------------------------
  * Capsules and foreign deleters (capsule.c)
  * ---------------------------------------------------------------------- */

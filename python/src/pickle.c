@@ -69,7 +69,9 @@ static int dlbpy_compact_host(PyObject *self, DLManagedTensorVersioned **out) {
 
 /*
  * The bytes of self's elements as a one-dimensional uint8 Tensor (read-only
- * when self is) that keeps the memory alive, for PickleBuffer.
+ * when self is) that keeps the memory alive, for PickleBuffer. It shares
+ * compact's owner (and releases compact): wrapping compact would make each
+ * out-of-band round trip in one process hold the tensor before it.
  */
 static PyObject *dlbpy_bytes_tensor(PyObject *self, uint64_t flags,
                                     DLManagedTensorVersioned *compact,
@@ -84,12 +86,10 @@ static PyObject *dlbpy_bytes_tensor(PyObject *self, uint64_t flags,
   desc.dtype = (DLDataType){kDLUInt, 8, 1};
   desc.shape = &nbytes;
   DLManagedTensorVersioned *bytes;
-  dlb_status s = dlb_tensor_wrap(&desc, flags & DLPACK_FLAG_BITMASK_READ_ONLY,
-                                 dlbpy_release_tensor, compact, &bytes);
-  if (s != DLB_OK) {
-    dlb_tensor_release(compact);
-    return dlbpy_raise(s, PyExc_ValueError, "pickle");
-  }
+  dlb_status s = dlb_tensor_redescribe(
+      compact, &desc, flags & DLPACK_FLAG_BITMASK_READ_ONLY, &bytes);
+  dlb_tensor_release(compact);
+  if (s != DLB_OK) return dlbpy_raise(s, PyExc_ValueError, "pickle");
   return dlbpy_tensor_new(dlbpy_state_of_type(Py_TYPE(self)), bytes);
 }
 
@@ -215,10 +215,16 @@ PyObject *dlbpy_rebuild(PyObject *module, PyObject *const *args,
   dlb_release_fn release;
   void *ctx;
   if (aligned && (want_readonly || !view->readonly)) {
-    /* The memory pickle handed over is the tensor's: no copy. */
+    /* The memory pickle handed over is the tensor's: no copy. A Tensor's
+     * own bytes (out of band in one process) are shared, not wrapped. */
     desc.data = nbytes == 0 ? (void *)dlbpy_no_bytes : view->buf;
-    release = dlbpy_release_buffer;
-    ctx = view;
+    DLManagedTensorVersioned *mt;
+    if (dlbpy_buffer_wrap(view, &desc, flags, PyExc_ValueError,
+                          "pickled tensor", &mt) < 0) {
+      dlbpy_buffer_free(view);
+      return NULL;
+    }
+    return dlbpy_tensor_new(dlbpy_state_of_module(module), mt);
   } else {
     /* A writable tensor from read-only (or misaligned) bytes: one copy. */
     DLManagedTensorVersioned *store;

@@ -124,7 +124,10 @@ def holders(memory):
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             for fd in os.listdir(f"/proc/{pid}/fd"):
-                st = os.stat(f"/proc/{pid}/fd/{fd}")
+                try:
+                    st = os.stat(f"/proc/{pid}/fd/{fd}")
+                except OSError:  # closed since (listdir's own, for one)
+                    continue
                 if (st.st_dev, st.st_ino) == (memory.st_dev, memory.st_ino):
                     found.add(int(pid))
             with open(f"/proc/{pid}/maps") as f:
@@ -155,6 +158,35 @@ def test_queue_pipe_and_pool_carry_shared_tensors_by_handle():
     here.send("done")
     p.join(30)
     assert p.exitcode == 0
+
+
+def open_fds():
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.parametrize("method", [m for m in METHODS if m != "fork"])
+def test_starting_children_with_a_kept_tensor_leaves_no_descriptor_behind(method):
+    # The descriptor a child inherits at its start is the child's Popen's,
+    # not the tensor's: a parent that keeps a shared tensor and starts
+    # child after child with it must not hold one descriptor more for each.
+    ctx = mp.get_context(method)
+    t = dlbridge.zeros((4,), dtype="int32", shared=True)
+
+    def start_and_join():
+        p = ctx.Process(target=w.add_one, args=(t, 0))
+        p.start()
+        p.join(60)
+        assert p.exitcode == 0
+        p.close()
+
+    start_and_join()  # the resource tracker (and forkserver) start once
+    gc.collect()
+    before = open_fds()
+    for _ in range(3):
+        start_and_join()
+    gc.collect()
+    assert open_fds() == before
+    assert t.tolist() == [4, 0, 0, 0]
 
 
 def test_tensors_not_in_shared_memory_travel_by_value():
@@ -450,3 +482,26 @@ def test_cuda_tensors_travel_by_ipc_handle(emulated_cuda, method):
                        env=dict(os.environ, DLBRIDGE_CUDA_LIBRARY=emulated_cuda))
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.splitlines() == ["('cuda:0', True, [2.0, 3.0, 4.0])", "[2.0, 30.0, 4.0]", "0"]
+
+
+EMPTY_DEVICE_SCRIPT = """
+import multiprocessing as mp, pickle
+from multiprocessing.reduction import ForkingPickler
+import dlbridge
+
+for shape in [(0,), (3, 0)]:
+    t = dlbridge.zeros(shape, dtype="float32", device="cuda:0")
+    r = pickle.loads(ForkingPickler.dumps(t))
+    print(r.device, r.shape, r.dtype)
+"""
+
+
+def test_empty_cuda_tensors_travel_too(emulated_cuda):
+    # An empty device tensor has no allocation to send by IPC handle; it
+    # must still travel, as empty host tensors do, not fail the send (a
+    # Queue's feeder thread drops what it cannot pickle, and the receiver
+    # waits forever).
+    r = subprocess.run([sys.executable, "-c", EMPTY_DEVICE_SCRIPT], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, DLBRIDGE_CUDA_LIBRARY=emulated_cuda))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.splitlines() == ["cuda:0 (0,) float32", "cuda:0 (3, 0) float32"]

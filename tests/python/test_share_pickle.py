@@ -3,8 +3,10 @@ out-of-band buffers) and copy.copy / copy.deepcopy."""
 
 import copy
 import ctypes
+import gc
 import os
 import pickle
+import weakref
 
 import pytest
 
@@ -154,6 +156,24 @@ def test_unpickling_maps_a_writable_buffer_without_copying():
     frozen = bytes(buffers[0].raw())
     r = pickle.loads(blob, buffers=[frozen])
     assert r.readonly and np.from_dlpack(r).ctypes.data == np.frombuffer(frozen, np.uint8).ctypes.data
+
+
+def test_out_of_band_round_trips_in_one_process_do_not_chain():
+    # Each round trip maps the bytes the one before handed out; the result
+    # must share the memory's owner, not hold the previous tensor (and its
+    # PickleBuffer's tensor) alive, a link more at every trip.
+    t, data = random_tensor("int32", (6,))
+    address = t.data_ptr
+    handed_out = []
+    for _ in range(4):
+        buffers = []
+        blob = pickle.dumps(t, protocol=5, buffer_callback=buffers.append)
+        handed_out.append(weakref.ref(buffers[0].raw().obj))
+        t = pickle.loads(blob, buffers=buffers)
+        del buffers
+    gc.collect()
+    assert [ref() for ref in handed_out] == [None] * 4
+    assert t.data_ptr == address and raw(t) == data
 
 
 def test_a_misaligned_buffer_is_copied_to_aligned_memory():
