@@ -174,9 +174,9 @@ dlb_status dlbpy_adopt_legacy(DLManagedTensor *foreign, uint64_t flags,
   /* Legacy structs dlbridge made go back to what they were made from:
    * wrapping them would make each round trip hold the one before. */
   if (dlbpy_is_light_legacy(foreign)) {
-    /* A raised ndim must not read past the source's arrays, and packed
-     * units cannot come back padded (the core refuses the same for its
-     * own structs). */
+    /* A raised ndim must not read past the source's arrays, nor the
+     * elements past its memory, and packed units cannot come back padded
+     * (the core refuses the same for its own structs). */
     if (dlbpy_light_arrays_fit(&foreign->dl_tensor, foreign->manager_ctx) < 0)
       return DLB_E_LAYOUT;
     const unsigned packed = dlbpy_light_legacy_packed_bits(foreign);
@@ -187,6 +187,9 @@ dlb_status dlbpy_adopt_legacy(DLManagedTensor *foreign, uint64_t flags,
                    packed);
       return DLB_E_LAYOUT;
     }
+    if (dlbpy_light_bounded(&foreign->dl_tensor, flags,
+                            foreign->manager_ctx) < 0)
+      return DLB_E_LAYOUT;
     if (dlbpy_try_light_from_legacy(foreign, flags, out)) return DLB_OK;
   }
   if (dlb_legacy_is_ours(foreign))

@@ -323,6 +323,10 @@ int dlbpy_light_intact(DLManagedTensorVersioned *m);
  * in the arrays the share was made with than they go; -1 with an
  * exception set when a raised ndim or moved pointer would. */
 int dlbpy_light_arrays_fit(const DLTensor *t, const void *ctx);
+/* Whether t (with flags), a share's struct as its consumer left it, lies
+ * within the memory of the tensor the share was made from (ctx: the
+ * share's manager_ctx): 0, or -1 with BufferError. */
+int dlbpy_light_bounded(const DLTensor *t, uint64_t flags, const void *ctx);
 
 /* The bits of the sub-byte units of the light legacy struct m when they
  * are packed and m still describes its source; 0 otherwise. */

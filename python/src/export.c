@@ -328,13 +328,51 @@ int dlbpy_light_arrays_fit(const DLTensor *t, const void *ctx) {
   return -1;
 }
 
+/* The byte range [*lo, *hi) of t's elements from t->data, padded sub-byte
+ * units (as flags say) a byte each; 0 when it cannot be measured (then
+ * validation refuses t, as it does NULL data). */
+static int dlbpy_span_of(const DLTensor *t, uint64_t flags, int64_t *lo,
+                         int64_t *hi) {
+  DLTensor u = *t;
+  if ((flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED) &&
+      dlb_dtype_is_subbyte(u.dtype))
+    u.dtype = (DLDataType){kDLUInt, 8, 1};
+  return dlb_tensor_byte_span(&u, lo, hi) == DLB_OK;
+}
+
+int dlbpy_light_bounded(const DLTensor *t, uint64_t flags, const void *ctx) {
+  const dlbpy_light *l = ctx;
+  const DLManagedTensorVersioned *src = ((const dlbpy_tensor *)l->source)->mt;
+  int64_t lo, hi, slo, shi;
+  if (t->data == NULL || !dlbpy_span_of(t, flags, &lo, &hi) || lo == hi ||
+      !dlbpy_span_of(&src->dl_tensor, src->flags, &slo, &shi))
+    return 0;
+  /* From the source's data: the rewritten data pointer may be anywhere
+   * (addresses differ by less than 2^63; a sum past int64 is outside). */
+  const int64_t d =
+      (int64_t)((uintptr_t)t->data - (uintptr_t)src->dl_tensor.data);
+  int64_t first, end;
+  if (!__builtin_add_overflow(d, lo, &first) &&
+      !__builtin_add_overflow(d, hi, &end) && first >= slo && end <= shi)
+    return 0;
+  PyErr_Format(PyExc_BufferError,
+               "DLPack tensor: its elements reach past the %lld bytes of "
+               "the dlbridge tensor it was exported from (a consumer "
+               "rewrote its data, byte_offset, shape or strides)",
+               (long long)(shi - slo));
+  return -1;
+}
+
 int dlbpy_light_intact(DLManagedTensorVersioned *m) {
   const dlbpy_light *l = m->manager_ctx;
   const DLManagedTensorVersioned *src = ((const dlbpy_tensor *)l->source)->mt;
   const DLTensor *t = &m->dl_tensor, *own = &src->dl_tensor;
   /* A new ndim over the source's own arrays would read past them. */
   if (dlbpy_light_arrays_fit(t, l) < 0) return -1;
-  if (!dlbpy_same_tensor(t, own)) return 0;
+  /* A rewritten struct is judged as a foreign one, within the memory it
+   * was given. */
+  if (!dlbpy_same_tensor(t, own))
+    return dlbpy_light_bounded(t, m->flags, l) < 0 ? -1 : 0;
   /* The data's sub-byte units are packed or padded as the source's are. */
   const uint64_t padded = DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED;
   if (((m->flags ^ src->flags) & padded) && dlb_dtype_is_subbyte(own->dtype)) {

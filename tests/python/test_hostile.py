@@ -972,6 +972,68 @@ def test_own_capsule_rewritten_is_judged_as_any_tensor(kind, what):
     assert t.tolist()[2] == [8.0, 9.0, 10.0, 11.0]
 
 
+_KEEP = []
+
+
+def _new_arrays(t, shape, strides):
+    # A consumer that changes the shape or strides points the struct at
+    # arrays of its own: the ones it got are the producer's.
+    arrays = ((ctypes.c_int64 * 2)(*shape), (ctypes.c_int64 * 2)(*strides))
+    _KEEP.append(arrays)
+    t.shape = ctypes.addressof(arrays[0])
+    t.strides = ctypes.addressof(arrays[1])
+
+
+def _rewrite_reach(m, how):
+    t = m.dl_tensor
+    if how == "shape":
+        _new_arrays(t, (4, 4), (4, 1))
+    elif how == "stride":
+        _new_arrays(t, (3, 4), (4, 2))
+    elif how == "byte_offset":
+        t.byte_offset = 8
+    elif how == "data":
+        t.data -= 4
+    elif how == "negative stride":
+        _new_arrays(t, (3, 4), (-4, 1))
+
+
+@pytest.mark.parametrize("how", ["shape", "stride", "byte_offset", "data", "negative stride"])
+def test_own_share_rewritten_past_its_memory_is_refused(how):
+    # What a consumer rewrites is judged as a foreign tensor, but within
+    # the memory dlbridge gave it: a share knows its source's bytes.
+    t = dlbridge.arange(12, dtype="float32").reshape(3, 4)
+    capsule = t.__dlpack__(max_version=(1, 0))
+    _rewrite_reach(_struct_of(capsule), how)
+    with pytest.raises(BufferError, match="reach past the 48 bytes"):
+        dlbridge.from_dlpack(capsule)
+    legacy = t.__dlpack__()
+    _rewrite_reach(_legacy_struct_of(legacy), how)
+    with pytest.raises(BufferError, match="reach past the 48 bytes"):
+        dlbridge.from_dlpack(legacy)
+    assert t.tolist()[2] == [8.0, 9.0, 10.0, 11.0]
+
+
+def test_own_share_rewritten_within_its_memory_is_taken():
+    t = dlbridge.arange(12, dtype="float32").reshape(3, 4)
+    for get in (_struct_of, _legacy_struct_of):
+        capsule = t.__dlpack__(max_version=(1, 0)) if get is _struct_of else t.__dlpack__()
+        m = get(capsule).dl_tensor
+        # The last two rows, every second element, read backwards.
+        m.byte_offset = 44
+        _new_arrays(m, (2, 2), (-4, -2))
+        assert dlbridge.from_dlpack(capsule).tolist() == [[11.0, 9.0], [7.0, 5.0]]
+    assert t.shape == (3, 4) and t.strides == (4, 1)
+    # Padding claimed by a rewritten packed share counts a byte per unit.
+    packed = dlbridge.zeros(16, dtype="uint4")
+    capsule = packed.__dlpack__(max_version=(1, 0))
+    m = _struct_of(capsule)
+    m.dl_tensor.dtype.code = 0  # int4 now: rewritten, so judged whole
+    m.flags |= 1 << 2
+    with pytest.raises(BufferError, match="reach past the 8 bytes"):
+        dlbridge.from_dlpack(capsule)
+
+
 @pytest.mark.parametrize("kind", ["share", "copy"])
 def test_own_capsule_with_strides_cleared_reads_compact(kind):
     t = dlbridge.arange(12, dtype="float32").reshape(3, 4)
