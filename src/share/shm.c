@@ -243,38 +243,55 @@ static dlb_status check_header(int fd, const dlb__share_meta *m) {
   return DLB_OK;
 }
 
-dlb_status dlb__shm_import(const void *buf, size_t len, int fd,
-                           uint64_t flags, DLManagedTensorVersioned **out) {
+/* The checks of dlb__shm_import on own, a duplicate of the caller's fd
+ * (named fd in messages); fills *m and *s_out (which then holds own). */
+static dlb_status shm_checked(const void *buf, size_t len, int fd, int own,
+                              dlb__share_meta *m, dlb__shm **s_out) {
   struct stat stt;
-  dlb_status st = check_fd(fd, &stt);
+  dlb_status st = check_fd(own, &stt);
   if (st != DLB_OK) return st;
-  dlb__share_meta m;
-  st = dlb__share_decode(buf, len, (uint64_t)stt.st_size, &m);
+  st = dlb__share_decode(buf, len, (uint64_t)stt.st_size, m);
   if (st != DLB_OK) return st;
-  if (m.kind != DLB__SHARE_HOST)
+  if (m->kind != DLB__SHARE_HOST)
     return BAD("a device handle (kind %d) came with fd %d; device handles "
-               "carry no descriptor", (int)m.kind, fd);
-  int read_only = (m.flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
-  int acc = fcntl(fd, F_GETFL);
+               "carry no descriptor", (int)m->kind, fd);
+  int read_only = (m->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
+  int acc = fcntl(own, F_GETFL);
   if (acc < 0) return sys_fail(DLB_E_SYSTEM, "F_GETFL of the descriptor", errno);
   if (!read_only && (acc & O_ACCMODE) == O_RDONLY)
     return BAD("the handle is writable but fd %d is read-only", fd);
-  st = check_header(fd, &m);
+  st = check_header(own, m);
   if (st != DLB_OK) return st;
-
   dlb__shm *s = dlb__calloc(sizeof *s);
   if (s == NULL) return DLB_E_NOMEM;
   s->read_only = read_only;
-  s->file_size = m.size;
-  s->data_offset = m.data_offset;
-  s->map_len = (size_t)(m.size - m.data_offset);
-  memcpy(s->id, m.id, sizeof s->id);
-  s->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-  if (s->fd < 0) {
-    st = sys_fail(DLB_E_SYSTEM, "duplicating the received descriptor", errno);
-    dlb__free(s);
+  s->file_size = m->size;
+  s->data_offset = m->data_offset;
+  s->map_len = (size_t)(m->size - m->data_offset);
+  memcpy(s->id, m->id, sizeof s->id);
+  s->fd = own;
+  *s_out = s;
+  return DLB_OK;
+}
+
+dlb_status dlb__shm_import(const void *buf, size_t len, int fd,
+                           uint64_t flags, DLManagedTensorVersioned **out) {
+  /* Everything is checked on a descriptor of our own: the caller's number
+   * could be closed and reused for other memory while we look. */
+  const int own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (own < 0) {
+    if (errno == EBADF) return BAD("fd %d is not an open descriptor", fd);
+    return sys_fail(DLB_E_SYSTEM, "duplicating the received descriptor",
+                    errno);
+  }
+  dlb__share_meta m;
+  dlb__shm *s = NULL;
+  dlb_status st = shm_checked(buf, len, fd, own, &m, &s);
+  if (st != DLB_OK) {
+    close(own);
     return st;
   }
+  const int read_only = s->read_only;
   int prot = read_only ? PROT_READ : PROT_READ | PROT_WRITE;
   void *map = mmap(NULL, s->map_len, prot, MAP_SHARED, s->fd,
                    (off_t)m.data_offset);
