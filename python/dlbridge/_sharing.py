@@ -24,6 +24,16 @@ _pin_lock = _threading.Lock()
 _PIN_KINDS = (None, "cuda_host", "rocm_host")
 
 
+def _new_pin_lock_in_child():
+    # A fork made while another thread held the lock would leave it held
+    # in the child for good.
+    global _pin_lock
+    _pin_lock = _threading.Lock()
+
+
+_os.register_at_fork(after_in_child=_new_pin_lock_in_child)
+
+
 def set_sharing_pin(kind):
     """Pins every shared tensor this process receives through
     multiprocessing from now on for ``kind``'s runtime ('cuda_host' or

@@ -505,3 +505,17 @@ def test_empty_cuda_tensors_travel_too(emulated_cuda):
                        env=dict(os.environ, DLBRIDGE_CUDA_LIBRARY=emulated_cuda))
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.splitlines() == ["cuda:0 (0,) float32", "cuda:0 (3, 0) float32"]
+
+
+def test_a_fork_while_another_thread_sets_the_pin_leaves_the_child_free():
+    # The lock set_sharing_pin takes may be held by another thread when the
+    # process forks; the child gets a lock of its own.
+    from dlbridge import _sharing
+    with _sharing._pin_lock:
+        pid = os.fork()
+        if pid == 0:
+            signal.alarm(10)
+            code = 0 if dlbridge.set_sharing_pin(None) is None else 1
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
