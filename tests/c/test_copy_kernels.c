@@ -251,6 +251,23 @@ DLB_TEST(tile_kernels_many_strips_and_chunks) {
   dlb__copy_cap_isa(-1);
 }
 
+/* Tall planes: 4096 bytes of each dst row and a ragged part, many strips
+ * each, for every unit and level. */
+DLB_TEST(tile_kernels_tall_planes) {
+  const size_t units[] = {1, 2, 4, 8, 16};
+  for (int level = DLB__ISA_V128; level <= DLB__ISA_AVX512; level++) {
+    dlb__copy_cap_isa(level);
+    for (size_t k = 0; k < 5; k++) {
+      const int64_t line = 64 / (int64_t)units[k];
+      const int64_t tall = 2048 / (int64_t)units[k];
+      check_plane(units[k], 3 * line + 1, 2 * tall + 3 * line + 1, 0, 0, 0,
+                  1);
+      check_plane(units[k], 2 * line, tall, 64, 0, 0, 1);
+    }
+  }
+  dlb__copy_cap_isa(-1);
+}
+
 /* The cap chooses the instruction set; without it the best one this build
  * and CPU have is used. */
 DLB_TEST(copy_isa_follows_the_cap) {
