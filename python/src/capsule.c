@@ -115,10 +115,12 @@ dlb_status dlbpy_adopt_versioned(DLManagedTensorVersioned *foreign,
 /* Whether t must be wrapped to be in our form: compact strides to fill
  * in, a host device_id to normalise. */
 static int dlbpy_needs_wrap(const DLTensor *t) {
+  if (t->strides == NULL && t->ndim != 0) return 1;
+  /* Most tensors are already on cpu:0. */
+  if (t->device.device_type == kDLCPU && t->device.device_id == 0) return 0;
   DLDevice device = t->device;
-  return (t->strides == NULL && t->ndim != 0) ||
-         (dlb_device_normalize(&device) == DLB_OK &&
-          device.device_id != t->device.device_id);
+  return dlb_device_normalize(&device) == DLB_OK &&
+         device.device_id != t->device.device_id;
 }
 
 dlb_status dlbpy_accept_versioned(DLManagedTensorVersioned *foreign,
