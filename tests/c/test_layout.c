@@ -72,7 +72,7 @@ DLB_TEST(layout_numel_rejects) {
   int64_t root1[] = {3037000500LL, 3037000500LL};
   CHECK_STATUS(dlb_shape_numel(2, root1, &n), DLB_E_OVERFLOW);
   CHECK_STATUS(dlb_shape_numel(-1, over, &n), DLB_E_LAYOUT);
-  CHECK_ERROR_MENTIONS("ndim is -1");
+  CHECK_ERROR_MENTIONS("ndim is -1; must be >= 0");
   CHECK_STATUS(dlb_shape_numel(65, over, &n), DLB_E_LAYOUT);
   CHECK_ERROR_MENTIONS("ndim is 65; at most 64");
   CHECK_STATUS(dlb_shape_numel(1, NULL, &n), DLB_E_LAYOUT);
