@@ -248,6 +248,17 @@ DLB_TEST(layout_validate_rejects_bad_dtypes) {
   t.dtype = fp4_6;
   CHECK_STATUS(dlb_tensor_validate(&t), DLB_E_DTYPE);
   CHECK_ERROR_MENTIONS("dtype.bits is 6");
+  /* Widths between the allowed ones, for every integer and float code and
+   * with several lanes: each is refused, whatever the lanes make of it. */
+  static const uint8_t odd_bits[] = {9, 12, 15, 24, 31, 48, 63};
+  for (uint8_t code = kDLInt; code <= kDLFloat; code++)
+    for (size_t i = 0; i < sizeof odd_bits; i++)
+      for (uint16_t lanes = 1; lanes <= 8; lanes *= 2) {
+        DLDataType odd = {code, odd_bits[i], lanes};
+        t.dtype = odd;
+        CHECK_STATUS(dlb_tensor_validate(&t), DLB_E_DTYPE);
+        CHECK_ERROR_MENTIONS("dtype.bits is");
+      }
 }
 
 DLB_TEST(layout_validate_rejects_bad_devices) {
@@ -392,6 +403,7 @@ DLB_TEST(layout_validate_packed_subbyte_must_be_compact) {
   t.dtype = FP4;
   CHECK_STATUS(dlb_tensor_validate(&t), DLB_E_LAYOUT);
   CHECK_ERROR_MENTIONS("strides[0] is 4");
+  CHECK_ERROR_MENTIONS("(expected 3)");
   int64_t rev[] = {3, -1};
   t.strides = rev;
   t.dtype = FP6;
