@@ -72,7 +72,7 @@ DLB_TEST(layout_numel_rejects) {
   int64_t root1[] = {3037000500LL, 3037000500LL};
   CHECK_STATUS(dlb_shape_numel(2, root1, &n), DLB_E_OVERFLOW);
   CHECK_STATUS(dlb_shape_numel(-1, over, &n), DLB_E_LAYOUT);
-  CHECK_ERROR_MENTIONS("ndim is -1");
+  CHECK_ERROR_MENTIONS("ndim is -1; must be >= 0");
   CHECK_STATUS(dlb_shape_numel(65, over, &n), DLB_E_LAYOUT);
   CHECK_ERROR_MENTIONS("ndim is 65; at most 64");
   CHECK_STATUS(dlb_shape_numel(1, NULL, &n), DLB_E_LAYOUT);
@@ -248,6 +248,17 @@ DLB_TEST(layout_validate_rejects_bad_dtypes) {
   t.dtype = fp4_6;
   CHECK_STATUS(dlb_tensor_validate(&t), DLB_E_DTYPE);
   CHECK_ERROR_MENTIONS("dtype.bits is 6");
+  /* Widths between the allowed ones, for every integer and float code and
+   * with several lanes: each is refused, whatever the lanes make of it. */
+  static const uint8_t odd_bits[] = {9, 12, 15, 24, 31, 48, 63};
+  for (uint8_t code = kDLInt; code <= kDLFloat; code++)
+    for (size_t i = 0; i < sizeof odd_bits; i++)
+      for (uint16_t lanes = 1; lanes <= 8; lanes *= 2) {
+        DLDataType odd = {code, odd_bits[i], lanes};
+        t.dtype = odd;
+        CHECK_STATUS(dlb_tensor_validate(&t), DLB_E_DTYPE);
+        CHECK_ERROR_MENTIONS("dtype.bits is");
+      }
 }
 
 DLB_TEST(layout_validate_rejects_bad_devices) {
@@ -289,6 +300,11 @@ DLB_TEST(layout_validate_rejects_stride_overflow) {
   int64_t s22[] = {2, 2};
   int64_t two[] = {INT64_MAX / 2 + 1, INT64_MAX / 2 + 1};
   t = tensor(U8, 2, s22, two);
+  CHECK_STATUS(dlb_tensor_validate(&t), DLB_E_OVERFLOW);
+  CHECK_ERROR_MENTIONS("strides[1]");
+  /* The same downwards: two equal negative terms, the later one named. */
+  int64_t two_down[] = {INT64_MIN / 2 - 1, INT64_MIN / 2 - 1};
+  t = tensor(U8, 2, s22, two_down);
   CHECK_STATUS(dlb_tensor_validate(&t), DLB_E_OVERFLOW);
   CHECK_ERROR_MENTIONS("strides[1]");
   /* stride * itemsize overflows. */
@@ -387,6 +403,7 @@ DLB_TEST(layout_validate_packed_subbyte_must_be_compact) {
   t.dtype = FP4;
   CHECK_STATUS(dlb_tensor_validate(&t), DLB_E_LAYOUT);
   CHECK_ERROR_MENTIONS("strides[0] is 4");
+  CHECK_ERROR_MENTIONS("(expected 3)");
   int64_t rev[] = {3, -1};
   t.strides = rev;
   t.dtype = FP6;
@@ -605,6 +622,49 @@ DLB_TEST(layout_byte_span_rejects) {
   CHECK_ERROR_MENTIONS("wider than INT64_MAX");
   CHECK_EQ_INT(lo, -7);
   CHECK_EQ_INT(hi, -7);
+}
+
+/* Wide elements whose size is not a power of two (3 bytes: int8 x 3) with
+ * the lowest element just above INT64_MIN / 3 bytes: lo = 3 * stride fits,
+ * and so does the width, so the span is exact rather than an overflow. */
+DLB_TEST(layout_byte_span_three_byte_elements_near_int64_min) {
+  const DLDataType i8x3 = {kDLInt, 8, 3};
+  int64_t s[] = {2};
+  int64_t low[] = {-3074457345618258601LL};
+  DLTensor t = tensor(i8x3, 1, s, low);
+  check_span(&t, 3 * low[0], 3);
+  /* One element lower and the width no longer fits. */
+  low[0]--;
+  int64_t lo = -7, hi = -7;
+  CHECK_STATUS(dlb_tensor_byte_span(&t, &lo, &hi), DLB_E_OVERFLOW);
+  CHECK_EQ_INT(lo, -7);
+  CHECK_EQ_INT(hi, -7);
+}
+
+/* What validation measures for a copy (numel and [lo, hi)) is what
+ * dlb_tensor_numel and dlb_tensor_byte_span report, for implied, given,
+ * negative and zero strides and a byte_offset. */
+DLB_TEST(layout_validate_span_matches_numel_and_byte_span) {
+  int64_t s[] = {3, 4};
+  int64_t given[] = {8, 2}, neg[] = {-4, -1}, zero[] = {0, 1};
+  int64_t *strides[] = {NULL, given, neg, zero};
+  const DLDataType types[] = {U8, F32, F64, I4};
+  for (size_t k = 0; k < sizeof strides / sizeof strides[0]; k++) {
+    for (size_t d = 0; d < sizeof types / sizeof types[0]; d++) {
+      /* Packed sub-byte elements take compact strides only. */
+      if (dlb_dtype_is_subbyte(types[d]) && strides[k] != NULL) continue;
+      DLTensor t = tensor(types[d], 2, s, strides[k]);
+      t.byte_offset = 64;
+      int64_t numel = 0, lo = 0, hi = 0;
+      CHECK_OK(dlb_tensor_numel(&t, &numel));
+      CHECK_OK(dlb_tensor_byte_span(&t, &lo, &hi));
+      dlb__span span = {-1, -1, -1};
+      CHECK_OK(dlb__tensor_validate_span(&t, "t", &span));
+      CHECK_EQ_INT(span.numel, numel);
+      CHECK_EQ_INT(span.lo, lo);
+      CHECK_EQ_INT(span.hi, hi);
+    }
+  }
 }
 
 /* ----------------------------------------------------------- contiguity */

@@ -656,6 +656,117 @@ DLB_TEST(tensor_validate_refuses_ndim_past_its_own_arrays) {
   dlb_tensor_release(t);
 }
 
+/* An allocator that remembers the blocks it handed out (the last few). */
+#define RECORDED 16
+static struct {
+  char *p;
+  size_t size;
+} recorded[RECORDED];
+static int nrecorded;
+static void *record_alloc(void *ctx, size_t size, size_t alignment) {
+  (void)ctx;
+  void *p = NULL;
+  if (posix_memalign(&p, alignment, size) != 0) return NULL;
+  recorded[nrecorded % RECORDED].p = p;
+  recorded[nrecorded % RECORDED].size = size;
+  nrecorded++;
+  return p;
+}
+static void record_free(void *ctx, void *p, size_t size, size_t alignment) {
+  (void)ctx, (void)size, (void)alignment;
+  free(p);
+}
+
+/* The bytes of the recorded block holding p from p on, or 0. */
+static size_t recorded_bytes_from(const void *p) {
+  const char *c = p;
+  for (int i = 0; i < RECORDED && i < nrecorded; i++)
+    if (c >= recorded[i].p && c < recorded[i].p + recorded[i].size)
+      return (size_t)(recorded[i].p + recorded[i].size - c);
+  return 0;
+}
+
+/* An empty CPU tensor still gets one byte of data, zeroed, inside the
+ * allocation it came from. */
+DLB_TEST(tensor_alloc_empty_gets_one_byte) {
+  const dlb_allocator record = {record_alloc, record_free, NULL};
+  CHECK_OK(dlb_set_allocator(&record));
+  int64_t shape[2] = {0, 3};
+  DLManagedTensorVersioned *t = NULL;
+  CHECK_OK(dlb_tensor_alloc(CPU, F32, 2, shape, &t));
+  CHECK(t->dl_tensor.data != NULL);
+  CHECK(recorded_bytes_from(t->dl_tensor.data) >= 1);
+  CHECK_EQ_INT(*(const unsigned char *)t->dl_tensor.data, 0);
+  dlb_tensor_release(t);
+  CHECK_OK(dlb_set_allocator(NULL));
+}
+
+/* A foreign tensor that carries dlbridge's deleter but no block of ours
+ * (manager_ctx NULL) is not ours, and is validated as any foreign one. */
+DLB_TEST(tensor_validate_our_deleter_without_a_block) {
+  int64_t shape[2] = {2, 3};
+  float data[6] = {0};
+  DLManagedTensorVersioned m;
+  memset(&m, 0, sizeof m);
+  m.version.major = DLPACK_MAJOR_VERSION;
+  m.version.minor = DLPACK_MINOR_VERSION;
+  m.deleter = dlb__tensor_deleter;
+  m.manager_ctx = NULL;
+  m.dl_tensor.data = data;
+  m.dl_tensor.device = CPU;
+  m.dl_tensor.ndim = 2;
+  m.dl_tensor.dtype = F32;
+  m.dl_tensor.shape = shape;
+  CHECK(!dlb_tensor_is_ours(&m));
+  CHECK_OK(dlb_managed_validate(&m));
+  m.dl_tensor.ndim = -1;
+  CHECK_STATUS(dlb_managed_validate(&m), DLB_E_LAYOUT);
+}
+
+/* An allocator whose every allocation has room to spare past its end, so
+ * a test may place arrays of its own right after a block. */
+#define SLACK_BYTES 256
+static void *slack_alloc(void *ctx, size_t size, size_t alignment) {
+  (void)ctx;
+  void *p = NULL;
+  if (posix_memalign(&p, alignment, size + SLACK_BYTES) != 0) return NULL;
+  return p;
+}
+static void slack_free(void *ctx, void *p, size_t size, size_t alignment) {
+  (void)ctx, (void)size, (void)alignment;
+  free(p);
+}
+
+/* Arrays that start exactly where a tensor's block ends are not in it, so
+ * they are not bounded by its entries: such a tensor is judged as any
+ * other. */
+DLB_TEST(tensor_validate_takes_arrays_just_past_its_block) {
+  const dlb_allocator slack = {slack_alloc, slack_free, NULL};
+  CHECK_OK(dlb_set_allocator(&slack));
+  int64_t shape[2] = {2, 3};
+  DLManagedTensorVersioned *t = NULL;
+  CHECK_OK(dlb_tensor_alloc(CPU, F32, 2, shape, &t));
+  const dlb__tensor *block = dlb__tensor_of(t);
+  CHECK(block != NULL);
+  int64_t *end = (int64_t *)block->dims + 2 * (size_t)block->dims_room;
+  CHECK((size_t)((char *)(end + 4) - (char *)block) <=
+        sizeof *block + 2 * (size_t)block->dims_room * sizeof(int64_t) +
+            SLACK_BYTES);
+  end[0] = 2, end[1] = 3, end[2] = 3, end[3] = 1;
+  int64_t *own_shape = t->dl_tensor.shape, *own_strides = t->dl_tensor.strides;
+  t->dl_tensor.shape = end;
+  CHECK_OK(dlb_managed_validate(t));
+  t->dl_tensor.shape = own_shape;
+  t->dl_tensor.strides = end + 2;
+  CHECK_OK(dlb_managed_validate(t));
+  /* One entry earlier is the block's last entry: two do not fit there. */
+  t->dl_tensor.strides = end - 1;
+  CHECK_STATUS(dlb_managed_validate(t), DLB_E_LAYOUT);
+  t->dl_tensor.strides = own_strides;
+  dlb_tensor_release(t);
+  CHECK_OK(dlb_set_allocator(NULL));
+}
+
 /* The same for the legacy struct dlbridge made: a raised ndim is refused
  * before anything reads past its block, and the struct stays the
  * caller's. */

@@ -687,6 +687,25 @@ DLB_TEST(view_expand_broadcasts_with_zero_strides) {
   dlb_tensor_release(b);
 }
 
+/* A 0-dimensional base expands to 0 dimensions (shape may be NULL then)
+ * and to any shape, every stride 0. */
+DLB_TEST(view_expand_scalar) {
+  DLManagedTensorVersioned *b = iota(0, NULL), *v = NULL, *w = NULL;
+  *(int32_t *)b->dl_tensor.data = 7;
+  CHECK_OK(dlb_tensor_expand(b, 0, NULL, &v));
+  check_view(v, b, 0, NULL, NULL, 0);
+  CHECK_EQ_INT(v->flags, DLPACK_FLAG_BITMASK_READ_ONLY);
+  CHECK_EQ_INT(*(const int32_t *)v->dl_tensor.data, 7);
+  int64_t to[2] = {2, 3}, zeros[2] = {0, 0};
+  CHECK_OK(dlb_tensor_expand(b, 2, to, &w));
+  check_view(w, b, 2, to, zeros, 0);
+  for (int64_t i = 0; i < 2; i++)
+    for (int64_t j = 0; j < 3; j++) CHECK_EQ_INT(at2(w, i, j), 7);
+  dlb_tensor_release(w);
+  dlb_tensor_release(v);
+  dlb_tensor_release(b);
+}
+
 DLB_TEST(view_expand_rejects_incompatible) {
   int64_t shape[2] = {3, 1};
   DLManagedTensorVersioned *b = iota(2, shape), *v = UNTOUCHED;
