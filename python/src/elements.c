@@ -305,8 +305,9 @@ static int dlbpy_narrow_store(DLDataType dtype, void *p, int64_t v,
   if (v < lo || v > hi) {
     char name[DLB_DTYPE_NAME_MAX];
     if (dlb_dtype_format(dtype, name, sizeof name) != DLB_OK) name[0] = '\0';
-    PyErr_Format(PyExc_OverflowError, "%s is out of range for %s (%lld to %lld)",
-                 text, name, (long long)lo, (long long)hi);
+    PyErr_Format(PyExc_OverflowError,
+                 "%s is out of range for %s (%lld to %lld)", text, name,
+                 (long long)lo, (long long)hi);
     return -1;
   }
   *(unsigned char *)p = (unsigned char)(int8_t)v;
@@ -331,9 +332,9 @@ int dlbpy_element_set_double(DLDataType dtype, void *p, double v) {
     char text[64];
     PyOS_snprintf(text, sizeof text, "%.17g", v);
     const double t = trunc(v);
-    return dlbpy_narrow_store(dtype, p,
-                              t >= -128.0 && t <= 255.0 ? (int64_t)t : INT64_MAX,
-                              text);
+    /* Any value outside a byte is out of every narrow range. */
+    const int64_t v64 = t >= -128.0 && t <= 255.0 ? (int64_t)t : INT64_MAX;
+    return dlbpy_narrow_store(dtype, p, v64, text);
   }
   return dlbpy_store_real(kind, p, v);
 }

@@ -411,9 +411,10 @@ static DLTensor dlbpy_bytes_like(const DLTensor *t, void *buf,
 }
 
 /* dlbpy_write where either side holds padded sub-byte units, or src is
- * broadcast to dst's shape: through a byte per unit in dst's shape, unpacked from a packed src (compact, as
- * packed tensors are) or copied from a padded one, then copied into a
- * padded dst or packed into a packed one. */
+ * broadcast to dst's shape: through a byte per unit in dst's shape,
+ * unpacked from a packed src (compact, as packed tensors are) or copied
+ * from a padded one, then copied into a padded dst or packed into a
+ * packed one. */
 static int dlbpy_write_subbyte(const DLTensor *src, int src_padded,
                                const DLTensor *dst, int dst_padded) {
   const unsigned n = dlb_dtype_bits(dst->dtype);
