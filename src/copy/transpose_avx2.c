@@ -79,16 +79,24 @@ DLB__AVX2_INLINE void tile_4(char *dst, int64_t dst_b, const char *src,
     _Alignas(32) __m256i lo[8];
     const char *s = src + 32 * h;
     DLB__UNROLL_ALL
-    for (int i = 0; i < 8; i++, s += src_a) r[i] = load32(s);
+    for (int i = 0; i < 8; i++, s += src_a) {
+      r[i] = load32(s);
+      DLB__OPAQUE(s);
+    }
     transpose_8x8(r);
     DLB__UNROLL_ALL
     for (int j = 0; j < 8; j++) _mm256_store_si256(&lo[j], r[j]);
     DLB__UNROLL_ALL
-    for (int i = 0; i < 8; i++, s += src_a) r[i] = load32(s);
+    for (int i = 0; i < 8; i++, s += src_a) {
+      r[i] = load32(s);
+      DLB__OPAQUE(s);
+    }
     transpose_8x8(r);
     DLB__UNROLL_ALL
-    for (int j = 0; j < 8; j++, dst += dst_b)
+    for (int j = 0; j < 8; j++, dst += dst_b) {
       store_line(dst, _mm256_load_si256(&lo[j]), r[j], nt);
+      DLB__OPAQUE(dst);
+    }
   }
 }
 
@@ -111,13 +119,22 @@ DLB__AVX2_INLINE void tile_8(char *dst, int64_t dst_b, const char *src,
     __m256i lo[4], hi[4];
     const char *s = src + 32 * h;
     DLB__UNROLL_ALL
-    for (int i = 0; i < 4; i++, s += src_a) lo[i] = load32(s);
+    for (int i = 0; i < 4; i++, s += src_a) {
+      lo[i] = load32(s);
+      DLB__OPAQUE(s);
+    }
     DLB__UNROLL_ALL
-    for (int i = 0; i < 4; i++, s += src_a) hi[i] = load32(s);
+    for (int i = 0; i < 4; i++, s += src_a) {
+      hi[i] = load32(s);
+      DLB__OPAQUE(s);
+    }
     transpose_4x4_64(lo);
     transpose_4x4_64(hi);
     DLB__UNROLL_ALL
-    for (int j = 0; j < 4; j++, dst += dst_b) store_line(dst, lo[j], hi[j], nt);
+    for (int j = 0; j < 4; j++, dst += dst_b) {
+      store_line(dst, lo[j], hi[j], nt);
+      DLB__OPAQUE(dst);
+    }
   }
 }
 

@@ -60,6 +60,7 @@ DLB__AVX512_INLINE void load_rows(__m512i *r, int n, const char *src,
   for (int i = 0; i < n; i++) {
     r[i] = load64(src);
     src += step;
+    DLB__OPAQUE(src);
   }
 }
 
@@ -69,6 +70,7 @@ DLB__AVX512_INLINE void store_rows(char *dst, int64_t step, const __m512i *r,
   for (int i = 0; i < n; i++) {
     store64(dst, r[i], nt);
     dst += step;
+    DLB__OPAQUE(dst);
   }
 }
 
@@ -186,8 +188,10 @@ DLB__AVX512_INLINE void tile_2(char *dst, int64_t dst_b, const char *src,
   for (int k = 0; k < 16; k++) {
     store64(dst, _mm512_permutex2var_epi8(lo[k], even, hi[k]), nt);
     dst += dst_b;
+    DLB__OPAQUE(dst);
     store64(dst, _mm512_permutex2var_epi8(lo[k], odd, hi[k]), nt);
     dst += dst_b;
+    DLB__OPAQUE(dst);
   }
 }
 
@@ -202,6 +206,7 @@ DLB__AVX512_INLINE void tile_1(char *dst, int64_t dst_b, const char *src,
   for (int g = 0; g < 4; g++) {
     load_rows(q[g], 16, src, src_a);
     src += 16 * src_a;
+    DLB__OPAQUE(src);
     transpose_16x16(q[g]);
   }
   /* Index for bytes m and m + 1 of every unit, from a (0-63) and b
@@ -221,12 +226,16 @@ DLB__AVX512_INLINE void tile_1(char *dst, int64_t dst_b, const char *src,
     __m512i cd23 = _mm512_permutex2var_epi8(q[2][k], i23, q[3][k]);
     store64(dst, _mm512_shuffle_i64x2(ab01, cd01, 0x44), nt);
     dst += dst_b;
+    DLB__OPAQUE(dst);
     store64(dst, _mm512_shuffle_i64x2(ab01, cd01, 0xee), nt);
     dst += dst_b;
+    DLB__OPAQUE(dst);
     store64(dst, _mm512_shuffle_i64x2(ab23, cd23, 0x44), nt);
     dst += dst_b;
+    DLB__OPAQUE(dst);
     store64(dst, _mm512_shuffle_i64x2(ab23, cd23, 0xee), nt);
     dst += dst_b;
+    DLB__OPAQUE(dst);
   }
 }
 
