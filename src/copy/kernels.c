@@ -110,7 +110,8 @@ static void contiguous(char *dst, int64_t dst_step, const char *src,
   memcpy(dst, src, (size_t)(n * dst_step));
 }
 
-void dlb__stream_copy(char *dst, const char *src, size_t n) {
+/* The lines of dlb__stream_copy, not fenced. */
+static void stream_unfenced(char *dst, const char *src, size_t n) {
 #if DLB__HAVE_STREAM
   size_t head = (size_t)(-(uintptr_t)dst & 63);
   if (head > n) head = n;
@@ -131,16 +132,32 @@ void dlb__stream_copy(char *dst, const char *src, size_t n) {
     _mm_stream_si128((__m128i *)(void *)(dst + 32), c);
     _mm_stream_si128((__m128i *)(void *)(dst + 48), d);
   }
-  _mm_sfence();
 #endif
   memcpy(dst, src, n);
 }
 
+void dlb__stream_fence(void) {
+#if DLB__HAVE_STREAM
+  _mm_sfence();
+#endif
+}
+
+void dlb__stream_copy(char *dst, const char *src, size_t n) {
+  stream_unfenced(dst, src, n);
+  dlb__stream_fence();
+}
+
+/* Unfenced: a fence waits for every non-temporal store in flight, and
+ * one per row of 256 bytes made a (64, 64, 64, 64) float32 permutation
+ * (2, 0, 1, 3) run at 0.13 x a non-temporal copy. The plan fences once,
+ * at the end of each range it runs (dlb__copy_plan.fence). */
 static void contiguous_stream(char *dst, int64_t dst_step, const char *src,
                               int64_t src_step, int64_t n) {
   (void)src_step;
-  dlb__stream_copy(dst, src, (size_t)(n * dst_step));
+  stream_unfenced(dst, src, (size_t)(n * dst_step));
 }
+
+int dlb__row_kernel_streams(dlb__row_fn fn) { return fn == contiguous_stream; }
 
 #if defined(__SSE2__)
 /* Gathers with a src step of two units (a slice [::2]) read whole

@@ -99,7 +99,6 @@ DLB__STRIPS_ATTR static inline __attribute__((always_inline)) void strips(
         }
     }
   }
-  if (nt) _mm_sfence();
 }
 
 /* One function per unit and store kind, so that both are constants in

@@ -433,7 +433,6 @@ static DLB__FORCE_INLINE void strips(char *dst, int64_t dst_b,
                     nt);
     }
   }
-  if (nt) v_fence();
 }
 
 #endif

@@ -51,12 +51,11 @@ static inline void v_store_a(char *p, dlb__v128 v) {
 static inline void v_store8(char *p, dlb__v128 v) {
   _mm_storel_epi64((__m128i *)(void *)p, v);
 }
-/* Non-temporal, to a 16-byte aligned p; v_fence orders such stores
- * before what follows. */
+/* Non-temporal, to a 16-byte aligned p; dlb__stream_fence orders such
+ * stores before what follows. */
 static inline void v_stream(char *p, dlb__v128 v) {
   _mm_stream_si128((__m128i *)(void *)p, v);
 }
-static inline void v_fence(void) { _mm_sfence(); }
 
 /* Interleaves of the low (lo) or high (hi) halves of a and b in units of
  * 1, 2, 4 and 8 bytes: lo8 gives a0 b0 a1 b1 ... a7 b7. */
@@ -90,7 +89,6 @@ static inline void v_store8(char *p, dlb__v128 v) { memcpy(p, &v, 8); }
 /* Plain stores: no non-temporal store of the generic vectors has been
  * measured against them. */
 static inline void v_stream(char *p, dlb__v128 v) { memcpy(p, &v, 16); }
-static inline void v_fence(void) {}
 
 /* The same interleaves as byte shuffles of the 32 bytes a, b (indices
  * 16-31 are b's). */

@@ -619,6 +619,60 @@ DLB_TEST(copy_large_permutation_on_threads) { big_permute_check(4, 1); }
 
 DLB_TEST(copy_one_thread_never_uses_the_pool) { big_permute_check(1, 0); }
 
+/* Large copies whose non-temporal stores the plan fences once per part:
+ * rows of 256 bytes run in src's order (X of (64, 32, 16, 64) permuted
+ * (2, 0, 1, 3), with X's third axis forwards and backwards; contiguous
+ * rows share out among threads only from 24 MiB) and planes of 16 x 16
+ * units transposed, on one thread and on three; every element checked. */
+DLB_TEST(copy_streamed_permutations_land_every_element) {
+  const int64_t total = 16 * 64 * 32 * 64; /* 8 MiB of float32 */
+  uint32_t *x = malloc((size_t)total * 4), *y = malloc((size_t)total * 4);
+  CHECK(x != NULL && y != NULL);
+  for (int64_t i = 0; i < total; i++) x[i] = (uint32_t)(i * 2654435761u);
+  const int threads[2] = {1, 3};
+  for (int t = 0; t < 2; t++) {
+    dlb_copy_set_threads(threads[t]);
+    for (int back = 0; back < 2; back++) {
+      /* y[i][j][k][l] = X[j][k][back ? 15 - i : i][l]. */
+      int64_t shape[4] = {16, 64, 32, 64};
+      int64_t sstr[4] = {back ? -64 : 64, 32768, 1024, 1};
+      DLTensor s = tensor(x, dt(kDLUInt, 32, 1), 4, shape, sstr,
+                          back ? 15 * 64 * 4 : 0);
+      DLTensor d = tensor(y, dt(kDLUInt, 32, 1), 4, shape, NULL, 0);
+      memset(y, 0, (size_t)total * 4);
+      CHECK_OK(dlb_copy(&s, &d));
+      for (int64_t i = 0; i < 16; i++)
+        for (int64_t j = 0; j < 64; j++)
+          for (int64_t k = 0; k < 32; k++)
+            for (int64_t l = 0; l < 64; l++) {
+              const int64_t xi = back ? 15 - i : i;
+              if (y[((i * 64 + j) * 32 + k) * 64 + l] !=
+                  x[((j * 32 + k) * 16 + xi) * 64 + l])
+                dlb_test_failed(__FILE__, __LINE__,
+                                "back %d: y[%lld][%lld][%lld][%lld]", back,
+                                (long long)i, (long long)j, (long long)k,
+                                (long long)l);
+            }
+    }
+    /* (8192, 16, 16) with its last two axes swapped. */
+    int64_t shape[3] = {8192, 16, 16}, sstr[3] = {256, 1, 16};
+    DLTensor s = tensor(x, dt(kDLUInt, 32, 1), 3, shape, sstr, 0);
+    DLTensor d = tensor(y, dt(kDLUInt, 32, 1), 3, shape, NULL, 0);
+    memset(y, 0, (size_t)total * 4);
+    CHECK_OK(dlb_copy(&s, &d));
+    if (threads[t] > 1) CHECK(dlb__copy_last_threads() > 1);
+    for (int64_t i = 0; i < 8192; i++)
+      for (int64_t j = 0; j < 16; j++)
+        for (int64_t k = 0; k < 16; k++)
+          if (y[(i * 16 + j) * 16 + k] != x[i * 256 + k * 16 + j])
+            dlb_test_failed(__FILE__, __LINE__, "planes: y[%lld][%lld][%lld]",
+                            (long long)i, (long long)j, (long long)k);
+  }
+  dlb_copy_set_threads(0);
+  free(x);
+  free(y);
+}
+
 /* A 2-D transpose on threads: the split runs along the tile's own rows. */
 DLB_TEST(copy_large_transpose_on_threads) {
   const int64_t rows = 1024, cols = 1536;

@@ -76,6 +76,83 @@ DLB_TEST(copy_plan_streams_from_the_threshold_on) {
   dlb__copy_cap_isa(-1);
 }
 
+/* The (64, 32, 16, 64) float32 tensor X permuted (2, 0, 1, 3): dst is
+ * (16, 64, 32, 64), rows of 256 bytes that are contiguous in X too. At
+ * 8 MiB the rows stream, unfenced, and the loops around them go in src's
+ * order: the two middle dims merge (src 4096 bytes apart) and the first,
+ * 256 bytes apart in src, goes inside. Half the size keeps dst's order. */
+DLB_TEST(copy_plan_streams_rows_in_src_order) {
+  dlb__copy_plan p;
+  static char a[1], b[1];
+  int64_t shape[4] = {16, 64, 32, 64}, sstr[4] = {64, 32768, 1024, 1};
+  CHECK_EQ_INT(16 * 64 * 32 * 64 * 4, DLB__STREAM_MIN);
+  dlb__copy_plan_build(&p, b, NULL, a, sstr, 4, shape, 4);
+  CHECK_EQ_INT(p.kind, DLB__COPY_ROWS);
+  CHECK_EQ_INT(p.ndim, 3);
+  CHECK_EQ_INT(p.shape[2], 64);
+#if DLB__HAVE_STREAM
+  CHECK_EQ_INT(p.fence, 1);
+  CHECK(p.row == dlb__row_kernel(4, 4, 4, 1));
+  CHECK_EQ_INT(p.shape[0], 2048);
+  CHECK_EQ_INT(p.src_stride[0], 4096);
+  CHECK_EQ_INT(p.dst_stride[0], 256);
+  CHECK_EQ_INT(p.shape[1], 16);
+  CHECK_EQ_INT(p.src_stride[1], 256);
+  CHECK_EQ_INT(p.dst_stride[1], 524288);
+#else
+  /* Without non-temporal stores: memcpy rows in dst's order. */
+  CHECK_EQ_INT(p.fence, 0);
+  CHECK_EQ_INT(p.shape[0], 16);
+#endif
+  /* The outer dim walked backwards in src: flipped to walk forwards, dst
+   * from its last row. (The plan only: the memory is never touched.) */
+  char *x = malloc((size_t)DLB__STREAM_MIN);
+  char *y = malloc((size_t)DLB__STREAM_MIN);
+  CHECK(x != NULL && y != NULL);
+  int64_t back[4] = {-64, 32768, 1024, 1};
+  dlb__copy_plan_build(&p, y, NULL, x + 15 * 256, back, 4, shape, 4);
+#if DLB__HAVE_STREAM
+  CHECK_EQ_INT(p.src_stride[1], 256);
+  CHECK_EQ_INT(p.dst_stride[1], -524288);
+  CHECK(p.src == x);
+  CHECK(p.dst == y + 15 * 524288);
+#else
+  CHECK_EQ_INT(p.src_stride[0], -256);
+  CHECK(p.dst == y);
+#endif
+  free(x);
+  free(y);
+  /* Half the bytes: plain rows, dst's order, nothing to fence. */
+  int64_t half[4] = {8, 64, 32, 64};
+  dlb__copy_plan_build(&p, b, NULL, a, sstr, 4, half, 4);
+  CHECK_EQ_INT(p.fence, 0);
+  CHECK(p.row == dlb__row_kernel(4, 4, 4, 0));
+  CHECK_EQ_INT(p.shape[0], 8);
+  CHECK_EQ_INT(p.src_stride[0], 256);
+  /* The test hook's portable rows are plain too. */
+  dlb__copy_cap_isa(DLB__ISA_PORTABLE);
+  dlb__copy_plan_build(&p, b, NULL, a, sstr, 4, shape, 4);
+  dlb__copy_cap_isa(-1);
+  CHECK_EQ_INT(p.fence, 0);
+  CHECK_EQ_INT(p.shape[0], 16);
+}
+
+/* A streamed tile plan leaves its fence to the plan; a small one has
+ * none to do. */
+DLB_TEST(copy_plan_fences_streamed_tiles) {
+  dlb__copy_plan p;
+  static char a[1], b[1];
+  /* (3, 1, 0, 2) of 48^4 float32 (20 MiB), then of 32^4 (4 MiB). */
+  int64_t big[4] = {48, 48, 48, 48}, bs[4] = {48, 48 * 48, 1, 48 * 48 * 48};
+  dlb__copy_plan_build(&p, b, NULL, a, bs, 4, big, 4);
+  CHECK_EQ_INT(p.kind, DLB__COPY_TILE);
+  CHECK_EQ_INT(p.fence, 1);
+  int64_t small[4] = {32, 32, 32, 32}, ss[4] = {32, 32 * 32, 1, 32 * 32 * 32};
+  dlb__copy_plan_build(&p, b, NULL, a, ss, 4, small, 4);
+  CHECK_EQ_INT(p.kind, DLB__COPY_TILE);
+  CHECK_EQ_INT(p.fence, 0);
+}
+
 static DLTensor flat_u8(void *data, int64_t *shape, uint64_t offset) {
   DLTensor t;
   memset(&t, 0, sizeof t);
