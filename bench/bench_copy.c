@@ -507,6 +507,12 @@ int main(int argc, char **argv) {
   DLTensor ps = view(a, 4, p4, pstr), pd = view(b, 4, p4, NULL);
   bench_case("permute (3,1,0,2) 64^4", &ps, &pd, bytes, b, a, all);
 
+  /* The same permuted (2, 0, 1, 3): rows of 256 bytes, contiguous on
+   * both sides. */
+  int64_t rstr[4] = {64, 64 * 64 * 64, 64 * 64, 1};
+  DLTensor rs = view(a, 4, p4, rstr), rd = view(b, 4, p4, NULL);
+  bench_case("permute (2,0,1,3) 64^4", &rs, &rd, bytes, b, a, all);
+
   /* The slice [::2, ::3] of the 4096 x 4096 matrix. */
   int64_t sl[2] = {n / 2, (n + 2) / 3}, slstr[2] = {2 * n, 3};
   DLTensor ss = view(a, 2, sl, slstr), sd = view(b, 2, sl, NULL);

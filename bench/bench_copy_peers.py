@@ -155,6 +155,8 @@ def cases():
         ("transpose 4096^2 f32", a, lambda x: x.T, lambda x: x.T),
         ("permute (3,1,0,2) 64^4", b, lambda x: x.transpose(3, 1, 0, 2),
          lambda x: x.permute(3, 1, 0, 2)),
+        ("permute (2,0,1,3) 64^4", b, lambda x: x.transpose(2, 0, 1, 3),
+         lambda x: x.permute(2, 0, 1, 3)),
         ("slice [::2, ::3]", a, lambda x: x[::2, ::3],
          lambda x: x[::2, ::3]),
     ]
