@@ -77,11 +77,11 @@ DLB_TEST(copy_plan_streams_from_the_threshold_on) {
 }
 
 /* The (64, 32, 16, 64) float32 tensor X permuted (2, 0, 1, 3): dst is
- * (16, 64, 32, 64), rows of 256 bytes that are contiguous in X too. At
- * 8 MiB the rows stream, unfenced, and the loops around them go in src's
- * order: the two middle dims merge (src 4096 bytes apart) and the first,
- * 256 bytes apart in src, goes inside. Half the size keeps dst's order. */
-DLB_TEST(copy_plan_streams_rows_in_src_order) {
+ * (16, 64, 32, 64), rows of 256 bytes that are contiguous in X too. The
+ * loops around them go in src's order: the two middle dims merge (src
+ * 4096 bytes apart) and the first, 256 bytes apart in src, goes inside.
+ * At 8 MiB the rows stream, unfenced, and the plan fences. */
+DLB_TEST(copy_plan_runs_contiguous_rows_in_src_order) {
   dlb__copy_plan p;
   static char a[1], b[1];
   int64_t shape[4] = {16, 64, 32, 64}, sstr[4] = {64, 32768, 1024, 1};
@@ -89,21 +89,16 @@ DLB_TEST(copy_plan_streams_rows_in_src_order) {
   dlb__copy_plan_build(&p, b, NULL, a, sstr, 4, shape, 4);
   CHECK_EQ_INT(p.kind, DLB__COPY_ROWS);
   CHECK_EQ_INT(p.ndim, 3);
-  CHECK_EQ_INT(p.shape[2], 64);
-#if DLB__HAVE_STREAM
-  CHECK_EQ_INT(p.fence, 1);
-  CHECK(p.row == dlb__row_kernel(4, 4, 4, 1));
   CHECK_EQ_INT(p.shape[0], 2048);
   CHECK_EQ_INT(p.src_stride[0], 4096);
   CHECK_EQ_INT(p.dst_stride[0], 256);
   CHECK_EQ_INT(p.shape[1], 16);
   CHECK_EQ_INT(p.src_stride[1], 256);
   CHECK_EQ_INT(p.dst_stride[1], 524288);
-#else
-  /* Without non-temporal stores: memcpy rows in dst's order. */
-  CHECK_EQ_INT(p.fence, 0);
-  CHECK_EQ_INT(p.shape[0], 16);
-#endif
+  CHECK_EQ_INT(p.shape[2], 64);
+  CHECK(p.row == dlb__row_kernel(4, 4, 4, 1));
+  /* Non-temporal stores to fence where the build has them. */
+  CHECK_EQ_INT(p.fence, DLB__HAVE_STREAM);
   /* The outer dim walked backwards in src: flipped to walk forwards, dst
    * from its last row. (The plan only: the memory is never touched.) */
   char *x = malloc((size_t)DLB__STREAM_MIN);
@@ -111,30 +106,36 @@ DLB_TEST(copy_plan_streams_rows_in_src_order) {
   CHECK(x != NULL && y != NULL);
   int64_t back[4] = {-64, 32768, 1024, 1};
   dlb__copy_plan_build(&p, y, NULL, x + 15 * 256, back, 4, shape, 4);
-#if DLB__HAVE_STREAM
   CHECK_EQ_INT(p.src_stride[1], 256);
   CHECK_EQ_INT(p.dst_stride[1], -524288);
   CHECK(p.src == x);
   CHECK(p.dst == y + 15 * 524288);
-#else
-  CHECK_EQ_INT(p.src_stride[0], -256);
-  CHECK(p.dst == y);
-#endif
   free(x);
   free(y);
-  /* Half the bytes: plain rows, dst's order, nothing to fence. */
+  /* Half the bytes: plain rows, nothing to fence, the same order. */
   int64_t half[4] = {8, 64, 32, 64};
   dlb__copy_plan_build(&p, b, NULL, a, sstr, 4, half, 4);
   CHECK_EQ_INT(p.fence, 0);
   CHECK(p.row == dlb__row_kernel(4, 4, 4, 0));
-  CHECK_EQ_INT(p.shape[0], 8);
-  CHECK_EQ_INT(p.src_stride[0], 256);
+  CHECK_EQ_INT(p.shape[0], 2048);
+  CHECK_EQ_INT(p.src_stride[1], 256);
   /* The test hook's portable rows are plain too. */
   dlb__copy_cap_isa(DLB__ISA_PORTABLE);
   dlb__copy_plan_build(&p, b, NULL, a, sstr, 4, shape, 4);
   dlb__copy_cap_isa(-1);
   CHECK_EQ_INT(p.fence, 0);
+  CHECK(p.row == dlb__row_kernel(4, 4, 4, 0));
+  /* Rows dst may name twice keep dst's row-major order. */
+  int64_t twice[4] = {16, 64, 32, 64}, tstr[4] = {0, 2048, 64, 1};
+  dlb__copy_plan_build(&p, b, tstr, a, sstr, 4, twice, 4);
+  CHECK_EQ_INT(p.parallel, 0);
+  CHECK_EQ_INT(p.src_stride[0], 256);
+  CHECK_EQ_INT(p.dst_stride[0], 0);
+  /* Gathered rows keep dst's order. */
+  int64_t gstr[4] = {128, 65536, 2048, 2};
+  dlb__copy_plan_build(&p, b, NULL, a, gstr, 4, shape, 4);
   CHECK_EQ_INT(p.shape[0], 16);
+  CHECK_EQ_INT(p.src_stride[0], 512);
 }
 
 /* A streamed tile plan leaves its fence to the plan; a small one has
