@@ -107,8 +107,9 @@ static void find_tile(dlb__copy_plan *p) {
   p->kind = DLB__COPY_TILE;
 }
 
-/* Rows contiguous on both sides: the loops around the row go in src's
- * address order instead of dst's (src walking forwards). Each row writes
+/* Rows contiguous on both sides, and planes: the loops around the row
+ * or plane go in src's address order instead of dst's (src walking
+ * forwards). Each row writes
  * whole runs of dst in any order, while reads in order are what memory
  * and the prefetchers serve best. The two orders alternated in one
  * process, one thread: the (64, 64, 64, 64) float32 permutation
@@ -117,12 +118,16 @@ static void find_tile(dlb__copy_plan *p) {
  * dims merge in src's order); with 1- and 2-byte units (memcpy rows of 64
  * and 128 bytes) 1.2-2.2 x faster, and so at 16^4 (256 KiB, in cache:
  * 11.0 GB/s against 5.4 for (2, 0, 1, 3)). Rows that follow each other in
- * both lost nothing. The row itself stays. */
+ * both lost nothing. Planes: of the 17 permutations of 64^4 float32
+ * whose plans transpose planes, two runs each, (1, 3, 0, 2) ran
+ * 1.33-1.37 x faster, (3, 1, 0, 2) 1.09-1.19 and (3, 2, 1, 0)
+ * 1.06-1.19; none lost in both runs, the worst single ratio 0.91. The
+ * row or plane itself stays. */
 static void src_order(dlb__copy_plan *p) {
-  const int32_t rows = p->ndim - 1;
-  for (int32_t i = 0; i < rows; i++)
+  const int32_t outer = p->ndim - (p->kind == DLB__COPY_TILE ? 2 : 1);
+  for (int32_t i = 0; i < outer; i++)
     if (p->src_stride[i] < 0) flip_dim(p, i);
-  for (int32_t i = 1; i < rows; i++)
+  for (int32_t i = 1; i < outer; i++)
     for (int32_t j = i; j > 0 && p->src_stride[j - 1] < p->src_stride[j]; j--)
       swap_dims(p, j - 1, j);
   coalesce(p);
@@ -166,6 +171,8 @@ void dlb__copy_plan_build(dlb__copy_plan *p, char *dst,
   for (int32_t i = 0; p->parallel && i < p->ndim; i++) bytes *= p->shape[i];
   p->fence = 0;
   if (p->kind == DLB__COPY_TILE) {
+    src_order(p);
+    last = p->ndim - 1;
     p->row = NULL;
     p->fence = p->parallel && bytes >= DLB__STREAM_MIN;
     p->tile = dlb__tile_kernel(p->unit, p->dst_stride[last],

@@ -138,15 +138,25 @@ DLB_TEST(copy_plan_runs_contiguous_rows_in_src_order) {
   CHECK_EQ_INT(p.src_stride[0], 512);
 }
 
-/* A streamed tile plan leaves its fence to the plan; a small one has
- * none to do. */
+/* Tile plans loop over their planes in src's order. A streamed one
+ * leaves its fence to the plan; a small one has none to do. */
 DLB_TEST(copy_plan_fences_streamed_tiles) {
   dlb__copy_plan p;
   static char a[1], b[1];
-  /* (3, 1, 0, 2) of 48^4 float32 (20 MiB), then of 32^4 (4 MiB). */
+  /* dst[i][j][k][l] = src[l][j][i][k] for 48^4 float32 (20 MiB), then
+   * for 32^4 (4 MiB). The planes are (k, l); around them j (48^2 units
+   * apart on both sides) goes outside i (48^3 apart in dst, 48 in src),
+   * where dst's order had it inside. */
   int64_t big[4] = {48, 48, 48, 48}, bs[4] = {48, 48 * 48, 1, 48 * 48 * 48};
   dlb__copy_plan_build(&p, b, NULL, a, bs, 4, big, 4);
   CHECK_EQ_INT(p.kind, DLB__COPY_TILE);
+  CHECK_EQ_INT(p.ndim, 4);
+  CHECK_EQ_INT(p.src_stride[0], 48 * 48 * 4);
+  CHECK_EQ_INT(p.dst_stride[0], 48 * 48 * 4);
+  CHECK_EQ_INT(p.src_stride[1], 48 * 4);
+  CHECK_EQ_INT(p.dst_stride[1], 48 * 48 * 48 * 4);
+  CHECK_EQ_INT(p.src_stride[2], 4);
+  CHECK_EQ_INT(p.dst_stride[3], 4);
   CHECK_EQ_INT(p.fence, 1);
   int64_t small[4] = {32, 32, 32, 32}, ss[4] = {32, 32 * 32, 1, 32 * 32 * 32};
   dlb__copy_plan_build(&p, b, NULL, a, ss, 4, small, 4);
