@@ -182,9 +182,14 @@ void dlb__copy_plan_build(dlb__copy_plan *p, char *dst,
       src_order(p);
       last = p->ndim - 1;
     }
-    const int stream =
-        p->parallel && bytes >= DLB__STREAM_MIN &&
-        p->shape[last] * (int64_t)p->unit >= DLB__STREAM_ROW_MIN;
+    const int64_t row_bytes = p->shape[last] * (int64_t)p->unit;
+    const int short_ok =
+        p->ndim > 1 && row_bytes >= DLB__STREAM_SHORT_ROW_MIN &&
+        p->src_stride[last - 1] == row_bytes &&
+        (row_bytes % 64 == 0 ||
+         abs64(p->dst_stride[last - 1]) >= DLB__STREAM_FAR_ROWS);
+    const int stream = p->parallel && bytes >= DLB__STREAM_MIN &&
+                       (row_bytes >= DLB__STREAM_ROW_MIN || short_ok);
     p->tile = NULL;
     p->row = dlb__row_kernel(p->unit, p->dst_stride[last],
                              p->src_stride[last], stream);

@@ -673,6 +673,36 @@ DLB_TEST(copy_streamed_permutations_land_every_element) {
   free(y);
 }
 
+/* Rows of 96 bytes (not whole lines) streamed into dst rows far apart:
+ * X of (2048, 43, 24) uint32 with its first two axes swapped, about
+ * 8.4 MB. Each row's head and tail share lines with other rows; every
+ * element checked, and the bytes after dst's end kept. */
+DLB_TEST(copy_streamed_short_rows_land_every_element) {
+  const int64_t A = 2048, B = 43, C = 24, total = A * B * C;
+  uint32_t *x = malloc((size_t)total * 4);
+  uint32_t *y = malloc((size_t)(total + 16) * 4);
+  CHECK(x != NULL && y != NULL);
+  for (int64_t i = 0; i < total; i++) x[i] = (uint32_t)(i * 2246822519u);
+  for (int64_t i = 0; i < total + 16; i++) y[i] = 0xa5a5a5a5u;
+  /* y[j][i][k] = X[i][j][k]. */
+  int64_t shape[3] = {B, A, C}, sstr[3] = {C, B * C, 1};
+  DLTensor s = tensor(x, dt(kDLUInt, 32, 1), 3, shape, sstr, 0);
+  DLTensor d = tensor(y, dt(kDLUInt, 32, 1), 3, shape, NULL, 0);
+  dlb_copy_set_threads(1);
+  CHECK_OK(dlb_copy(&s, &d));
+  for (int64_t j = 0; j < B; j++)
+    for (int64_t i = 0; i < A; i++)
+      for (int64_t k = 0; k < C; k++)
+        if (y[(j * A + i) * C + k] != x[(i * B + j) * C + k])
+          dlb_test_failed(__FILE__, __LINE__, "y[%lld][%lld][%lld]",
+                          (long long)j, (long long)i, (long long)k);
+  for (int64_t i = total; i < total + 16; i++)
+    CHECK_EQ_INT(y[i], 0xa5a5a5a5u);
+  dlb_copy_set_threads(0);
+  free(x);
+  free(y);
+}
+
 /* A 2-D transpose on threads: the split runs along the tile's own rows. */
 DLB_TEST(copy_large_transpose_on_threads) {
   const int64_t rows = 1024, cols = 1536;

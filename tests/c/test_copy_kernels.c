@@ -42,7 +42,8 @@ DLB_TEST(stream_copy_every_alignment_and_length) {
 }
 
 /* The plan picks the non-temporal kernel from DLB__STREAM_MIN bytes on,
- * for rows of at least DLB__STREAM_ROW_MIN, and memcpy below. */
+ * for rows of at least DLB__STREAM_ROW_MIN (or shorter ones that follow
+ * each other in src: DLB__STREAM_SHORT_ROW_MIN), and memcpy below. */
 DLB_TEST(copy_plan_streams_from_the_threshold_on) {
   dlb__copy_plan p;
   static char a[1], b[1];
@@ -65,9 +66,31 @@ DLB_TEST(copy_plan_streams_from_the_threshold_on) {
   int64_t dstr[2] = {row + 16, 1};
   dlb__copy_plan_build(&p, b, dstr, a, NULL, 2, shape, 4);
   CHECK(p.row == stream);
+  /* Shorter rows, following each other in src: whole lines stream, down
+   * to one line; other lengths only into dst rows far apart. */
   int64_t short_rows[2] = {DLB__STREAM_MIN / DLB__STREAM_ROW_MIN * 2,
                            row / 2};
   dlb__copy_plan_build(&p, b, dstr, a, NULL, 2, short_rows, 4);
+  CHECK(p.row == stream);
+  const int64_t line = DLB__STREAM_SHORT_ROW_MIN / 4;
+  int64_t one_line[2] = {DLB__STREAM_MIN / DLB__STREAM_SHORT_ROW_MIN, line};
+  dlb__copy_plan_build(&p, b, dstr, a, NULL, 2, one_line, 4);
+  CHECK(p.row == stream);
+  int64_t under_line[2] = {DLB__STREAM_MIN / 32, line - 1};
+  dlb__copy_plan_build(&p, b, dstr, a, NULL, 2, under_line, 4);
+  CHECK(p.row == plain);
+  int64_t odd[2] = {DLB__STREAM_MIN / 96 + 1, 24}; /* 96 bytes */
+  int64_t near_dst[2] = {40, 1}, far_dst[2] = {DLB__STREAM_FAR_ROWS / 4, 1};
+  int64_t just_near[2] = {DLB__STREAM_FAR_ROWS / 4 - 1, 1};
+  dlb__copy_plan_build(&p, b, near_dst, a, NULL, 2, odd, 4);
+  CHECK(p.row == plain);
+  dlb__copy_plan_build(&p, b, just_near, a, NULL, 2, odd, 4);
+  CHECK(p.row == plain);
+  dlb__copy_plan_build(&p, b, far_dst, a, NULL, 2, odd, 4);
+  CHECK(p.row == stream);
+  /* Whole lines read from rows apart in src, into compact dst: plain. */
+  int64_t sparse_src[2] = {row + 16, 1};
+  dlb__copy_plan_build(&p, b, NULL, a, sparse_src, 2, short_rows, 4);
   CHECK(p.row == plain);
   /* The test hook turns it off. */
   dlb__copy_cap_isa(DLB__ISA_PORTABLE);
