@@ -270,7 +270,8 @@ void dlb__copy_plan_run(const dlb__copy_plan *plan, int fresh_dst);
  * 31 reps each, median (quartiles), 2 cores: 8 MiB 0.95 (0.88-0.96), 12
  * MiB 0.95-0.99, 16 MiB 0.95 or 1.46 in two runs, 24 MiB 1.03-1.05
  * (1.00-1.09), 32 MiB 1.14-1.17, 64 MiB 1.17-1.20. So such copies share
- * out from here on. */
+ * out from here on. A single block only: streamed rows share out from
+ * DLB__COPY_PARALLEL_MIN_CONTIGUOUS (dlb__copy_plan_run). */
 #define DLB__COPY_PARALLEL_MIN_STREAMED ((int64_t)24 << 20)
 
 /* Runs fn(ctx, part) for part in [0, nparts) on up to `threads` threads,

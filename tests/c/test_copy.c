@@ -781,6 +781,16 @@ DLB_TEST(copy_threads_around_the_streamed_threshold) {
   DLTensor dst = tensor(b, dt(kDLUInt, 32, 1), 2, shape, NULL, 0);
   CHECK_OK(dlb_copy(&src, &dst));
   CHECK(dlb__copy_last_threads() > 1);
+  /* Streamed rows share out below the single block's threshold: 8 MiB
+   * in rows of 1000 bytes, 1016 apart in src. */
+  int64_t rows[2] = {DLB__STREAM_MIN / 1000 + 1, 1000}, pitch[2] = {1016, 1};
+  src = tensor(a, dt(kDLUInt, 8, 1), 2, rows, pitch, 0);
+  dst = tensor(b, dt(kDLUInt, 8, 1), 2, rows, NULL, 0);
+  CHECK_OK(dlb_copy(&src, &dst));
+  CHECK(dlb__copy_last_threads() > 1);
+  for (int64_t r = 0; r < rows[0]; r++)
+    if (memcmp(b + r * 1000, a + r * 1016, 1000) != 0)
+      dlb_test_failed(__FILE__, __LINE__, "row %lld", (long long)r);
   dlb_copy_set_threads(0);
   free(a);
   free(b);
