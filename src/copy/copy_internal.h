@@ -178,6 +178,20 @@ void dlb__copy_cap_isa(int level);
  * this over the unit (transpose.c, transpose_avx512.c). */
 #define DLB__STRIP_BYTES 128
 
+/* Lines of each src row that a chunk of the register kernels' strips
+ * covers (strips.h): 16 KiB of src, and at least four lines of each row:
+ * 4, 4, 8, 16 and 32 lines for units of 1, 2, 4, 8 and 16 bytes. The
+ * 4 KiB and 2 KiB chunks that four lines made for 8- and 16-byte units
+ * ran 1.11-1.19 x and 1.14-1.22 x slower than 16 KiB ones (64 MiB
+ * transposes, AVX-512, the chunks alternated in one process, three
+ * runs); 4-byte units ran the same with 8 KiB and 16 KiB chunks. */
+#define DLB__CHUNK_BYTES ((int64_t)16 << 10)
+static inline int64_t dlb__chunk_lines(size_t unit) {
+  const int64_t lines =
+      DLB__CHUNK_BYTES / (DLB__STRIP_BYTES / (int64_t)unit * 64);
+  return lines > 4 ? lines : 4;
+}
+
 #if DLB__HAVE_WIDE
 /* The strips of a plane with unit steps on its fast sides, in AVX-512
  * registers: columns [0, a_full) and rows [0, bw) (multiples of 64 /

@@ -19,9 +19,6 @@
 
 #include "copy/copy_internal.h"
 
-/* Lines of each src row a chunk covers. */
-#define DLB__CHUNK_LINES 4
-
 /* Lines still to prefetch: `rows` rows `step` apart, `lines` lines of
  * each, walked row by row (a burst of a row's lines, then the next). */
 typedef struct {
@@ -61,15 +58,15 @@ typedef void (*dlb__strips_fn)(char *dst, int64_t dst_b, const char *src,
 
 /* Columns [0, a_full) and rows [0, bw) of the plane (both multiples of
  * M = 64 / unit): strips of DLB__STRIP_BYTES / unit src rows, walked along
- * b in chunks of DLB__CHUNK_LINES lines of each src row; while a chunk's
- * tiles run, the next chunk (the next strip's first, at the end the next
- * plane's) is prefetched, an even share of its lines per tile. */
+ * b in chunks of dlb__chunk_lines(unit) lines of each src row; while a
+ * chunk's tiles run, the next chunk (the next strip's first, at the end
+ * the next plane's) is prefetched, an even share of its lines per tile. */
 DLB__STRIPS_ATTR static inline __attribute__((always_inline)) void strips(
     char *dst, int64_t dst_b, const char *src, int64_t src_a, int64_t bw,
     int64_t a_full, const char *next_src, size_t unit, int nt) {
   const int64_t u = (int64_t)unit, m = 64 / u;
   const int64_t strip_rows = DLB__STRIP_BYTES / u;
-  const int64_t chunk = DLB__CHUNK_LINES * m; /* units along b */
+  const int64_t chunk = dlb__chunk_lines(unit) * m; /* units along b */
   const int64_t first_rows = strip_rows < a_full ? strip_rows : a_full;
   const int64_t first_bytes = (chunk < bw ? chunk : bw) * u;
   for (int64_t a0 = 0; a0 < a_full; a0 += strip_rows) {

@@ -17,8 +17,9 @@
  * with the next chunk of 4 lines per row prefetched into L2 in row bursts
  * (so memory sees runs of whole lines) ran at 0.76-0.80, and the same with
  * the shuffles at 0.77. The strips here are those: DLB__STRIP_BYTES of
- * each dst row (two lines), chunks of four lines of each src row, and the
- * next chunk's lines prefetched a few per tile.
+ * each dst row (two lines), chunks of at least four lines of each src row
+ * (16 KiB of src: dlb__chunk_lines), and the next chunk's lines prefetched
+ * a few per tile.
  */
 #include "copy/copy_internal.h"
 

@@ -346,7 +346,8 @@ DLB_TEST(tile_kernels_every_unit_shape_and_alignment_avx2) {
 
 /* Strips long enough for several chunks and strips per plane, so that each
  * chunk prefetches the next, the next strip's and the next plane's lines;
- * the element checks are those of check_plane. */
+ * the element checks are those of check_plane. A chunk of the register
+ * kernels is 16 KiB of src, at least four lines of each row. */
 DLB_TEST(tile_kernels_many_strips_and_chunks) {
   const size_t units[] = {1, 2, 4, 8, 16};
   for (int level = DLB__ISA_V128; level <= DLB__ISA_AVX512; level++) {
@@ -354,12 +355,23 @@ DLB_TEST(tile_kernels_many_strips_and_chunks) {
     for (size_t k = 0; k < 5; k++) {
       const int64_t line = 64 / (int64_t)units[k];
       const int64_t strip = DLB__STRIP_BYTES / (int64_t)units[k];
+      /* Two whole chunks of the register kernels and a part of one. */
+      const int64_t chunks = 2 * dlb__chunk_lines(units[k]) * line + line;
       check_plane(units[k], 9 * line, 3 * strip + line, 0, 0, 0, 1);
+      check_plane(units[k], chunks, 3 * strip + line, 0, 0, 0, 1);
       check_plane(units[k], 5 * line + 1, 2 * strip + 2 * line + 3, 64, 64,
                   0, 1);
     }
   }
   dlb__copy_cap_isa(-1);
+}
+
+DLB_TEST(copy_chunks_are_16_kib_of_src_and_four_lines_at_least) {
+  CHECK_EQ_INT(dlb__chunk_lines(1), 4);
+  CHECK_EQ_INT(dlb__chunk_lines(2), 4);
+  CHECK_EQ_INT(dlb__chunk_lines(4), 8);
+  CHECK_EQ_INT(dlb__chunk_lines(8), 16);
+  CHECK_EQ_INT(dlb__chunk_lines(16), 32);
 }
 
 /* Tall planes: 4096 bytes of each dst row and a ragged part, many strips
