@@ -182,7 +182,9 @@ void dlb__copy_plan_build(dlb__copy_plan *p, char *dst,
       src_order(p);
       last = p->ndim - 1;
     }
-    const int64_t row_bytes = p->shape[last] * (int64_t)p->unit;
+    /* Within the bytes of a dst naming each element once, so it fits. */
+    const int64_t row_bytes =
+        p->parallel ? p->shape[last] * (int64_t)p->unit : 0;
     const int short_ok =
         p->ndim > 1 && row_bytes >= DLB__STREAM_SHORT_ROW_MIN &&
         p->src_stride[last - 1] == row_bytes &&

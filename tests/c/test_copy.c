@@ -626,8 +626,10 @@ DLB_TEST(copy_one_thread_never_uses_the_pool) { big_permute_check(1, 0); }
  * checked. */
 DLB_TEST(copy_streamed_permutations_land_every_element) {
   const int64_t total = 16 * 64 * 32 * 64; /* 8 MiB of float32 */
-  uint32_t *x = malloc((size_t)total * 4), *y = malloc((size_t)total * 4);
-  CHECK(x != NULL && y != NULL);
+  /* Line-aligned: the planes' non-temporal stores need dst on a line. */
+  uint32_t *x = NULL, *y = NULL;
+  CHECK(posix_memalign((void **)&x, 64, (size_t)total * 4) == 0);
+  CHECK(posix_memalign((void **)&y, 64, (size_t)total * 4) == 0);
   for (int64_t i = 0; i < total; i++) x[i] = (uint32_t)(i * 2654435761u);
   const int threads[2] = {1, 3};
   for (int t = 0; t < 2; t++) {
