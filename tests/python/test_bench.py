@@ -37,3 +37,15 @@ def test_exchange_benchmark_rejects_bad_arguments():
     )
     assert out.returncode == 2
     assert "--calls" in out.stderr
+
+
+def test_exchange_benchmark_ratios_are_per_round():
+    # Round 2 ran on a slow machine: both cases slow. The ratio of each
+    # round is 0.5; the ratio of the medians (3.0 / 4.0) would be 0.75.
+    from dlbridge.bench import round_ratio
+
+    rounds = {"mine": [1.0, 10.0, 3.0], "peer": [2.0, 20.0, 4.0]}
+    ratio, lo, hi = round_ratio(rounds, "mine", "peer")
+    assert ratio == 0.5
+    assert (lo, hi) == (0.5, 0.75)
+    assert round_ratio(rounds, "peer", "mine") == (2.0, 4.0 / 3.0, 2.0)
