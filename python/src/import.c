@@ -17,6 +17,9 @@
  * re-enter from_dlpack and recycle the slot. */
 typedef struct {
   const DLPackExchangeAPI *api;
+  /* A new reference to the capsule that keeps api alive, or NULL: the
+   * producer's code can drop the entry's reference meanwhile. */
+  PyObject *api_owner;
   PyObject *method; /* a new reference, or NULL */
   dlbpy_call_form form;
 } dlbpy_route;
@@ -119,6 +122,8 @@ static int dlbpy_route_for(dlbpy_state *st, PyTypeObject *type,
     e->meta_tag = Py_TYPE(type)->tp_version_tag;
   }
   route->api = e->api;
+  route->api_owner = e->api != NULL ? e->api_owner : NULL;
+  Py_XINCREF(route->api_owner);
   route->method = e->direct ? e->method : NULL;
   Py_XINCREF(route->method);
   route->form = e->form;
@@ -440,9 +445,11 @@ static int dlbpy_import_raw(dlbpy_state *st, PyObject *obj,
     rc = dlbpy_import_capsule_of(st, obj, &route, route.api != NULL, out) < 0
              ? -1
              : 1;
-  /* The method may be the last reference if the producer's code dropped
+  /* The method and the table's capsule may be the last references if the
+   * producer's code (the table itself, requires_grad, __dlpack__) dropped
    * the cache entry meanwhile. */
   Py_XDECREF(route.method);
+  Py_XDECREF(route.api_owner);
   return rc < 0 ? -1 : 0;
 }
 

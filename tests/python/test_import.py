@@ -501,6 +501,54 @@ def test_exchange_table_with_pending_device_work_falls_back_to_dlpack(helper):
     assert p.calls == []
 
 
+@pytest.mark.parametrize("during", ["table", "requires_grad"])
+def test_exchange_table_dropped_by_the_producer_mid_import_stays_alive(helper, during):
+    # Producer code that runs during an import through its table (the
+    # table's own call, which reads obj.capsule here; the requires_grad
+    # look-up of a float tensor) removes the table from the class and
+    # imports another instance, so the cache lets go of the table's
+    # capsule. The import under way still asks the table for the device's
+    # stream: the table must outlive it.
+    a = np.arange(3, dtype=np.float32)
+    retired_before, calls_before = helper.retired_counts()
+
+    class Dropping:
+        __dlpack_c_exchange_api__ = helper.fake_exchange_owned()
+        dropped = False
+
+        def __dlpack__(self, **kwargs):
+            return capsule_of(a, device=(KDLCUDAMANAGED, 0))
+
+        @staticmethod
+        def drop(now):
+            if now and not Dropping.dropped:
+                Dropping.dropped = True
+                del Dropping.__dlpack_c_exchange_api__
+                # Found through __dlpack__ now; the cache entry is renewed.
+                assert dlbridge.from_dlpack(Dropping()).tolist() == [0.0, 1.0, 2.0]
+                gc.collect()
+
+        @property
+        def capsule(self):
+            Dropping.drop(during == "table")
+            return capsule_of(a, device=(KDLCUDAMANAGED, 0))
+
+        @property
+        def requires_grad(self):
+            Dropping.drop(during == "requires_grad")
+            return False
+
+    t = dlbridge.from_dlpack(Dropping())
+    assert Dropping.dropped
+    assert t.device == "cuda_managed" and t.tolist() == [0.0, 1.0, 2.0]
+    del t
+    gc.collect()
+    retired, calls = helper.retired_counts()
+    # The table was let go of (its capsule died) and never called after.
+    assert retired == retired_before + 1
+    assert calls == calls_before
+
+
 def test_exchange_table_added_later_is_used():
     class Late:
         def __dlpack__(self, **kwargs):

@@ -6,6 +6,8 @@
  *                            and a deleter that counts its calls
  *   counters() / reset()     what the deleters saw
  *   exchange_*(...)          drive a type's DLPack exchange table from C
+ *   fake_exchange*(...)      a producer's exchange table (one whose capsule
+ *                            owns it: retired_counts())
  *   release_in_thread(lst)   export lst[0] through the exchange table, drop
  *                            lst[0], release on a new thread without the GIL
  *   release_at_exit(lst)     the same, released by a C atexit handler after
@@ -529,6 +531,61 @@ static PyObject *fake_exchange(PyObject *self, PyObject *arg) {
                        NULL);
 }
 
+/* fake_exchange_owned(): the fake table in memory its capsule owns. When
+ * the capsule dies the table is retired rather than freed (so that a use
+ * after it is seen, not undefined): every function then counts a call in
+ * retired_calls and fails. retired_counts() is (tables retired, calls to
+ * retired tables). */
+static int retired_tables, retired_calls;
+
+static int retired_fail(void) {
+  retired_calls++;
+  PyErr_SetString(PyExc_RuntimeError, "a retired exchange table was called");
+  return -1;
+}
+
+static int retired_from_py(void *py_object, DLManagedTensorVersioned **out) {
+  (void)py_object;
+  (void)out;
+  return retired_fail();
+}
+
+static int retired_stream_of(DLDeviceType type, int32_t id, void **out) {
+  (void)type;
+  (void)id;
+  (void)out;
+  return retired_fail();
+}
+
+static void owned_table_retire(PyObject *capsule) {
+  DLPackExchangeAPI *api =
+      PyCapsule_GetPointer(capsule, "dlpack_exchange_api");
+  if (api == NULL) {
+    PyErr_Clear();
+    return;
+  }
+  api->managed_tensor_from_py_object_no_sync = retired_from_py;
+  api->current_work_stream = retired_stream_of;
+  retired_tables++;
+}
+
+static PyObject *fake_exchange_owned(PyObject *self, PyObject *unused) {
+  (void)self;
+  (void)unused;
+  fake_stream = NULL;
+  DLPackExchangeAPI *api = PyMem_RawMalloc(sizeof *api);
+  if (api == NULL) return PyErr_NoMemory();
+  memcpy(api, &fake_api, sizeof *api);
+  /* Retired tables stay allocated: a test makes a few. */
+  return PyCapsule_New(api, "dlpack_exchange_api", owned_table_retire);
+}
+
+static PyObject *retired_counts(PyObject *self, PyObject *unused) {
+  (void)self;
+  (void)unused;
+  return Py_BuildValue("(ii)", retired_tables, retired_calls);
+}
+
 /* ------------------------------------------------------------------------
  * Releasing from elsewhere
  * ---------------------------------------------------------------------- */
@@ -915,6 +972,8 @@ static PyMethodDef helper_methods[] = {
     {"exchange_to_py", (PyCFunction)(void (*)(void))exchange_to_py,
      METH_VARARGS | METH_KEYWORDS, NULL},
     {"fake_exchange", fake_exchange, METH_O, NULL},
+    {"fake_exchange_owned", fake_exchange_owned, METH_NOARGS, NULL},
+    {"retired_counts", retired_counts, METH_NOARGS, NULL},
     {"release_in_thread", release_in_thread, METH_O, NULL},
     {"release_at_exit", release_at_exit, METH_O, NULL},
     {"decref_with_error", decref_with_error, METH_O, NULL},
