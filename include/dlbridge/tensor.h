@@ -86,9 +86,10 @@ DLB_API dlb_status dlb_tensor_adopt_validated(
  * once. Takes ownership of legacy on success; on failure it is untouched.
  * A legacy tensor that dlb_tensor_to_legacy() made from a dlbridge tensor
  * (dlb_legacy_is_ours()) gives that tensor back, with the given flags,
- * instead of wrapping it again (IS_SUBBYTE_TYPE_PADDED on its packed
- * sub-byte units is refused: DLB_E_LAYOUT); when its dl_tensor was rewritten since, the
+ * instead of wrapping it again; when its dl_tensor was rewritten since, the
  * result describes what the struct says now and shares the tensor's owner.
+ * Its sub-byte units are packed, rewritten or not: IS_SUBBYTE_TYPE_PADDED
+ * with a sub-byte dtype is refused for it (DLB_E_LAYOUT).
  * Either way no round trip adds a deleter to a chain.
  * New; release with dlb_tensor_release().
  */

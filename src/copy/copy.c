@@ -181,7 +181,12 @@ dlb_status dlb_tensor_copy(const DLTensor *src, DLDevice device,
 
 dlb_status dlb_managed_copy(const DLManagedTensorVersioned *src,
                             DLDevice device, DLManagedTensorVersioned **out) {
-  dlb_status st = dlb__managed_check_header(src);
+  /* The struct as dlb_managed_validate judges it: the dtype and layout
+   * with sub-byte units padded or packed as its flags say, and a dlbridge
+   * tensor's ndim against the arrays of its own block. What follows
+   * describes the bytes differently, which would check neither. */
+  dlb__span span;
+  dlb_status st = dlb__managed_validate_span(src, &span);
   if (st != DLB_OK) return st;
   DLTensor t = src->dl_tensor;
   /* A DLTensor cannot say that sub-byte elements take a byte each, and

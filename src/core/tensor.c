@@ -474,15 +474,15 @@ dlb_status dlb_tensor_from_legacy(DLManagedTensor *legacy, uint64_t flags,
      * whose description a consumer rewrote gets a new tensor of what the
      * struct now says, sharing the owner. */
     DLManagedTensorVersioned *t = legacy->manager_ctx;
+    /* Its sub-byte units are packed (padded ones get no legacy struct),
+     * rewritten or not: padding would claim more bytes than there are. */
+    if ((flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED) &&
+        dlb_dtype_is_subbyte(legacy->dl_tensor.dtype))
+      return dlb__fail(DLB_E_LAYOUT,
+                       "flags has IS_SUBBYTE_TYPE_PADDED, but this legacy "
+                       "tensor's %u-bit units are packed",
+                       (unsigned)dlb_dtype_bits(legacy->dl_tensor.dtype));
     if (legacy_unchanged(legacy, t)) {
-      /* Its sub-byte units are packed (padded ones get no legacy struct):
-       * padding would claim more bytes than there are. */
-      if ((flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED) &&
-          dlb_dtype_is_subbyte(t->dl_tensor.dtype))
-        return dlb__fail(DLB_E_LAYOUT,
-                         "flags has IS_SUBBYTE_TYPE_PADDED, but this legacy "
-                         "tensor's %u-bit units are packed",
-                         (unsigned)dlb_dtype_bits(t->dl_tensor.dtype));
       t->flags = flags;
     } else {
       dlb__tensor *n = NULL;

@@ -983,6 +983,39 @@ DLB_TEST(managed_copy_refuses_bad_headers) {
   CHECK(t == (DLManagedTensorVersioned *)&shape);
 }
 
+/* The struct is judged whole, as dlb_managed_validate judges it, before
+ * its bytes are described otherwise for the copy. */
+DLB_TEST(managed_copy_validates_the_struct_first) {
+  DLDevice cpu = {kDLCPU, 0};
+  /* A dlbridge tensor whose ndim was raised past its own arrays. */
+  int64_t shape[2] = {2, 3};
+  DLManagedTensorVersioned *src = NULL, *t = (DLManagedTensorVersioned *)&shape;
+  CHECK_OK(dlb_tensor_alloc(cpu, dt(kDLFloat, 32, 1), 2, shape, &src));
+  src->dl_tensor.ndim = 40;
+  CHECK_STATUS(dlb_managed_copy(src, cpu, &t), DLB_E_LAYOUT);
+  CHECK_ERROR_MENTIONS("run past the");
+  CHECK(t == (DLManagedTensorVersioned *)&shape);
+  src->dl_tensor.ndim = 2;
+  CHECK_OK(dlb_managed_copy(src, cpu, &t));
+  dlb_tensor_release(t);
+  dlb_tensor_release(src);
+  /* Padded units of types DLPack does not have. */
+  uint8_t a[4] = {1, 2, 3, 4};
+  int64_t four[1] = {4};
+  const DLDataType bad[] = {dt(kDLInt, 3, 1), dt(200, 4, 1),
+                            dt(kDLFloat, 7, 1), dt(kDLInt, 4, 0)};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    DLManagedTensorVersioned m = {
+        .version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION},
+        .flags = DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED,
+        .dl_tensor = tensor(a, bad[i], 1, four, NULL, 0)};
+    t = (DLManagedTensorVersioned *)&shape;
+    CHECK_STATUS(dlb_managed_copy(&m, cpu, &t), dlb_managed_validate(&m));
+    CHECK(dlb_managed_validate(&m) != DLB_OK);
+    CHECK(t == (DLManagedTensorVersioned *)&shape);
+  }
+}
+
 static dlb_status tensor_copy_body(void *ctx) {
   DLTensor *src = ctx;
   DLDevice cpu = {kDLCPU, 0};

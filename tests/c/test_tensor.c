@@ -593,6 +593,21 @@ DLB_TEST(tensor_legacy_round_trip_of_ours_refuses_padding_it_lacks) {
   CHECK(back == (DLManagedTensorVersioned *)(uintptr_t)1);
   CHECK(dlb_legacy_is_ours(l));
   CHECK_EQ_INT(t->flags, 0);
+  /* Rewritten (one unit fewer, or another sub-byte type), the units are
+   * still packed: 4095 padded units would claim 4095 of 2048 bytes. */
+  l->dl_tensor.shape[0] = 4095;
+  CHECK_STATUS(dlb_tensor_from_legacy(
+                   l, DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED, &back),
+               DLB_E_LAYOUT);
+  CHECK_ERROR_MENTIONS("4-bit units are packed");
+  l->dl_tensor.dtype.bits = 2;
+  CHECK_STATUS(dlb_tensor_from_legacy(
+                   l, DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED, &back),
+               DLB_E_LAYOUT);
+  CHECK_ERROR_MENTIONS("2-bit units are packed");
+  CHECK(back == (DLManagedTensorVersioned *)(uintptr_t)1);
+  l->dl_tensor.dtype = u4;
+  l->dl_tensor.shape[0] = 4096;
   CHECK_OK(dlb_tensor_from_legacy(l, DLPACK_FLAG_BITMASK_READ_ONLY, &back));
   CHECK(back == t);
   CHECK_EQ_INT(back->flags, DLPACK_FLAG_BITMASK_READ_ONLY);
