@@ -146,6 +146,11 @@ static dlb_status region_of(const dlb__share_meta *m, uint64_t file_size,
   }
   if (m->device_id != 0)
     return BAD("device_id is %d; host handles have 0", (int)m->device_id);
+  static const uint8_t zero[DLB__SHARE_IPC_BYTES];
+  if (memcmp(m->mem_handle, zero, sizeof zero) != 0 ||
+      memcmp(m->event_handle, zero, sizeof zero) != 0)
+    return BAD("bytes 80..207 (the runtime IPC handles) are not zero; host "
+               "handles have none");
   if (m->size != file_size)
     return BAD("memory size is %llu but the memory received has %llu bytes",
                (unsigned long long)m->size, (unsigned long long)file_size);

@@ -88,16 +88,18 @@ static void close_all(const int *fds, int n) {
   for (int i = 0; i < n; i++) close(fds[i]);
 }
 
-/* Reads exactly len more bytes of a stream into buf. */
-static dlb_status read_rest(int sock, uint8_t *buf, size_t len) {
-  size_t got = 0;
-  while (got < len) {
-    ssize_t n = recv(sock, buf + got, len - got, MSG_WAITALL);
+/* Reads a stream's message into buf up to total bytes, got of them
+ * already there. */
+static dlb_status read_rest(int sock, uint8_t *buf, size_t got,
+                            size_t total) {
+  while (got < total) {
+    ssize_t n = recv(sock, buf + got, total - got, MSG_WAITALL);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return sock_fail("receiving the share handle", errno);
     if (n == 0)
       return dlb__fail(DLB_E_HANDLE, "share handle: the peer closed the "
-                       "connection after %zu of %zu bytes", got, len);
+                       "connection after %zu of %zu bytes (truncated)", got,
+                       total);
     got += (size_t)n;
   }
   return DLB_OK;
@@ -133,7 +135,16 @@ dlb_status dlb_share_recv(int sock, uint64_t flags,
   dlb_status st = DLB_OK;
   size_t len = (size_t)n;
   if (n == 0 && nfds == 0) {
-    st = dlb__fail(DLB_E_STATE, "the peer closed the connection");
+    /* A stream's end; a datagram of no bytes, which seqpacket sockets
+     * also return once the peer has closed. */
+    if (type == SOCK_DGRAM)
+      st = dlb__fail(DLB_E_HANDLE, "share handle: an empty datagram (0 bytes "
+                     "is truncated)");
+    else if (type == SOCK_SEQPACKET)
+      st = dlb__fail(DLB_E_STATE, "the peer closed the connection, or sent "
+                     "an empty message");
+    else
+      st = dlb__fail(DLB_E_STATE, "the peer closed the connection");
   } else if (msg.msg_flags & MSG_CTRUNC) {
     st = dlb__fail(DLB_E_HANDLE, "share handle: its control message was cut "
                    "short (MSG_CTRUNC): more descriptors than one");
@@ -155,7 +166,7 @@ dlb_status dlb_share_recv(int sock, uint64_t flags,
                        "a handle has %d to %d", total, PREFIX,
                        DLB_SHARE_HANDLE_MAX);
       else
-        st = read_rest(sock, buf + PREFIX, total - PREFIX);
+        st = read_rest(sock, buf, PREFIX, total);
       len = total;
     }
   }

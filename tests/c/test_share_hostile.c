@@ -71,6 +71,11 @@ DLB_TEST(share_hostile_foreign_and_newer) {
   tamper(16, 0, 1, "kind is 0");
   tamper(19, 1, 1, "reserved bytes");
   tamper(22, 1, 2, "reserved bytes");
+  /* A host handle carries no runtime IPC handles: each byte of their area
+   * is checked. */
+  for (size_t off = 80; off < 208; off++)
+    tamper(off, 0x5a, 1, "bytes 80..207 (the runtime IPC handles) are not "
+           "zero");
 }
 
 DLB_TEST(share_hostile_tampered_fields) {

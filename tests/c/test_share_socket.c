@@ -136,7 +136,7 @@ DLB_TEST(share_socket_refuses_oversized_and_truncated_messages) {
   close(sv[0]);
   int fds = share_count_fds();
   CHECK_STATUS(dlb_share_recv(sv[1], 0, &u), DLB_E_HANDLE);
-  CHECK_ERROR_MENTIONS("after 84 of 208 bytes");
+  CHECK_ERROR_MENTIONS("after 100 of 224 bytes (truncated)");
   CHECK_EQ_INT(share_count_fds(), fds);
   close(sv[1]);
   /* A stream whose length field is out of range. */
@@ -162,6 +162,22 @@ DLB_TEST(share_socket_peer_closed_and_bad_socket) {
   DLManagedTensorVersioned *u = NULL;
   CHECK_STATUS(dlb_share_recv(sv[1], 0, &u), DLB_E_STATE);
   CHECK_ERROR_MENTIONS("closed");
+  close(sv[1]);
+  /* A message of no bytes: on a datagram socket only that, on a seqpacket
+   * one also what a closed peer reads as. */
+  share_socketpair(SOCK_DGRAM, sv);
+  send_raw(sv[0], (const uint8_t *)"", 0, -1, 0);
+  CHECK_STATUS(dlb_share_recv(sv[1], 0, &u), DLB_E_HANDLE);
+  CHECK_ERROR_MENTIONS("share handle: an empty datagram");
+  close(sv[0]);
+  close(sv[1]);
+  share_socketpair(SOCK_SEQPACKET, sv);
+  send_raw(sv[0], (const uint8_t *)"", 0, -1, 0);
+  CHECK_STATUS(dlb_share_recv(sv[1], 0, &u), DLB_E_STATE);
+  CHECK_ERROR_MENTIONS("or sent an empty message");
+  close(sv[0]);
+  close(sv[1]);
+  CHECK(u == NULL);
   /* Sending to a closed peer is a status, not SIGPIPE. */
   DLManagedTensorVersioned *t = share_bytes(10);
   share_socketpair(SOCK_STREAM, sv);
