@@ -2,13 +2,15 @@
  * npy.c -- .npy files: the header parser and the read-only mapping.
  *
  * The header is parsed from the mapping itself, so what is checked is what
- * the tensor reads. Only the dictionary NumPy writes is accepted: the keys
+ * the tensor reads; only the header and the data are mapped, whatever else
+ * the file holds. Only the dictionary NumPy writes is accepted: the keys
  * 'descr', 'fortran_order' and 'shape', once each, with a simple dtype
  * string, a bool and a tuple of integers; anything else is refused rather
  * than guessed at.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -244,7 +246,11 @@ static dlb_status parse_dict(const char *text, size_t len, dlb_npy_header *h,
   return DLB_OK;
 }
 
-/* Checks the file image base[0, size) and fills *h. */
+/* The bytes from the file's start that hold any header dlbridge reads. */
+#define NPY_HEAD_BYTES (12u + NPY_HEADER_MAX)
+
+/* Checks the header at base (the file's first min(size, NPY_HEAD_BYTES)
+ * bytes) against the file's size, and fills *h. */
 static dlb_status parse_file(const unsigned char *base, uint64_t size,
                              dlb_npy_header *h) {
   static const unsigned char magic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
@@ -287,7 +293,12 @@ static dlb_status parse_file(const unsigned char *base, uint64_t size,
   r.data_offset = start + len;
   int64_t numel = 0;
   s = dlb_shape_numel(r.ndim, r.shape, &numel);
-  if (s != DLB_OK) return s;
+  if (s != DLB_OK) {
+    /* dlb_last_error() is the buffer dlb__fail writes: copy it out. */
+    char why[256];
+    snprintf(why, sizeof why, "%s", dlb_last_error());
+    return dlb__fail(s, ".npy header: 'shape': %s", why);
+  }
   uint64_t itemsize = r.dtype.bits / 8u;
   if ((uint64_t)numel > UINT64_MAX / itemsize ||
       (uint64_t)numel * itemsize > (uint64_t)INT64_MAX)
@@ -313,10 +324,10 @@ typedef struct npy_map {
   size_t size;
 } npy_map;
 
-/* Maps the regular file at path read-only, whole. O_NONBLOCK: opening a
- * FIFO would otherwise wait for a writer (it has no effect on a regular
- * file). */
-static dlb_status map_file(const char *path, npy_map *out) {
+/* Opens the regular file at path read-only and sizes it. O_NONBLOCK:
+ * opening a FIFO would otherwise wait for a writer (it has no effect on a
+ * regular file). */
+static dlb_status open_file(const char *path, int *fd_out, uint64_t *size) {
   int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
     return dlb__fail(DLB_E_INVAL, "cannot open '%s': %s", path,
@@ -333,13 +344,46 @@ static dlb_status map_file(const char *path, npy_map *out) {
                   (long long)st.st_size);
   else if ((uint64_t)st.st_size > SIZE_MAX)
     s = dlb__fail(DLB_E_OVERFLOW, "'%s' is too large to map", path);
-  if (s == DLB_OK) {
-    void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
-    if (p == MAP_FAILED)
-      s = dlb__fail(errno == ENOMEM ? DLB_E_NOMEM : DLB_E_INVAL,
-                    "cannot map '%s': %s", path, strerror(errno));
-    else
-      *out = (npy_map){p, (size_t)st.st_size};
+  if (s != DLB_OK) {
+    close(fd);
+    return s;
+  }
+  *fd_out = fd;
+  *size = (uint64_t)st.st_size;
+  return DLB_OK;
+}
+
+/* Maps the first len bytes of fd read-only. */
+static dlb_status map_bytes(int fd, const char *path, uint64_t len,
+                            npy_map *out) {
+  void *p = mmap(NULL, (size_t)len, PROT_READ, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED)
+    return dlb__fail(errno == ENOMEM ? DLB_E_NOMEM : DLB_E_INVAL,
+                     "cannot map '%s': %s", path, strerror(errno));
+  *out = (npy_map){p, (size_t)len};
+  return DLB_OK;
+}
+
+/* Parses the header of the file at path. With want_data, *m maps the
+ * header and the data after it (and no more of the file: the rest is no
+ * part of the tensor); otherwise it is unmapped again. */
+static dlb_status map_file(const char *path, int want_data, npy_map *m,
+                           dlb_npy_header *h) {
+  int fd = -1;
+  uint64_t size = 0;
+  dlb_status s = open_file(path, &fd, &size);
+  if (s != DLB_OK) return s;
+  s = map_bytes(fd, path, size < NPY_HEAD_BYTES ? size : NPY_HEAD_BYTES, m);
+  if (s == DLB_OK) s = parse_file(m->base, size, h);
+  const uint64_t need = s == DLB_OK ? h->data_offset + h->data_bytes : 0;
+  if (s == DLB_OK && want_data && need > m->size) {
+    /* The tensor reads [data_offset, need) of this mapping whatever the
+     * file holds by now. */
+    munmap(m->base, m->size);
+    m->base = NULL;
+    s = map_bytes(fd, path, need, m);
+  } else if (m->base != NULL && (s != DLB_OK || !want_data)) {
+    munmap(m->base, m->size);
   }
   close(fd);
   return s;
@@ -349,12 +393,8 @@ dlb_status dlb_npy_read_header(const char *path, dlb_npy_header *out) {
   if (path == NULL || out == NULL)
     return dlb__fail(DLB_E_INVAL, "dlb_npy_read_header: %s is NULL",
                      path == NULL ? "path" : "out");
-  npy_map m;
-  dlb_status s = map_file(path, &m);
-  if (s != DLB_OK) return s;
-  s = parse_file(m.base, m.size, out);
-  munmap(m.base, m.size);
-  return s;
+  npy_map m = {NULL, 0};
+  return map_file(path, 0, &m, out);
 }
 
 static void unmap(void *ctx) {
@@ -375,15 +415,11 @@ dlb_status dlb_tensor_map_npy(const char *path, unsigned flags,
                      flags);
   npy_map *m = dlb__malloc(sizeof *m);
   if (m == NULL) return DLB_E_NOMEM;
-  dlb_status s = map_file(path, m);
+  m->base = NULL;
+  dlb_npy_header h;
+  dlb_status s = map_file(path, 1, m, &h);
   if (s != DLB_OK) {
     dlb__free(m);
-    return s;
-  }
-  dlb_npy_header h;
-  s = parse_file(m->base, m->size, &h);
-  if (s != DLB_OK) {
-    unmap(m);
     return s;
   }
   int64_t strides[DLB_MAX_NDIM];

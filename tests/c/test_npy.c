@@ -267,7 +267,8 @@ DLB_TEST(npy_refuses_hostile_files) {
                "'shape': (9223372036854775808,)}", DLB_E_OVERFLOW,
                "INT64_MAX");
   refused_dict("{'descr': '<f4', 'fortran_order': False, "
-               "'shape': (4294967296, 4294967296)}", DLB_E_OVERFLOW, "");
+               "'shape': (4294967296, 4294967296)}", DLB_E_OVERFLOW,
+               ".npy header: 'shape': ");
   refused_dict("{'descr': '<f8', 'fortran_order': False, "
                "'shape': (4611686018427387904,)}", DLB_E_OVERFLOW,
                "overflow");
@@ -289,6 +290,64 @@ DLB_TEST(npy_refuses_hostile_files) {
   CHECK(mkfifo(fifo, 0600) == 0);
   refused(fifo, DLB_E_INVAL, "not a regular file");
   refused("/nonexistent/x.npy", DLB_E_INVAL, "No such file");
+}
+
+/* The bytes of the mappings of path in this process (/proc/self/maps). */
+static unsigned long long mapped_bytes_of(const char *path) {
+  FILE *f = fopen("/proc/self/maps", "r");
+  CHECK(f != NULL);
+  unsigned long long total = 0;
+  char line[512];
+  while (f != NULL && fgets(line, sizeof line, f) != NULL) {
+    unsigned long long lo = 0, hi = 0;
+    if (strstr(line, path) != NULL && sscanf(line, "%llx-%llx", &lo, &hi) == 2)
+      total += hi - lo;
+  }
+  if (f != NULL) fclose(f);
+  return total;
+}
+
+/* Only the header and the data are mapped, not what follows them in the
+ * file: a file of a few bytes of data and a gibibyte of sparse tail reads
+ * in a small address space too. */
+DLB_TEST(npy_maps_the_header_and_data_only) {
+  const off_t tail = (off_t)1 << 30;
+  const char *dict = "{'descr': '<f4', 'fortran_order': False, "
+                     "'shape': (6,), }";
+  char path[128];
+  snprintf(path, sizeof path, "%s", write_npy("tail.npy", 1, dict, 0, six,
+                                              sizeof six));
+  CHECK(truncate(path, tail) == 0);
+  dlb_npy_header h;
+  CHECK_OK(dlb_npy_read_header(path, &h));
+  CHECK_EQ_INT(h.data_bytes, sizeof six);
+  CHECK_EQ_INT(mapped_bytes_of(path), 0);
+  DLManagedTensorVersioned *t = NULL;
+  CHECK_OK(dlb_tensor_map_npy(path, 0, &t));
+  CHECK(((const float *)t->dl_tensor.data)[5] == 5.0f);
+  const unsigned long long small = mapped_bytes_of(path);
+  CHECK(small > 0 && small <= ((size_t)2 << 20));
+  dlb_tensor_release(t);
+  CHECK_EQ_INT(mapped_bytes_of(path), 0);
+  /* Data past the first mebibyte: header and data mapped, the tail not. */
+  const int64_t n = (int64_t)3 << 20;
+  char big[128];
+  snprintf(big, sizeof big, "{'descr': '|u1', 'fortran_order': False, "
+           "'shape': (%lld,), }", (long long)n);
+  snprintf(path, sizeof path, "%s", write_npy("big.npy", 1, big, 0, NULL, 0));
+  CHECK(truncate(path, tail) == 0);
+  FILE *f = fopen(path, "r+b");
+  CHECK(f != NULL);
+  CHECK(fseek(f, (long)(last_offset + (size_t)n - 1), SEEK_SET) == 0);
+  CHECK(fputc(7, f) == 7);
+  CHECK(fclose(f) == 0);
+  CHECK_OK(dlb_tensor_map_npy(path, 0, &t));
+  CHECK_EQ_INT(((const uint8_t *)t->dl_tensor.data)[n - 1], 7);
+  CHECK_EQ_INT(((const uint8_t *)t->dl_tensor.data)[0], 0);
+  const unsigned long long mapped = mapped_bytes_of(path);
+  CHECK(mapped >= last_offset + (size_t)n && mapped < ((size_t)4 << 20));
+  dlb_tensor_release(t);
+  CHECK(unlink(path) == 0);
 }
 
 DLB_TEST(npy_refuses_bad_arguments) {
