@@ -7,6 +7,7 @@
 #ifndef DLBRIDGE_INTERNAL_H
 #define DLBRIDGE_INTERNAL_H
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -122,6 +123,24 @@ dlb_status dlb__copy_check_pair(const DLTensor *src, const DLTensor *dst);
 /* Copies between layouts where either side is not CPU-accessible memory.
  * DLB_E_UNSUPPORTED when no backend handles the pair. */
 dlb_status dlb__device_copy(const DLTensor *src, const DLTensor *dst);
+
+/* The locks held across long runtime calls, each defined where it is
+ * used; core/fork.c takes them all before fork() and releases them after,
+ * in this order (outer first), then the staging buffers' and the copy
+ * pool's through their functions. */
+extern pthread_mutex_t dlb__pin_lock;        /* backend/pin.c */
+extern pthread_mutex_t dlb__ipc_lock;        /* share/ipc.c */
+extern pthread_mutex_t dlb__cuda_event_lock; /* backend/cuda_ipc.c */
+extern pthread_mutex_t dlb__hip_event_lock;  /* backend/hip_ipc.c */
+extern pthread_mutex_t dlb__cuda_ctx_lock;   /* backend/cuda_load.c */
+void dlb__stage_locks(int take);             /* backend/staging.c */
+void dlb__pool_before_fork(void);            /* copy/pool.c */
+void dlb__pool_after_fork_parent(void);
+void dlb__pool_after_fork_child(void);
+
+/* Registers fork()'s handlers for those locks, once: every place that
+ * takes one of them calls it first. */
+void dlb__fork_guard(void);
 
 /* Overflow-checked int64 arithmetic: return 0 on success, 1 on overflow. */
 static inline int dlb__mul_overflow(int64_t a, int64_t b, int64_t *out) {

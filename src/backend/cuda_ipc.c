@@ -14,7 +14,7 @@
 
 #include "cuda_loader.h"
 
-static pthread_mutex_t event_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t dlb__cuda_event_lock = PTHREAD_MUTEX_INITIALIZER;
 static dlb__cu_event events[DLB__GPU_MAX_DEVICES];
 
 static dlb_status need(int present, const char *name) {
@@ -75,7 +75,8 @@ dlb_status dlb__cuda_ipc_event(int device, uint8_t *handle) {
   int pushed = 0;
   s = dlb__cuda_enter(device, &pushed);
   if (s != DLB_OK) return s;
-  pthread_mutex_lock(&event_lock);
+  dlb__fork_guard();
+  pthread_mutex_lock(&dlb__cuda_event_lock);
   dlb__cu_result r = DLB__CUDA_SUCCESS;
   if (events[device] == NULL) {
     r = dlb__cu.cuEventCreate(&events[device], DLB__CU_EVENT_INTERPROCESS |
@@ -101,7 +102,7 @@ dlb_status dlb__cuda_ipc_event(int device, uint8_t *handle) {
     else
       memcpy(handle, &h, sizeof h);
   }
-  pthread_mutex_unlock(&event_lock);
+  pthread_mutex_unlock(&dlb__cuda_event_lock);
   dlb__cuda_leave(pushed);
   return s;
 }

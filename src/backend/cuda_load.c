@@ -38,7 +38,7 @@ static dlb__loader loader = {
 static int device_count;
 static int driver_version;
 
-static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t dlb__cuda_ctx_lock = PTHREAD_MUTEX_INITIALIZER;
 static dlb__cu_context primary[DLB__GPU_MAX_DEVICES];
 
 static const char *result_name(dlb__cu_result r) {
@@ -186,7 +186,8 @@ static dlb_status primary_context(int device, dlb__cu_context *out) {
     return DLB_OK;
   }
   dlb_status s = DLB_OK;
-  pthread_mutex_lock(&ctx_lock);
+  dlb__fork_guard();
+  pthread_mutex_lock(&dlb__cuda_ctx_lock);
   c = primary[device];
   if (c == NULL) {
     dlb__cu_device dev = 0;
@@ -198,7 +199,7 @@ static dlb_status primary_context(int device, dlb__cu_context *out) {
     else
       __atomic_store_n(&primary[device], c, __ATOMIC_RELEASE);
   }
-  pthread_mutex_unlock(&ctx_lock);
+  pthread_mutex_unlock(&dlb__cuda_ctx_lock);
   if (s == DLB_OK) *out = c;
   return s;
 }

@@ -11,7 +11,7 @@
 
 #include "hip_loader.h"
 
-static pthread_mutex_t event_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t dlb__hip_event_lock = PTHREAD_MUTEX_INITIALIZER;
 static dlb__hip_event events[DLB__GPU_MAX_DEVICES];
 
 static dlb_status need(int present, const char *name) {
@@ -77,7 +77,8 @@ dlb_status dlb__hip_ipc_get(int device, void *base, uint8_t *handle) {
 static dlb_status record_event(int device, uint8_t *handle, int *unsupported) {
   dlb_status s = DLB_OK;
   dlb__hip_error e = DLB__HIP_SUCCESS;
-  pthread_mutex_lock(&event_lock);
+  dlb__fork_guard();
+  pthread_mutex_lock(&dlb__hip_event_lock);
   if (events[device] == NULL) {
     e = dlb__hi.hipEventCreateWithFlags(
         &events[device],
@@ -113,7 +114,7 @@ static dlb_status record_event(int device, uint8_t *handle, int *unsupported) {
       memcpy(handle, &h, sizeof h);
     }
   }
-  pthread_mutex_unlock(&event_lock);
+  pthread_mutex_unlock(&dlb__hip_event_lock);
   return s;
 }
 

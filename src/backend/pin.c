@@ -20,7 +20,7 @@ typedef struct pin_entry {
   long refs;
 } pin_entry;
 
-static pthread_mutex_t pin_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t dlb__pin_lock = PTHREAD_MUTEX_INITIALIZER;
 static pin_entry *pins;
 
 /* What a pinned tensor's release undoes: the registration (NULL when the
@@ -53,7 +53,8 @@ static dlb_status check_pinned(const dlb__gpu *gpu, char *base, size_t size) {
 static dlb_status pin_range(const dlb__gpu *gpu, char *base, size_t size,
                             pin_entry **out) {
   dlb_status s = DLB_OK;
-  pthread_mutex_lock(&pin_lock);
+  dlb__fork_guard();
+  pthread_mutex_lock(&dlb__pin_lock);
   /* A registration of ours that covers the range serves it too, and must
    * then live as long as this pin. */
   pin_entry *e = pins;
@@ -87,13 +88,13 @@ static dlb_status pin_range(const dlb__gpu *gpu, char *base, size_t size,
       }
     }
   }
-  pthread_mutex_unlock(&pin_lock);
+  pthread_mutex_unlock(&dlb__pin_lock);
   return s;
 }
 
 static void unpin(pin_entry *e) {
   if (e == NULL) return;
-  pthread_mutex_lock(&pin_lock);
+  pthread_mutex_lock(&dlb__pin_lock);
   if (--e->refs == 0) {
     pin_entry **link = &pins;
     while (*link != e) link = &(*link)->next;
@@ -101,7 +102,7 @@ static void unpin(pin_entry *e) {
     e->gpu->host_unregister(e->base);
     dlb__free(e);
   }
-  pthread_mutex_unlock(&pin_lock);
+  pthread_mutex_unlock(&dlb__pin_lock);
 }
 
 static void pin_release(void *ctx) {

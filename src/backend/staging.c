@@ -214,6 +214,7 @@ int dlb__stage_copy(const dlb__gpu *gpu, int device, const dlb__pitched *c,
     return 0;
   }
   stage_buffer *b = buffer_of(gpu);
+  dlb__fork_guard();
   if (pthread_mutex_trylock(&b->lock) != 0) return 0;
   if (b->mem == NULL) {
     void *p = NULL;
@@ -246,5 +247,14 @@ void dlb__stage_release(void) {
     if (b->mem != NULL) gpus[i]->free(DLB__SIDE_HOST, b->device, b->mem);
     b->mem = NULL;
     pthread_mutex_unlock(&b->lock);
+  }
+}
+
+void dlb__stage_locks(int take) {
+  for (int i = 0; i < 2; i++) {
+    if (take)
+      pthread_mutex_lock(&buffers[i].lock);
+    else
+      pthread_mutex_unlock(&buffers[1 - i].lock);
   }
 }

@@ -8,8 +8,9 @@
  * threads.
  *
  * fork: a child has none of the parent's workers. The pool's lock is held
- * across fork (pthread_atfork), so the child inherits a consistent state,
- * which it resets to "no workers"; its first large copy starts its own.
+ * across fork (pthread_atfork, through core/fork.c), so the child inherits
+ * a consistent state, which it resets to "no workers"; its first large
+ * copy starts its own.
  * exit: a destructor stops and joins the workers, so none runs while the
  * library is unloaded or the process's memory is checked for leaks.
  */
@@ -92,11 +93,16 @@ static int start_worker(int index) {
   return rc;
 }
 
-static void before_fork(void) { pthread_mutex_lock(&dlb__pool.mu); }
+/* fork()'s handlers, run by core/fork.c after the library's other locks
+ * are taken (a staged copy holds its buffer while it copies through the
+ * pool). */
+void dlb__pool_before_fork(void) { pthread_mutex_lock(&dlb__pool.mu); }
 
-static void after_fork_parent(void) { pthread_mutex_unlock(&dlb__pool.mu); }
+void dlb__pool_after_fork_parent(void) {
+  pthread_mutex_unlock(&dlb__pool.mu);
+}
 
-static void after_fork_child(void) {
+void dlb__pool_after_fork_child(void) {
   /* Only the forking thread exists here: no worker, no job in flight, no
    * waiter on either condition variable. */
   dlb__pool.nworkers = 0;
@@ -106,9 +112,7 @@ static void after_fork_child(void) {
   pthread_mutex_unlock(&dlb__pool.mu);
 }
 
-static void pool_init(void) {
-  (void)pthread_atfork(before_fork, after_fork_parent, after_fork_child);
-}
+static void pool_init(void) { dlb__fork_guard(); }
 
 __attribute__((destructor)) static void pool_shutdown(void) {
   pthread_mutex_lock(&dlb__pool.mu);

@@ -28,11 +28,11 @@ typedef struct ipc_entry {
   long refs;
 } ipc_entry;
 
-static pthread_mutex_t ipc_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t dlb__ipc_lock = PTHREAD_MUTEX_INITIALIZER;
 static ipc_entry *opened;
 
 static void ipc_drop(ipc_entry *e) {
-  pthread_mutex_lock(&ipc_lock);
+  pthread_mutex_lock(&dlb__ipc_lock);
   if (--e->refs == 0) {
     ipc_entry **link = &opened;
     while (*link != e) link = &(*link)->next;
@@ -40,7 +40,7 @@ static void ipc_drop(ipc_entry *e) {
     e->gpu->ipc_close(e->device, e->base);
     dlb__free(e);
   }
-  pthread_mutex_unlock(&ipc_lock);
+  pthread_mutex_unlock(&dlb__ipc_lock);
 }
 
 static void ipc_release(void *ctx) { ipc_drop(ctx); }
@@ -126,7 +126,8 @@ dlb_status dlb__ipc_export(const DLManagedTensorVersioned *t,
 static dlb_status ipc_acquire(const dlb__gpu *gpu, int device,
                               const dlb__share_meta *m, ipc_entry **out) {
   dlb_status st = DLB_OK;
-  pthread_mutex_lock(&ipc_lock);
+  dlb__fork_guard();
+  pthread_mutex_lock(&dlb__ipc_lock);
   ipc_entry *e = opened;
   while (e != NULL && (e->gpu != gpu || e->device != device ||
                        memcmp(e->handle, m->mem_handle, sizeof e->handle)))
@@ -168,7 +169,7 @@ static dlb_status ipc_acquire(const dlb__gpu *gpu, int device,
       opened = e;
     }
   }
-  pthread_mutex_unlock(&ipc_lock);
+  pthread_mutex_unlock(&dlb__ipc_lock);
   if (st == DLB_OK) *out = e;
   return st;
 }

@@ -281,6 +281,55 @@ def test_pin_shares_memory_and_unregisters_with_the_last_owner(emulators):
     )
 
 
+def test_fork_while_a_thread_pins_or_opens_leaves_the_child_working(emulators):
+    # A thread inside a slow pin (cuMemHostRegister) or a slow import of
+    # another process's allocation (cuIpcOpenMemHandle) holds the library's
+    # lock for it; a fork meanwhile must not leave that lock taken in the
+    # child, whose release of an inherited pinned or imported tensor would
+    # then wait forever.
+    run(emulators, """
+        import subprocess, sys, threading, time
+
+        def fork_and_release(victim, start_slow_call):
+            th = threading.Thread(target=start_slow_call)
+            th.start()
+            time.sleep(0.2)  # inside the slow call
+            pid = os.fork()
+            if pid == 0:
+                del victim[:]
+                gc.collect()
+                os._exit(0)
+            th.join()
+            deadline = time.time() + 30
+            while time.time() < deadline:
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+                    return
+                time.sleep(0.05)
+            os.kill(pid, 9)
+            raise AssertionError("the child hung releasing what it inherited")
+
+        a, b = np.ones(4096, np.float32), np.ones(4096, np.float32)
+        pinned = [dlbridge.pin(a)]
+        fork_and_release(pinned, lambda: dlbridge.pin(b))
+
+        exporter = subprocess.Popen(
+            [sys.executable, "-c",
+             "import sys, dlbridge\\n"
+             "ts = [dlbridge.zeros((1000,), device='cuda:0') for _ in range(2)]\\n"
+             "for t in ts: print(dlbridge.share_export(t)[0].hex(), flush=True)\\n"
+             "sys.stdin.read()"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        h1 = bytes.fromhex(exporter.stdout.readline().strip())
+        h2 = bytes.fromhex(exporter.stdout.readline().strip())
+        imported = [dlbridge.share_import(h1, -1)]
+        fork_and_release(imported, lambda: dlbridge.share_import(h2, -1))
+        exporter.stdin.close()
+        assert exporter.wait() == 0
+    """, EMU_CUDA_SLOW="cuMemHostRegister_v2,cuIpcOpenMemHandle_v2", EMU_CUDA_SLOW_MS="600")
+
+
 def test_pin_takes_any_cpu_buffer_and_keeps_read_only(emulators):
     run(
         emulators,
