@@ -9,6 +9,7 @@
  * dlbpy_call_with_gil, which restores the context it was written for, or
  * does nothing when that context no longer exists.
  */
+#include <stdatomic.h>
 #include <string.h>
 
 #include "dlbpy.h"
@@ -35,6 +36,32 @@ static void dlbpy_call_saving_error(void (*fn)(void *), void *ctx) {
   dlbpy_error_restore(&saved);
 }
 
+/* Set by an atexit callback once the interpreter's exit has begun. */
+static atomic_int dlbpy_exit_started;
+
+static PyObject *dlbpy_note_exit(PyObject *self, PyObject *unused) {
+  (void)self;
+  (void)unused;
+  atomic_store(&dlbpy_exit_started, 1);
+  Py_RETURN_NONE;
+}
+
+static PyMethodDef dlbpy_note_exit_def = {
+    "_dlbridge_exit_started", dlbpy_note_exit, METH_NOARGS, NULL};
+
+int dlbpy_watch_exit(void) {
+  PyObject *fn = PyCFunction_New(&dlbpy_note_exit_def, NULL);
+  if (fn == NULL) return -1;
+  PyObject *atexit = PyImport_ImportModule("atexit");
+  PyObject *r =
+      atexit != NULL ? PyObject_CallMethod(atexit, "register", "O", fn) : NULL;
+  Py_XDECREF(atexit);
+  Py_DECREF(fn);
+  if (r == NULL) return -1;
+  Py_DECREF(r);
+  return 0;
+}
+
 void dlbpy_call_with_gil(void (*fn)(void *), void *ctx) {
   /* After Py_Finalize nothing Python-related may run; leaking is the only
    * safe choice. */
@@ -44,8 +71,12 @@ void dlbpy_call_with_gil(void (*fn)(void *), void *ctx) {
     return;
   }
   /* During finalization PyGILState_Ensure never returns on a thread other
-   * than the one finalizing. */
-  if (DLBPY_IS_FINALIZING()) return;
+   * than the one finalizing (or ends the thread). Finalization can begin
+   * while a thread waits for the GIL, so waiting is refused from the start
+   * of the exit on, which the atexit callbacks mark: a thread that released
+   * then would wait for a GIL the exit may never give back (and hang a
+   * process that joins it at exit). What it holds is left to the exit. */
+  if (DLBPY_IS_FINALIZING() || atomic_load(&dlbpy_exit_started)) return;
   PyGILState_STATE gil = PyGILState_Ensure();
   dlbpy_call_saving_error(fn, ctx);
   PyGILState_Release(gil);

@@ -451,6 +451,9 @@ void dlbpy_release_keeping_error(DLManagedTensorVersioned *m);
  * (leaks) when it is gone or finalizing on a thread without the GIL. Keeps
  * a pending exception. Callable from any thread. */
 void dlbpy_call_with_gil(void (*fn)(void *), void *ctx);
+/* Registers the atexit callback after which dlbpy_call_with_gil leaves
+ * what threads without the GIL release (module exec). */
+int dlbpy_watch_exit(void);
 
 /* ------------------------------------------------------------------------
  * Exchange API (exchange_api.c), C API (capi.c), constructors

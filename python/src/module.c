@@ -294,6 +294,7 @@ static int dlbpy_module_exec(PyObject *module) {
   /* Added under the name after the last dot of its qualified name. */
   if (PyModule_AddType(module, (PyTypeObject *)st->stream_error) < 0)
     return -1;
+  if (dlbpy_watch_exit() < 0) return -1;
   if (dlbpy_tensor_type_add(module, st) < 0) return -1;
   if (dlbpy_capi_add(module) < 0) return -1;
   if (PyModule_AddIntConstant(module, "DLPACK_MAJOR_VERSION",

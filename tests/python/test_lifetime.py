@@ -108,6 +108,43 @@ def test_release_after_the_interpreter_is_gone_does_nothing_python(extra):
     assert "released after finalization" in r.stderr
 
 
+EXITING = textwrap.dedent(
+    """
+    import atexit
+
+    def late():
+        # Runs after dlbridge's own exit callback (atexit is last in, first
+        # out): the exit has begun, and a thread's release leaves what it
+        # holds instead of waiting for the GIL this thread keeps.
+        lst = [dlbridge.from_dlpack(h.make_capsule(data=a, shape=(4,), dtype=(2, 32, 1)))]
+        print("late", h.release_in_thread_holding_gil(lst, 5000), flush=True)
+
+    atexit.register(late)
+
+    import dlbridge, numpy as np
+    from dlbridge import _testhelper as h
+    a = np.arange(4, dtype=np.float32)
+    # Before the exit the release waits for the GIL, and runs once it has it.
+    lst = [dlbridge.from_dlpack(h.make_capsule(data=a, shape=(4,), dtype=(2, 32, 1)))]
+    print("early", h.release_in_thread_holding_gil(lst, 300), h.counters(), flush=True)
+    """
+)
+
+
+def test_release_on_a_thread_once_the_exit_began_does_not_wait_for_the_gil():
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    r = subprocess.run(
+        [sys.executable, "-c", EXITING],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "early False {'deleted': 1, 'with_gil': 1, 'without_gil': 0}" in r.stdout
+    assert "late True" in r.stdout
+
+
 def test_tensor_dropped_while_an_exception_is_pending_keeps_it(helper):
     a = np.arange(3, dtype=np.float32)
     lst = [dlbridge.from_dlpack(capsule_of(a, deleter="clear_error"))]

@@ -10,6 +10,8 @@
  *                            owns it: retired_counts())
  *   release_in_thread(lst)   export lst[0] through the exchange table, drop
  *                            lst[0], release on a new thread without the GIL
+ *   release_in_thread_holding_gil(lst, ms)
+ *                            the same, this thread keeping the GIL ms ms
  *   release_at_exit(lst)     the same, released by a C atexit handler after
  *                            the interpreter is gone
  *   decref_with_error(lst)   drop lst's items while an exception is set and
@@ -633,6 +635,45 @@ static PyObject *release_in_thread(PyObject *self, PyObject *lst) {
   Py_RETURN_NONE;
 }
 
+/* release_in_thread_holding_gil(lst, ms): as release_in_thread, but this
+ * thread keeps the GIL while it waits up to ms milliseconds for the other;
+ * True when the release finished meanwhile (it needed no GIL), False when
+ * it waited for the GIL (it then finishes once this thread lets go). */
+typedef struct {
+  DLManagedTensorVersioned *m;
+  atomic_int done;
+} timed_release;
+
+static void *timed_release_thread(void *arg) {
+  timed_release *r = arg;
+  if (r->m->deleter != NULL) r->m->deleter(r->m);
+  atomic_store(&r->done, 1);
+  return NULL;
+}
+
+static PyObject *release_in_thread_holding_gil(PyObject *self,
+                                               PyObject *args) {
+  (void)self;
+  PyObject *lst;
+  int ms;
+  if (!PyArg_ParseTuple(args, "Oi", &lst, &ms)) return NULL;
+  timed_release r = {take_last(lst), 0};
+  if (r.m == NULL) return NULL;
+  pthread_t thread;
+  if (pthread_create(&thread, NULL, timed_release_thread, &r) != 0) {
+    if (r.m->deleter != NULL) r.m->deleter(r.m);
+    PyErr_SetString(PyExc_OSError, "pthread_create failed");
+    return NULL;
+  }
+  for (int waited = 0; waited < ms && !atomic_load(&r.done); waited++)
+    usleep(1000);
+  int finished = atomic_load(&r.done);
+  Py_BEGIN_ALLOW_THREADS
+  pthread_join(thread, NULL);
+  Py_END_ALLOW_THREADS
+  return PyBool_FromLong(finished);
+}
+
 static DLManagedTensorVersioned *at_exit_tensor;
 
 static void release_at_exit_handler(void) {
@@ -973,6 +1014,8 @@ static PyMethodDef helper_methods[] = {
      METH_VARARGS | METH_KEYWORDS, NULL},
     {"fake_exchange", fake_exchange, METH_O, NULL},
     {"fake_exchange_owned", fake_exchange_owned, METH_NOARGS, NULL},
+    {"release_in_thread_holding_gil", release_in_thread_holding_gil,
+     METH_VARARGS, NULL},
     {"retired_counts", retired_counts, METH_NOARGS, NULL},
     {"release_in_thread", release_in_thread, METH_O, NULL},
     {"release_at_exit", release_at_exit, METH_O, NULL},
