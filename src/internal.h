@@ -125,15 +125,15 @@ dlb_status dlb__copy_check_pair(const DLTensor *src, const DLTensor *dst);
 dlb_status dlb__device_copy(const DLTensor *src, const DLTensor *dst);
 
 /* The locks held across long runtime calls, each defined where it is
- * used; core/fork.c takes them all before fork() and releases them after,
- * in this order (outer first), then the staging buffers' and the copy
- * pool's through their functions. */
+ * used, which core/fork.c makes anew in a child of fork() (a thread of
+ * the parent may have held one); and the copy pool's handlers, which it
+ * runs around fork(). */
 extern pthread_mutex_t dlb__pin_lock;        /* backend/pin.c */
 extern pthread_mutex_t dlb__ipc_lock;        /* share/ipc.c */
 extern pthread_mutex_t dlb__cuda_event_lock; /* backend/cuda_ipc.c */
 extern pthread_mutex_t dlb__hip_event_lock;  /* backend/hip_ipc.c */
 extern pthread_mutex_t dlb__cuda_ctx_lock;   /* backend/cuda_load.c */
-void dlb__stage_locks(int take);             /* backend/staging.c */
+void dlb__stage_locks_renew(void);           /* backend/staging.c */
 void dlb__pool_before_fork(void);            /* copy/pool.c */
 void dlb__pool_after_fork_parent(void);
 void dlb__pool_after_fork_child(void);

@@ -87,7 +87,9 @@ DLB_API dlb_status dlb_tensor_adopt_validated(
  * A legacy tensor that dlb_tensor_to_legacy() made from a dlbridge tensor
  * (dlb_legacy_is_ours()) gives that tensor back, with the given flags,
  * instead of wrapping it again; when its dl_tensor was rewritten since, the
- * result describes what the struct says now and shares the tensor's owner.
+ * result describes what the struct says now and shares the tensor's owner
+ * (the description is trusted as a producer's is: the owner keeps no size
+ * to bound it by).
  * Its sub-byte units are packed, rewritten or not: IS_SUBBYTE_TYPE_PADDED
  * with a sub-byte dtype is refused for it (DLB_E_LAYOUT).
  * Either way no round trip adds a deleter to a chain.

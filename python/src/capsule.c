@@ -36,13 +36,16 @@ static void dlbpy_call_saving_error(void (*fn)(void *), void *ctx) {
   dlbpy_error_restore(&saved);
 }
 
-/* Set by an atexit callback once the interpreter's exit has begun. */
+/* Set by an atexit callback once the main interpreter's exit has begun;
+ * cleared when the module is set up again (an embedder that initialises
+ * Python anew). A subinterpreter's exit is not the process's. */
 static atomic_int dlbpy_exit_started;
 
 static PyObject *dlbpy_note_exit(PyObject *self, PyObject *unused) {
   (void)self;
   (void)unused;
-  atomic_store(&dlbpy_exit_started, 1);
+  if (PyInterpreterState_Get() == PyInterpreterState_Main())
+    atomic_store(&dlbpy_exit_started, 1);
   Py_RETURN_NONE;
 }
 
@@ -50,6 +53,8 @@ static PyMethodDef dlbpy_note_exit_def = {
     "_dlbridge_exit_started", dlbpy_note_exit, METH_NOARGS, NULL};
 
 int dlbpy_watch_exit(void) {
+  if (PyInterpreterState_Get() == PyInterpreterState_Main())
+    atomic_store(&dlbpy_exit_started, 0);
   PyObject *fn = PyCFunction_New(&dlbpy_note_exit_def, NULL);
   if (fn == NULL) return -1;
   PyObject *atexit = PyImport_ImportModule("atexit");

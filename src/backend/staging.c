@@ -250,11 +250,6 @@ void dlb__stage_release(void) {
   }
 }
 
-void dlb__stage_locks(int take) {
-  for (int i = 0; i < 2; i++) {
-    if (take)
-      pthread_mutex_lock(&buffers[i].lock);
-    else
-      pthread_mutex_unlock(&buffers[1 - i].lock);
-  }
+void dlb__stage_locks_renew(void) {
+  for (int i = 0; i < 2; i++) pthread_mutex_init(&buffers[i].lock, NULL);
 }

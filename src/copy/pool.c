@@ -93,9 +93,7 @@ static int start_worker(int index) {
   return rc;
 }
 
-/* fork()'s handlers, run by core/fork.c after the library's other locks
- * are taken (a staged copy holds its buffer while it copies through the
- * pool). */
+/* fork()'s handlers, which core/fork.c runs. */
 void dlb__pool_before_fork(void) { pthread_mutex_lock(&dlb__pool.mu); }
 
 void dlb__pool_after_fork_parent(void) {

@@ -1,9 +1,8 @@
 /*
  * npy.c -- .npy files: the header parser and the read-only mapping.
  *
- * The header is parsed from the mapping itself, so what is checked is what
- * the tensor reads; only the header and the data are mapped, whatever else
- * the file holds. Only the dictionary NumPy writes is accepted: the keys
+ * The header is parsed from a mapping of the file's start; the tensor maps
+ * the header and the data, whatever else the file holds. Only the dictionary NumPy writes is accepted: the keys
  * 'descr', 'fortran_order' and 'shape', once each, with a simple dtype
  * string, a bool and a tuple of integers; anything else is refused rather
  * than guessed at.
@@ -382,6 +381,14 @@ static dlb_status map_file(const char *path, int want_data, npy_map *m,
     munmap(m->base, m->size);
     m->base = NULL;
     s = map_bytes(fd, path, need, m);
+  } else if (s == DLB_OK && want_data) {
+    /* Pages past the data are no part of the tensor. */
+    const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    const uint64_t keep = (need + page - 1) / page * page;
+    if (keep < m->size) {
+      munmap((char *)m->base + keep, m->size - (size_t)keep);
+      m->size = (size_t)keep;
+    }
   } else if (m->base != NULL && (s != DLB_OK || !want_data)) {
     munmap(m->base, m->size);
   }

@@ -308,10 +308,10 @@ static unsigned long long mapped_bytes_of(const char *path) {
 }
 
 /* Only the header and the data are mapped, not what follows them in the
- * file: a file of a few bytes of data and a gibibyte of sparse tail reads
- * in a small address space too. */
+ * file: a file of a few bytes of data and a large sparse tail reads in a
+ * small address space too. */
 DLB_TEST(npy_maps_the_header_and_data_only) {
-  const off_t tail = (off_t)1 << 30;
+  const off_t tail = (off_t)64 << 20;
   const char *dict = "{'descr': '<f4', 'fortran_order': False, "
                      "'shape': (6,), }";
   char path[128];
@@ -326,7 +326,7 @@ DLB_TEST(npy_maps_the_header_and_data_only) {
   CHECK_OK(dlb_tensor_map_npy(path, 0, &t));
   CHECK(((const float *)t->dl_tensor.data)[5] == 5.0f);
   const unsigned long long small = mapped_bytes_of(path);
-  CHECK(small > 0 && small <= ((size_t)2 << 20));
+  CHECK(small > 0 && small <= (unsigned long long)sysconf(_SC_PAGESIZE));
   dlb_tensor_release(t);
   CHECK_EQ_INT(mapped_bytes_of(path), 0);
   /* Data past the first mebibyte: header and data mapped, the tail not. */
@@ -335,7 +335,7 @@ DLB_TEST(npy_maps_the_header_and_data_only) {
   snprintf(big, sizeof big, "{'descr': '|u1', 'fortran_order': False, "
            "'shape': (%lld,), }", (long long)n);
   snprintf(path, sizeof path, "%s", write_npy("big.npy", 1, big, 0, NULL, 0));
-  CHECK(truncate(path, tail) == 0);
+  CHECK(truncate(path, 2 * tail) == 0);
   FILE *f = fopen(path, "r+b");
   CHECK(f != NULL);
   CHECK(fseek(f, (long)(last_offset + (size_t)n - 1), SEEK_SET) == 0);
