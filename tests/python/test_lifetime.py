@@ -85,6 +85,20 @@ SHUTDOWN = textwrap.dedent(
 )
 
 
+def run_script(source):
+    """Runs source in a fresh interpreter; returns it done, exit status 0."""
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    r = subprocess.run(
+        [sys.executable, "-c", source],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert r.returncode == 0, r.stderr
+    return r
+
+
 @pytest.mark.parametrize(
     "extra",
     [
@@ -95,15 +109,7 @@ SHUTDOWN = textwrap.dedent(
     ],
 )
 def test_release_after_the_interpreter_is_gone_does_nothing_python(extra):
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
-    r = subprocess.run(
-        [sys.executable, "-c", SHUTDOWN.format(extra=extra)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
-    assert r.returncode == 0, r.stderr
+    r = run_script(SHUTDOWN.format(extra=extra))
     assert "armed" in r.stdout
     assert "released after finalization" in r.stderr
 
@@ -132,15 +138,7 @@ EXITING = textwrap.dedent(
 
 
 def test_release_on_a_thread_once_the_exit_began_does_not_wait_for_the_gil():
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
-    r = subprocess.run(
-        [sys.executable, "-c", EXITING],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
-    assert r.returncode == 0, r.stderr
+    r = run_script(EXITING)
     assert "early False {'deleted': 1, 'with_gil': 1, 'without_gil': 0}" in r.stdout
     assert "late True" in r.stdout
 
