@@ -67,11 +67,23 @@ int dlbpy_watch_exit(void) {
   return 0;
 }
 
+/* Whether this thread holds the GIL: the thread state that holds it is
+ * this thread's. PyGILState_Check() cannot tell once any subinterpreter
+ * has existed in the process: it then answers 1 on every thread. */
+static int dlbpy_holds_gil(void) {
+#if PY_VERSION_HEX >= 0x030D0000
+  PyThreadState *cur = PyThreadState_GetUnchecked();
+#else
+  PyThreadState *cur = _PyThreadState_UncheckedGet();
+#endif
+  return cur != NULL && cur->thread_id == PyThread_get_thread_ident();
+}
+
 void dlbpy_call_with_gil(void (*fn)(void *), void *ctx) {
   /* After Py_Finalize nothing Python-related may run; leaking is the only
    * safe choice. */
   if (!Py_IsInitialized()) return;
-  if (PyGILState_Check()) {
+  if (dlbpy_holds_gil()) {
     dlbpy_call_saving_error(fn, ctx);
     return;
   }

@@ -143,6 +143,34 @@ def test_release_on_a_thread_once_the_exit_began_does_not_wait_for_the_gil():
     assert "late True" in r.stdout
 
 
+SUBINTERPRETER = textwrap.dedent(
+    """
+    try:
+        import _xxsubinterpreters as interpreters
+    except ImportError:
+        import _interpreters as interpreters
+    import dlbridge, numpy as np
+    from dlbridge import _testhelper as h
+
+    # Once a subinterpreter has existed, PyGILState_Check() answers 1 on
+    # every thread: a release on a thread without the GIL must still take it.
+    interpreters.destroy(interpreters.create())
+    a = np.arange(4, dtype=np.float32)
+    h.release_in_thread([dlbridge.from_dlpack(h.make_capsule(data=a, shape=(4,), dtype=(2, 32, 1)))])
+    print(h.counters(), flush=True)
+    """
+)
+
+
+def test_release_on_a_thread_after_a_subinterpreter_existed_takes_the_gil():
+    try:
+        import _xxsubinterpreters  # noqa: F401
+    except ImportError:
+        pytest.importorskip("_interpreters")
+    r = run_script(SUBINTERPRETER)
+    assert "{'deleted': 1, 'with_gil': 1, 'without_gil': 0}" in r.stdout
+
+
 def test_tensor_dropped_while_an_exception_is_pending_keeps_it(helper):
     a = np.arange(3, dtype=np.float32)
     lst = [dlbridge.from_dlpack(capsule_of(a, deleter="clear_error"))]
