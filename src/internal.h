@@ -25,6 +25,11 @@
 dlb_status dlb__fail(dlb_status status, const char *fmt, ...)
     DLB__PRINTF(2, 3);
 
+/* dlb__fail for a failure reported by a call made here: the message is
+ * fmt's text, ": ", then the message that call left. */
+dlb_status dlb__fail_within(dlb_status status, const char *fmt, ...)
+    DLB__PRINTF(2, 3);
+
 /* The longest message dlb_last_error() holds, with its terminator. */
 #define DLB__ERROR_MAX 512
 

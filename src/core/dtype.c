@@ -161,12 +161,8 @@ dlb_status dlb_dtype_parse(const char *name, DLDataType *out) {
   if (code == CODE_COUNT)
     return dlb__fail(DLB_E_DTYPE, "dtype \"%.*s\" is not a known type name",
                      TEXT_SHOWN, name);
-  if (dlb_dtype_check(dt) != DLB_OK) {
-    char why[256];
-    snprintf(why, sizeof why, "%s", dlb_last_error());
-    return dlb__fail(DLB_E_DTYPE, "dtype \"%.*s\": %s", TEXT_SHOWN, name,
-                     why);
-  }
+  if (dlb_dtype_check(dt) != DLB_OK)
+    return dlb__fail_within(DLB_E_DTYPE, "dtype \"%.*s\"", TEXT_SHOWN, name);
   *out = dt;
   return DLB_OK;
 }

@@ -24,10 +24,6 @@
 
 #include "internal.h"
 
-static void before_fork(void) { dlb__pool_before_fork(); }
-
-static void after_fork_parent(void) { dlb__pool_after_fork_parent(); }
-
 static void after_fork_child(void) {
   pthread_mutex_t *const locks[] = {&dlb__pin_lock, &dlb__ipc_lock,
                                     &dlb__cuda_event_lock,
@@ -42,7 +38,8 @@ static void after_fork_child(void) {
 static pthread_once_t dlb__fork_once = PTHREAD_ONCE_INIT;
 
 static void register_handlers(void) {
-  (void)pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+  (void)pthread_atfork(dlb__pool_before_fork, dlb__pool_after_fork_parent,
+                       after_fork_child);
 }
 
 void dlb__fork_guard(void) { pthread_once(&dlb__fork_once, register_handlers); }

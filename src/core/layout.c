@@ -429,12 +429,7 @@ dlb_status dlb__tensor_validate_span(const DLTensor *t, const char *which,
                                      dlb__span *out) {
   dlb__span span;
   dlb_status st = validate(t, 0, &span);
-  if (st != DLB_OK) {
-    /* dlb_last_error() is the buffer dlb__fail writes: copy it out. */
-    char why[256];
-    snprintf(why, sizeof why, "%s", dlb_last_error());
-    return dlb__fail(st, "%s: %s", which, why);
-  }
+  if (st != DLB_OK) return dlb__fail_within(st, "%s", which);
   *out = span;
   return DLB_OK;
 }

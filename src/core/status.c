@@ -47,3 +47,21 @@ dlb_status dlb__fail(dlb_status status, const char *fmt, ...) {
   va_end(ap);
   return status;
 }
+
+dlb_status dlb__fail_within(dlb_status status, const char *fmt, ...) {
+  /* The message being wrapped is in the buffer about to be written. */
+  char why[sizeof dlb__error];
+  snprintf(why, sizeof why, "%s", dlb__error);
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(dlb__error, sizeof dlb__error, fmt, ap);
+  va_end(ap);
+  /* Appended as far as it fits: ": ", the message, the terminator. */
+  if (n < 0 || (size_t)n + 3 > sizeof dlb__error) return status;
+  char *end = dlb__error + n;
+  const size_t len = strnlen(why, sizeof dlb__error - (size_t)n - 3);
+  memcpy(end, ": ", 2);
+  memcpy(end + 2, why, len);
+  end[2 + len] = '\0';
+  return status;
+}

@@ -9,7 +9,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -292,12 +291,7 @@ static dlb_status parse_file(const unsigned char *base, uint64_t size,
   r.data_offset = start + len;
   int64_t numel = 0;
   s = dlb_shape_numel(r.ndim, r.shape, &numel);
-  if (s != DLB_OK) {
-    /* dlb_last_error() is the buffer dlb__fail writes: copy it out. */
-    char why[256];
-    snprintf(why, sizeof why, "%s", dlb_last_error());
-    return dlb__fail(s, ".npy header: 'shape': %s", why);
-  }
+  if (s != DLB_OK) return dlb__fail_within(s, ".npy header: 'shape'");
   uint64_t itemsize = r.dtype.bits / 8u;
   if ((uint64_t)numel > UINT64_MAX / itemsize ||
       (uint64_t)numel * itemsize > (uint64_t)INT64_MAX)

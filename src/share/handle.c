@@ -197,11 +197,7 @@ dlb_status dlb__share_decode(const void *buf, size_t len, uint64_t file_size,
   probe.dl_tensor.byte_offset = m.byte_offset;
   dlb__span span;
   st = dlb__managed_validate_span(&probe, &span);
-  if (st != DLB_OK) {
-    char why[256];
-    snprintf(why, sizeof why, "%s", dlb_last_error());
-    return BAD("%s", why);
-  }
+  if (st != DLB_OK) return dlb__fail_within(DLB_E_HANDLE, "share handle");
   if (span.lo < 0 || (uint64_t)span.hi > region)
     return BAD("elements occupy bytes [%lld, %lld) of a %llu-byte region",
                (long long)span.lo, (long long)span.hi,
