@@ -16,16 +16,32 @@ ROOT = Path(__file__).resolve().parents[2]
 TOUR = ROOT / "examples" / "tour.py"
 
 
+def run_tour(cuda_library):
+    r = subprocess.run([sys.executable, str(TOUR)], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, DLBRIDGE_CUDA_LIBRARY=cuda_library))
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r.stdout
+
+
 def test_tour_shows_shared_memory_and_a_mapped_file():
-    r = subprocess.run([sys.executable, str(TOUR)], capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
-    out = r.stdout
+    out = run_tour("/nonexistent/libcuda.so.1")
     assert "from NumPy:        (3, 4) float32 on cpu, same memory: True" in out
     assert "NumPy writes, dlbridge reads: t[0, 0] = 42.0" in out
     assert "strides (4, 2), [[42.0, 2.0], [4.0, 6.0], [8.0, 10.0]]" in out
     assert "to PyTorch:        (3, 2), same memory: True" in out
     assert "load_npy (mapped): (2, 3) int16, strides (1, 2), [[0, 1, 2], [3, 4, 5]]" in out
-    assert "\ncuda: " in out and "\nrocm: " in out
+    assert ("shared memory:     3 processes wrote their rows into this process's tensor: True; "
+            "each saw it as cpu (no GPU runtime to pin it for)") in out
+    assert "\ncuda: not available" in out and "\nrocm: " in out
+
+
+def test_tour_pins_the_shared_tensor_in_each_process_with_a_gpu(emulated_cuda):  # noqa: F811
+    # The emulated driver (tests/emu) stands in for a CUDA GPU: each worker
+    # registers its own mapping of the parent's pages.
+    out = run_tour(emulated_cuda)
+    assert ("shared memory:     3 processes wrote their rows into this process's tensor: True; "
+            "each saw it as cuda_host\n") in out
+    assert "\ncuda: version " in out
 
 
 PINNED = ROOT / "examples" / "pinned_exchange.py"
