@@ -541,6 +541,10 @@ def test_asarray_from_values():
     assert dlbridge.asarray(3.5).shape == ()
     assert dlbridge.asarray([]).shape == (0,)
     assert dlbridge.asarray([[], []]).shape == (2, 0)
+    # No number to say otherwise: the float default, as torch.tensor([]).
+    assert dlbridge.asarray([]).dtype == "float32"
+    assert dlbridge.asarray([[], []]).dtype == "float32"
+    assert dlbridge.asarray([], dtype="int8").dtype == "int8"
     with pytest.raises(ValueError, match="inhomogeneous"):
         dlbridge.asarray([[1, 2], [3]])
     with pytest.raises(ValueError, match="inhomogeneous"):
