@@ -54,17 +54,49 @@ const DLManagedTensorVersioned *dlbpy_tensor_owned(PyObject *self) {
   return t->mt;
 }
 
-static void dlbpy_tensor_dealloc(PyObject *self) {
-  dlbpy_tensor *t = (dlbpy_tensor *)self;
-  PyTypeObject *type = Py_TYPE(self);
-  if (t->weakreflist != NULL) PyObject_ClearWeakRefs(self);
+/*
+ * Releases nest: a Tensor of data another library holds (a NumPy array of
+ * a Tensor, imported again) releases that library's tensor, which releases
+ * the Tensor behind it, and so on through every round trip, one C frame
+ * set per step. Past DLBPY_DEALLOC_DEPTH nested deallocations on a thread
+ * the Tensors wait in a list (linked through their weakreflist, unused
+ * once the weak references are cleared) that the outermost deallocation
+ * works through, as CPython's trashcan does for containers: a chain of any
+ * length is freed without overflowing the C stack.
+ */
+#define DLBPY_DEALLOC_DEPTH 64
+
+static _Thread_local int dlbpy_dealloc_depth;
+static _Thread_local dlbpy_tensor *dlbpy_dealloc_pending;
+
+static void dlbpy_tensor_free(dlbpy_tensor *t) {
+  PyTypeObject *type = Py_TYPE(t);
   DLManagedTensorVersioned *mt = t->mt, *retired = t->retired;
   t->mt = t->retired = NULL;
   /* Keeps a pending exception: deallocation happens during unwinding. */
   dlbpy_release(mt);
   dlbpy_release(retired);
-  PyObject_Free(self);
+  PyObject_Free(t);
   Py_DECREF(type);
+}
+
+static void dlbpy_tensor_dealloc(PyObject *self) {
+  dlbpy_tensor *t = (dlbpy_tensor *)self;
+  if (t->weakreflist != NULL) PyObject_ClearWeakRefs(self);
+  if (dlbpy_dealloc_depth >= DLBPY_DEALLOC_DEPTH) {
+    t->weakreflist = (PyObject *)dlbpy_dealloc_pending;
+    dlbpy_dealloc_pending = t;
+    return;
+  }
+  dlbpy_dealloc_depth++;
+  dlbpy_tensor_free(t);
+  /* Only the outermost deallocation of the thread frees what waits. */
+  while (dlbpy_dealloc_depth == 1 && dlbpy_dealloc_pending != NULL) {
+    dlbpy_tensor *next = dlbpy_dealloc_pending;
+    dlbpy_dealloc_pending = (dlbpy_tensor *)next->weakreflist;
+    dlbpy_tensor_free(next);
+  }
+  dlbpy_dealloc_depth--;
 }
 
 static PyObject *dlbpy_tensor_tp_new(PyTypeObject *type, PyObject *args,
