@@ -362,16 +362,25 @@ static Py_ssize_t dlbpy_tensor_length(PyObject *self) {
  * Methods
  * ---------------------------------------------------------------------- */
 
-/* The ints of f(1, 0) or f((1, 0)) into out (at most DLB_MAX_NDIM). */
+/* The ints of f(1, 0) or f(seq) for a sequence seq of ints ((1, 0), a
+ * range, a NumPy array) into out (at most DLB_MAX_NDIM). */
 static int dlbpy_int_args(const char *fname, PyObject *const *args,
                           Py_ssize_t nargs, int64_t *out, int32_t *count) {
   PyObject *seq = NULL;
   PyObject *const *items = args;
   Py_ssize_t n = nargs;
-  if (nargs == 1 && (PyTuple_Check(args[0]) || PyList_Check(args[0]))) {
+  int one = 1;
+  if (nargs == 1 && !PyUnicode_Check(args[0]) && !PyBytes_Check(args[0]) &&
+      PySequence_Check(args[0])) {
+    one = dlbpy_is_one_int(args[0]);
+    if (one < 0) return -1;
+  }
+  if (!one) {
     /* A tuple snapshot of a list: an item's __index__ may empty the list
      * while the items are read. */
-    seq = PySequence_Tuple(args[0]);
+    char what[32];
+    PyOS_snprintf(what, sizeof what, "%s()'s sequence", fname);
+    seq = dlbpy_dims_tuple(args[0], what);
     if (seq == NULL) return -1;
     items = &PyTuple_GET_ITEM(seq, 0);
     n = PyTuple_GET_SIZE(seq);
