@@ -238,8 +238,44 @@ static int dlbpy_parse_extent(PyObject *obj, int64_t *out) {
   return 0;
 }
 
+int dlbpy_is_one_int(PyObject *obj) {
+  if (PyLong_Check(obj)) return !PyBool_Check(obj);
+  if (!PyIndex_Check(obj)) return 0;
+  if (!PySequence_Check(obj)) return 1;
+  /* A NumPy array has __index__ (for its one element) and a length: one
+   * with a length is a sequence of ints; a 0-d one (no length) is one. */
+  Py_ssize_t n = PySequence_Size(obj);
+  if (n >= 0) return 0;
+  if (!PyErr_ExceptionMatches(PyExc_TypeError)) return -1;
+  PyErr_Clear();
+  return 1;
+}
+
+PyObject *dlbpy_dims_tuple(PyObject *seq, const char *what) {
+  /* The length first: a sequence of 2**40 items (a Tensor) is refused
+   * before a tuple of them is built. */
+  Py_ssize_t n = PySequence_Size(seq);
+  if (n < 0) {
+    /* No length (iteration alone): the tuple says. */
+    if (!PyErr_ExceptionMatches(PyExc_TypeError)) return NULL;
+    PyErr_Clear();
+  }
+  PyObject *tuple = n <= DLB_MAX_NDIM ? PySequence_Tuple(seq) : NULL;
+  if (tuple != NULL) n = PyTuple_GET_SIZE(tuple);
+  else if (n <= DLB_MAX_NDIM) return NULL;
+  if (n > DLB_MAX_NDIM) {
+    Py_XDECREF(tuple);
+    PyErr_Format(PyExc_ValueError, "%s has %zd dimensions; at most %d", what,
+                 n, DLB_MAX_NDIM);
+    return NULL;
+  }
+  return tuple;
+}
+
 int dlbpy_parse_shape(PyObject *obj, int32_t *ndim, int64_t *shape) {
-  if (PyIndex_Check(obj) && !PyBool_Check(obj)) {
+  const int one = dlbpy_is_one_int(obj);
+  if (one < 0) return -1;
+  if (one) {
     if (dlbpy_parse_extent(obj, &shape[0]) < 0) return -1;
     *ndim = 1;
     return 0;
@@ -252,15 +288,9 @@ int dlbpy_parse_shape(PyObject *obj, int32_t *ndim, int64_t *shape) {
   }
   /* A tuple snapshot: an item's __index__ may resize or clear a list while
    * it is read, which would free the items still to come. */
-  PyObject *seq = PySequence_Tuple(obj);
+  PyObject *seq = dlbpy_dims_tuple(obj, "shape");
   if (seq == NULL) return -1;
   Py_ssize_t n = PyTuple_GET_SIZE(seq);
-  if (n > DLB_MAX_NDIM) {
-    Py_DECREF(seq);
-    PyErr_Format(PyExc_ValueError, "shape has %zd dimensions; at most %d",
-                 n, DLB_MAX_NDIM);
-    return -1;
-  }
   int64_t tmp[DLB_MAX_NDIM];
   for (Py_ssize_t i = 0; i < n; i++) {
     if (dlbpy_parse_extent(PyTuple_GET_ITEM(seq, i), &tmp[i]) < 0) {

@@ -449,7 +449,9 @@ static bool dlbpy_is_nested(PyObject *obj) {
 typedef struct {
   int32_t ndim;
   int64_t shape[DLB_MAX_NDIM];
-  int rank; /* 0 bool, 1 int, 2 float, 3 complex */
+  /* -1 no number seen (the sequences are empty), 0 bool, 1 int, 2 float,
+   * 3 complex */
+  int rank;
 } dlbpy_nest;
 
 static int dlbpy_nest_shape(PyObject *obj, dlbpy_nest *nest) {
@@ -551,13 +553,17 @@ static int dlbpy_fill_nest(DLManagedTensorVersioned *mt, int64_t numel,
 static int dlbpy_from_values(PyObject *obj, const DLDataType *given,
                              DLManagedTensorVersioned **out) {
   dlbpy_nest nest;
-  nest.rank = 0;
+  nest.rank = -1;
   if (dlbpy_nest_shape(obj, &nest) < 0 || dlbpy_nest_check(obj, &nest, 0) < 0)
     return -1;
+  /* Without any number the default is the float one, as for
+   * torch.tensor([]). */
   static const DLDataType *const by_rank[] = {&dlbpy_bool, &dlbpy_int64,
                                               &dlbpy_float32,
                                               &dlbpy_complex64};
-  DLDataType dtype = given != NULL ? *given : *by_rank[nest.rank];
+  DLDataType dtype = given != NULL    ? *given
+                     : nest.rank < 0 ? dlbpy_float32
+                                     : *by_rank[nest.rank];
   if (dlbpy_check_scalar_dtype(dtype, "asarray") < 0) return -1;
   dlbpy_nest_src src = {obj, &nest};
   return dlbpy_make((DLDevice){kDLCPU, 0}, dtype, nest.ndim, nest.shape, 0,

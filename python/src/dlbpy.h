@@ -227,6 +227,17 @@ int dlbpy_parse_dtype(PyObject *obj, DLDataType *out);
  * shape must hold DLB_MAX_NDIM entries. */
 int dlbpy_parse_shape(PyObject *obj, int32_t *ndim, int64_t *shape);
 
+/* 1 when obj is read as one int where a sequence of ints could stand (a
+ * shape, reshape's and permute's arguments): an int, or an object with
+ * __index__ that has no length (a NumPy array of ints is a sequence, a 0-d
+ * one an int); 0 when not; -1 with an exception set. */
+int dlbpy_is_one_int(PyObject *obj);
+
+/* tuple(seq), a snapshot of a sequence of extents or axes: ValueError
+ * naming what when it has more than DLB_MAX_NDIM items, found from its
+ * length before any tuple is built. */
+PyObject *dlbpy_dims_tuple(PyObject *seq, const char *what);
+
 /* An int, or an object with __index__ (bool refused), as int64.
  * TypeError for other types, OverflowError beyond 64 bits. */
 int dlbpy_parse_int64(PyObject *obj, const char *what, int64_t *out);

@@ -54,17 +54,49 @@ const DLManagedTensorVersioned *dlbpy_tensor_owned(PyObject *self) {
   return t->mt;
 }
 
-static void dlbpy_tensor_dealloc(PyObject *self) {
-  dlbpy_tensor *t = (dlbpy_tensor *)self;
-  PyTypeObject *type = Py_TYPE(self);
-  if (t->weakreflist != NULL) PyObject_ClearWeakRefs(self);
+/*
+ * Releases nest: a Tensor of data another library holds (a NumPy array of
+ * a Tensor, imported again) releases that library's tensor, which releases
+ * the Tensor behind it, and so on through every round trip, one C frame
+ * set per step. Past DLBPY_DEALLOC_DEPTH nested deallocations on a thread
+ * the Tensors wait in a list (linked through their weakreflist, unused
+ * once the weak references are cleared) that the outermost deallocation
+ * works through, as CPython's trashcan does for containers: a chain of any
+ * length is freed without overflowing the C stack.
+ */
+#define DLBPY_DEALLOC_DEPTH 64
+
+static _Thread_local int dlbpy_dealloc_depth;
+static _Thread_local dlbpy_tensor *dlbpy_dealloc_pending;
+
+static void dlbpy_tensor_free(dlbpy_tensor *t) {
+  PyTypeObject *type = Py_TYPE(t);
   DLManagedTensorVersioned *mt = t->mt, *retired = t->retired;
   t->mt = t->retired = NULL;
   /* Keeps a pending exception: deallocation happens during unwinding. */
   dlbpy_release(mt);
   dlbpy_release(retired);
-  PyObject_Free(self);
+  PyObject_Free(t);
   Py_DECREF(type);
+}
+
+static void dlbpy_tensor_dealloc(PyObject *self) {
+  dlbpy_tensor *t = (dlbpy_tensor *)self;
+  if (t->weakreflist != NULL) PyObject_ClearWeakRefs(self);
+  if (dlbpy_dealloc_depth >= DLBPY_DEALLOC_DEPTH) {
+    t->weakreflist = (PyObject *)dlbpy_dealloc_pending;
+    dlbpy_dealloc_pending = t;
+    return;
+  }
+  dlbpy_dealloc_depth++;
+  dlbpy_tensor_free(t);
+  /* Only the outermost deallocation of the thread frees what waits. */
+  while (dlbpy_dealloc_depth == 1 && dlbpy_dealloc_pending != NULL) {
+    dlbpy_tensor *next = dlbpy_dealloc_pending;
+    dlbpy_dealloc_pending = (dlbpy_tensor *)next->weakreflist;
+    dlbpy_tensor_free(next);
+  }
+  dlbpy_dealloc_depth--;
 }
 
 static PyObject *dlbpy_tensor_tp_new(PyTypeObject *type, PyObject *args,
@@ -330,16 +362,25 @@ static Py_ssize_t dlbpy_tensor_length(PyObject *self) {
  * Methods
  * ---------------------------------------------------------------------- */
 
-/* The ints of f(1, 0) or f((1, 0)) into out (at most DLB_MAX_NDIM). */
+/* The ints of f(1, 0) or f(seq) for a sequence seq of ints ((1, 0), a
+ * range, a NumPy array) into out (at most DLB_MAX_NDIM). */
 static int dlbpy_int_args(const char *fname, PyObject *const *args,
                           Py_ssize_t nargs, int64_t *out, int32_t *count) {
   PyObject *seq = NULL;
   PyObject *const *items = args;
   Py_ssize_t n = nargs;
-  if (nargs == 1 && (PyTuple_Check(args[0]) || PyList_Check(args[0]))) {
+  int one = 1;
+  if (nargs == 1 && !PyUnicode_Check(args[0]) && !PyBytes_Check(args[0]) &&
+      PySequence_Check(args[0])) {
+    one = dlbpy_is_one_int(args[0]);
+    if (one < 0) return -1;
+  }
+  if (!one) {
     /* A tuple snapshot of a list: an item's __index__ may empty the list
      * while the items are read. */
-    seq = PySequence_Tuple(args[0]);
+    char what[32];
+    PyOS_snprintf(what, sizeof what, "%s()'s sequence", fname);
+    seq = dlbpy_dims_tuple(args[0], what);
     if (seq == NULL) return -1;
     items = &PyTuple_GET_ITEM(seq, 0);
     n = PyTuple_GET_SIZE(seq);

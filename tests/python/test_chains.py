@@ -7,6 +7,9 @@ loop's history."""
 
 import gc
 import random
+import subprocess
+import sys
+import textwrap
 import weakref
 
 import numpy as np
@@ -175,3 +178,37 @@ def test_round_trip_loops_keep_process_memory_flat(name):
     grown = rss_kib() - before
     # A chain costs hundreds of bytes a link: tens of MiB here.
     assert grown < 4096, f"{grown} KiB"
+
+
+def test_a_chain_through_another_library_is_freed_without_deep_recursion():
+    # Round trips through NumPy do build a chain (NumPy's array holds the
+    # Tensor before it), and the last release frees every link, each inside
+    # the release of the one after it. On a thread with a small stack that
+    # nesting overflowed it: a crash, in a child process here.
+    code = textwrap.dedent(f"""
+        import threading, weakref
+        import numpy as np
+        import dlbridge
+
+        def run():
+            t = dlbridge.arange(10)
+            first = weakref.ref(t)
+            for i in range({N // 5}):
+                if i % 2:
+                    t = dlbridge.from_dlpack(np.from_dlpack(t))
+                else:
+                    t = dlbridge.asarray(np.asarray(t))
+            assert t.tolist() == list(range(10))
+            assert first() is not None
+            del t
+            assert first() is None
+            print("freed")
+
+        threading.stack_size(1 << 20)
+        thread = threading.Thread(target=run)
+        thread.start()
+        thread.join()
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split() == ["freed"]

@@ -323,6 +323,29 @@ def test_reshape_views_when_possible_and_copies_otherwise():
     assert dlbridge.full((), 5).reshape(1, 1).tolist() == [[5]]
 
 
+def test_shapes_and_axes_are_any_sequence_of_ints():
+    # As NumPy reads them: a range or an array of ints is a sequence (an
+    # array has __index__, but only a 0-d one is one int).
+    t = dlbridge.arange(6)
+    for shape in [range(2, 4), np.array([2, 3]), np.array([2, 3], dtype=np.uint8)]:
+        assert dlbridge.zeros(shape).shape == (2, 3)
+        assert dlbridge.full(shape, 1).shape == (2, 3)
+        assert dlbridge.empty(shape, dtype="int4").shape == (2, 3)
+        assert t.reshape(shape).tolist() == [[0, 1, 2], [3, 4, 5]]
+    assert dlbridge.zeros(np.array(4)).shape == (4,)
+    assert t.reshape(np.array(6)).shape == (6,)
+    assert t.reshape(2, 3).permute(np.array([1, 0])).shape == (3, 2)
+    assert t.reshape(2, 3).permute(range(-1, -3, -1)).shape == (3, 2)
+    # A long sequence is refused from its length, before it is read.
+    big = dlbridge.zeros(10**7, dtype="int8")
+    with pytest.raises(ValueError, match="10000000 dimensions"):
+        dlbridge.zeros(big)
+    with pytest.raises(ValueError, match="10000000 dimensions"):
+        t.reshape(big)
+    with pytest.raises(TypeError):
+        t.reshape("23")
+
+
 def test_copy_is_compact_independent_and_writable(helper):
     a = np.arange(12, dtype=np.float32).reshape(3, 4)
     t = dlbridge.from_dlpack(capsule_of(a, flags=READ_ONLY))
@@ -541,6 +564,10 @@ def test_asarray_from_values():
     assert dlbridge.asarray(3.5).shape == ()
     assert dlbridge.asarray([]).shape == (0,)
     assert dlbridge.asarray([[], []]).shape == (2, 0)
+    # No number to say otherwise: the float default, as torch.tensor([]).
+    assert dlbridge.asarray([]).dtype == "float32"
+    assert dlbridge.asarray([[], []]).dtype == "float32"
+    assert dlbridge.asarray([], dtype="int8").dtype == "int8"
     with pytest.raises(ValueError, match="inhomogeneous"):
         dlbridge.asarray([[1, 2], [3]])
     with pytest.raises(ValueError, match="inhomogeneous"):
