@@ -1,5 +1,6 @@
 /* test_npy.c -- .npy files: headers of every format version and order
  * mapped without a copy, pinning, and hostile files refused by name. */
+#include <dirent.h>
 #include <errno.h>
 #include <ftw.h>
 #include <sys/stat.h>
@@ -190,8 +191,20 @@ static unsigned long long mapped_bytes_of(const char *path) {
   return total;
 }
 
+/* Open descriptors of this process. */
+static int count_fds(void) {
+  DIR *d = opendir("/proc/self/fd");
+  CHECK(d != NULL);
+  int n = 0;
+  for (struct dirent *e = readdir(d); e != NULL; e = readdir(d))
+    if (e->d_name[0] != '.') n++;
+  closedir(d);
+  return n;
+}
+
 /* The file is refused with status and a message containing needle. */
 static void refused(const char *path, dlb_status status, const char *needle) {
+  const int fds = count_fds();
   DLManagedTensorVersioned *t = (DLManagedTensorVersioned *)(uintptr_t)1;
   CHECK_STATUS(dlb_tensor_map_npy(path, 0, &t), status);
   CHECK_ERROR_MENTIONS(needle);
@@ -203,6 +216,7 @@ static void refused(const char *path, dlb_status status, const char *needle) {
   CHECK_ERROR_MENTIONS(needle);
   CHECK_EQ_INT(h.major, 0x5a5a5a5a);
   CHECK_EQ_INT(mapped_bytes_of(path), 0);
+  CHECK_EQ_INT(count_fds(), fds);
 }
 
 static void refused_dict(const char *dict, dlb_status status,
@@ -319,7 +333,9 @@ DLB_TEST(npy_keys_in_any_order) {
                                "'fortran_order': True, 'descr': '<f4'}", 0,
                                six, sizeof six);
   dlb_npy_header h;
+  const int fds = count_fds();
   CHECK_OK(dlb_npy_read_header(path, &h));
+  CHECK_EQ_INT(count_fds(), fds);
   CHECK_STR(h.descr, "<f4");
   CHECK_EQ_INT(h.dtype.code, kDLFloat);
   CHECK_EQ_INT(h.fortran_order, 1);
@@ -550,6 +566,7 @@ DLB_TEST(npy_pins_for_the_gpu) {
   CHECK_EQ_INT(d.device_type, kDLCUDAHost);
   dlb_tensor_release(t);
   CHECK_EQ_INT(e.live_kind(EMU_LIVE_REGISTERED), 0);
+  CHECK_EQ_INT(mapped_bytes_of(path), 0);
 }
 
 DLB_TEST(npy_pin_without_runtime) {
