@@ -1,5 +1,7 @@
 /* test_npy.c -- .npy files: headers of every format version and order
  * mapped without a copy, pinning, and hostile files refused by name. */
+#include <dirent.h>
+#include <errno.h>
 #include <ftw.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -131,6 +133,7 @@ DLB_TEST(npy_dtypes_and_shapes) {
       {"<u2", kDLUInt, 16},    {"<u4", kDLUInt, 32},    {"<u8", kDLUInt, 64},
       {"<f2", kDLFloat, 16},   {"<f8", kDLFloat, 64},   {"<c8", kDLComplex, 64},
       {"<c16", kDLComplex, 128}, {"=f4", kDLFloat, 32},
+      {"f4", kDLFloat, 32},      {"i2", kDLInt, 16},
   };
   static const unsigned char zeros[64];
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -139,6 +142,8 @@ DLB_TEST(npy_dtypes_and_shapes) {
              "False, \"shape\": (3,)}", cases[i].descr);
     const char *path = write_npy("d.npy", 1, dict, 0, zeros, sizeof zeros);
     dlb_npy_header h;
+    /* Whatever errno the caller left behind. */
+    errno = ERANGE;
     CHECK_OK(dlb_npy_read_header(path, &h));
     CHECK_STR(h.descr, cases[i].descr);
     CHECK_EQ_INT(h.dtype.code, cases[i].code);
@@ -171,17 +176,47 @@ DLB_TEST(npy_dtypes_and_shapes) {
   dlb_tensor_release(t);
 }
 
+/* The bytes of the mappings of path in this process (/proc/self/maps). */
+static unsigned long long mapped_bytes_of(const char *path) {
+  FILE *f = fopen("/proc/self/maps", "r");
+  CHECK(f != NULL);
+  unsigned long long total = 0;
+  char line[512];
+  while (f != NULL && fgets(line, sizeof line, f) != NULL) {
+    unsigned long long lo = 0, hi = 0;
+    if (strstr(line, path) != NULL && sscanf(line, "%llx-%llx", &lo, &hi) == 2)
+      total += hi - lo;
+  }
+  if (f != NULL) fclose(f);
+  return total;
+}
+
+/* Open descriptors of this process. */
+static int count_fds(void) {
+  DIR *d = opendir("/proc/self/fd");
+  CHECK(d != NULL);
+  int n = 0;
+  for (struct dirent *e = readdir(d); e != NULL; e = readdir(d))
+    if (e->d_name[0] != '.') n++;
+  closedir(d);
+  return n;
+}
+
 /* The file is refused with status and a message containing needle. */
 static void refused(const char *path, dlb_status status, const char *needle) {
+  const int fds = count_fds();
   DLManagedTensorVersioned *t = (DLManagedTensorVersioned *)(uintptr_t)1;
   CHECK_STATUS(dlb_tensor_map_npy(path, 0, &t), status);
   CHECK_ERROR_MENTIONS(needle);
   CHECK(t == (DLManagedTensorVersioned *)(uintptr_t)1);
+  CHECK_EQ_INT(mapped_bytes_of(path), 0);
   dlb_npy_header h;
   memset(&h, 0x5a, sizeof h);
   CHECK_STATUS(dlb_npy_read_header(path, &h), status);
   CHECK_ERROR_MENTIONS(needle);
   CHECK_EQ_INT(h.major, 0x5a5a5a5a);
+  CHECK_EQ_INT(mapped_bytes_of(path), 0);
+  CHECK_EQ_INT(count_fds(), fds);
 }
 
 static void refused_dict(const char *dict, dlb_status status,
@@ -292,19 +327,161 @@ DLB_TEST(npy_refuses_hostile_files) {
   refused("/nonexistent/x.npy", DLB_E_INVAL, "No such file");
 }
 
-/* The bytes of the mappings of path in this process (/proc/self/maps). */
-static unsigned long long mapped_bytes_of(const char *path) {
-  FILE *f = fopen("/proc/self/maps", "r");
-  CHECK(f != NULL);
-  unsigned long long total = 0;
-  char line[512];
-  while (f != NULL && fgets(line, sizeof line, f) != NULL) {
-    unsigned long long lo = 0, hi = 0;
-    if (strstr(line, path) != NULL && sscanf(line, "%llx-%llx", &lo, &hi) == 2)
-      total += hi - lo;
+/* The dictionary's keys may come in any order. */
+DLB_TEST(npy_keys_in_any_order) {
+  const char *path = write_npy("o.npy", 1, "{'shape': (2, 3), "
+                               "'fortran_order': True, 'descr': '<f4'}", 0,
+                               six, sizeof six);
+  dlb_npy_header h;
+  const int fds = count_fds();
+  CHECK_OK(dlb_npy_read_header(path, &h));
+  CHECK_EQ_INT(count_fds(), fds);
+  CHECK_STR(h.descr, "<f4");
+  CHECK_EQ_INT(h.dtype.code, kDLFloat);
+  CHECK_EQ_INT(h.fortran_order, 1);
+  CHECK_EQ_INT(h.ndim, 2);
+  CHECK_EQ_INT(h.shape[0], 2);
+  CHECK_EQ_INT(h.shape[1], 3);
+}
+
+/* A version 1.0 file whose header is text alone (header_len its length,
+ * no padding), followed by the bytes after. */
+static const char *write_cut(const char *text, const char *after) {
+  unsigned char buf[256];
+  size_t n = strlen(text), m = strlen(after);
+  CHECK(10 + n + m <= sizeof buf);
+  memcpy(buf, "\x93NUMPY\x01\x00", 8);
+  buf[8] = (unsigned char)(n & 0xff);
+  buf[9] = (unsigned char)(n >> 8);
+  memcpy(buf + 10, text, n);
+  memcpy(buf + 10 + n, after, m);
+  return write_raw("cut.npy", buf, 10 + n + m);
+}
+
+/* The dictionary ends at header_len: what follows is data, never read as
+ * header text, wherever the cut falls. */
+DLB_TEST(npy_header_text_ends_at_header_len) {
+  static const struct {
+    const char *text, *after, *what;
+  } cases[] = {
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (6,)", "}",
+       "entries lack a comma"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (6,)", " }",
+       "entries lack a comma"},
+      {"{'descr': '<f4", "', 'fortran_order': False, 'shape': (6,)}",
+       "an unterminated string"},
+      {"{", "'descr': '<f4', 'fortran_order': False, 'shape': (6,)}",
+       "a key is not a string"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (", "6,)}",
+       "a 'shape' entry is not a non-negative integer"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (0", "5,)}",
+       "'shape' lacks a comma"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (6", "7,)}",
+       "'shape' lacks a comma"},
+      {"{'descr':", "[('a', '<f4')], 'fortran_order': False, 'shape': (6,)}",
+       "'descr' is not a simple dtype string"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char needle[128];
+    snprintf(needle, sizeof needle, "%s at byte %zu of the dictionary",
+             cases[i].what, strlen(cases[i].text));
+    refused(write_cut(cases[i].text, cases[i].after), DLB_E_INVAL, needle);
   }
-  if (f != NULL) fclose(f);
-  return total;
+}
+
+/* Keys, strings, shapes and dtypes refused, each by what is wrong. */
+DLB_TEST(npy_refuses_keys_shapes_and_dtypes_by_name) {
+  /* Keys are buffered up to 15 characters: one more is too long. */
+  refused_dict("{'descr': '<f4', 'fortran_order': False, 'shape': (6,), "
+               "'abcdefghijklmno': 1}", DLB_E_INVAL,
+               "key 'abcdefghijklmno' is unknown");
+  refused_dict("{'descr': '<f4', 'fortran_order': False, 'shape': (6,), "
+               "'abcdefghijklmnop': 1}", DLB_E_INVAL, "too long");
+  refused_dict("{'descr': '<f4', 'fortran_order': False, 'shape': (6,), "
+               "'a\x7f': 1}", DLB_E_INVAL, "non-ASCII");
+  refused_dict("{'descr': '<f4', 'fortran_order': False, 'shape': (6,), "
+               "'a\x1f': 1}", DLB_E_INVAL, "non-ASCII");
+  refused_dict("{'descr': '<f4', 'fortran_order': False, 'shape': (6,), "
+               "'a b': 1}", DLB_E_INVAL, "key 'a b' is unknown");
+  /* A version 2.0 header of 12 bytes is complete: its dictionary is
+   * empty. */
+  refused(write_raw("v2e.npy", "\x93NUMPY\x02\x00\x00\x00\x00\x00", 12),
+          DLB_E_INVAL, "the header is not a dictionary");
+  refused_dict("{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, "
+               "'shape': (6,)}", DLB_E_INVAL, "key 'descr' is repeated");
+  refused_dict("{'descr': '<f4', 'fortran_order': False, 'fortran_order': "
+               "False, 'shape': (6,)}", DLB_E_INVAL,
+               "key 'fortran_order' is repeated");
+  refused_dict("{'fortran_order': False, 'shape': (6,)}", DLB_E_INVAL,
+               "lacks 'descr'");
+  refused_dict("{'descr': '<f4', 'shape': (6,)}", DLB_E_INVAL,
+               "lacks 'fortran_order'");
+  refused_dict("{'descr': '<f4', 'fortran_order': False, 'shape': (01,)}",
+               DLB_E_INVAL, "leading zero");
+  refused_dict("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 09)}",
+               DLB_E_INVAL, "leading zero");
+  static const struct {
+    const char *descr, *why;
+  } dtypes[] = {
+      {"|S3", "(byte strings)"},      {"|a3", "(byte strings)"},
+      {"<M8", "(dates and times)"},   {"<m8", "(dates and times)"},
+      {"|V4", "(raw or structured records)"},
+      {"<f12", "(long double)"},      {"<i16", "'<i16'; dlbridge maps"},
+  };
+  for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++) {
+    char dict[128];
+    snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, "
+             "'shape': (6,)}", dtypes[i].descr);
+    refused_dict(dict, DLB_E_DTYPE, dtypes[i].why);
+  }
+  /* Sixteen-byte integers are no long double. */
+  CHECK(strstr(dlb_last_error(), "long double") == NULL);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  refused_dict("{'descr': '>f4', 'fortran_order': False, 'shape': (6,)}",
+               DLB_E_UNSUPPORTED, "big-endian data on a little-endian "
+               "machine");
+#endif
+  /* INT64_MAX one-byte elements fit in int64_t; the file just lacks them. */
+  refused_dict("{'descr': '|u1', 'fortran_order': False, "
+               "'shape': (9223372036854775807,)}", DLB_E_LAYOUT,
+               "needs 9223372036854775807 bytes of data");
+}
+
+/* A header of 2^20 bytes is read, one of 2^20 + 64 is not; reading the
+ * longest header leaves nothing mapped. */
+DLB_TEST(npy_header_of_a_mebibyte) {
+  const size_t hlen = (size_t)1 << 20, total = 12 + hlen + 64 + sizeof six;
+  unsigned char *buf = malloc(total);
+  CHECK(buf != NULL);
+  const char *dict = "{'descr': '<f4', 'fortran_order': False, "
+                     "'shape': (6,)}";
+  for (int longer = 0; longer < 2; longer++) {
+    const size_t len = hlen + (longer ? 64 : 0);
+    memcpy(buf, "\x93NUMPY\x02\x00", 8);
+    for (int b = 0; b < 4; b++) buf[8 + b] = (unsigned char)(len >> (8 * b));
+    memset(buf + 12, ' ', len);
+    memcpy(buf + 12, dict, strlen(dict));
+    buf[12 + len - 1] = '\n';
+    memcpy(buf + 12 + len, six, sizeof six);
+    char path[128];
+    snprintf(path, sizeof path, "%s",
+             write_raw("mib.npy", buf, 12 + len + sizeof six));
+    if (longer) {
+      refused(path, DLB_E_INVAL, "header_len 1048640 exceeds the 1048576 "
+              "bytes dlbridge reads");
+      continue;
+    }
+    dlb_npy_header h;
+    CHECK_OK(dlb_npy_read_header(path, &h));
+    CHECK_EQ_INT(h.data_offset, 12 + hlen);
+    CHECK_EQ_INT(mapped_bytes_of(path), 0);
+    DLManagedTensorVersioned *t = NULL;
+    CHECK_OK(dlb_tensor_map_npy(path, 0, &t));
+    CHECK(((const float *)t->dl_tensor.data)[5] == 5.0f);
+    dlb_tensor_release(t);
+    CHECK_EQ_INT(mapped_bytes_of(path), 0);
+  }
+  free(buf);
 }
 
 /* Only the header and the data are mapped, not what follows them in the
@@ -341,6 +518,9 @@ DLB_TEST(npy_maps_the_header_and_data_only) {
   CHECK(fseek(f, (long)(last_offset + (size_t)n - 1), SEEK_SET) == 0);
   CHECK(fputc(7, f) == 7);
   CHECK(fclose(f) == 0);
+  CHECK_OK(dlb_npy_read_header(path, &h));
+  CHECK_EQ_INT(h.data_bytes, n);
+  CHECK_EQ_INT(mapped_bytes_of(path), 0);
   CHECK_OK(dlb_tensor_map_npy(path, 0, &t));
   CHECK_EQ_INT(((const uint8_t *)t->dl_tensor.data)[n - 1], 7);
   CHECK_EQ_INT(((const uint8_t *)t->dl_tensor.data)[0], 0);
@@ -365,7 +545,9 @@ DLB_TEST(npy_refuses_bad_arguments) {
   CHECK_ERROR_MENTIONS("flags 0x3");
   dlb_npy_header h;
   CHECK_STATUS(dlb_npy_read_header(NULL, &h), DLB_E_INVAL);
+  CHECK_ERROR_MENTIONS("dlb_npy_read_header: path is NULL");
   CHECK_STATUS(dlb_npy_read_header(path, NULL), DLB_E_INVAL);
+  CHECK_ERROR_MENTIONS("dlb_npy_read_header: out is NULL");
   CHECK(t == NULL);
 }
 
@@ -384,6 +566,7 @@ DLB_TEST(npy_pins_for_the_gpu) {
   CHECK_EQ_INT(d.device_type, kDLCUDAHost);
   dlb_tensor_release(t);
   CHECK_EQ_INT(e.live_kind(EMU_LIVE_REGISTERED), 0);
+  CHECK_EQ_INT(mapped_bytes_of(path), 0);
 }
 
 DLB_TEST(npy_pin_without_runtime) {
@@ -391,10 +574,10 @@ DLB_TEST(npy_pin_without_runtime) {
   const char *path = write_npy("p.npy", 1, "{'descr': '<f4', "
                                "'fortran_order': False, 'shape': (6,)}", 0,
                                six, sizeof six);
-  DLManagedTensorVersioned *t = NULL;
+  DLManagedTensorVersioned *t = (DLManagedTensorVersioned *)(uintptr_t)1;
   CHECK_STATUS(dlb_tensor_map_npy(path, DLB_NPY_PIN_ROCM, &t),
                DLB_E_NO_RUNTIME);
-  CHECK(t == NULL);
+  CHECK(t == (DLManagedTensorVersioned *)(uintptr_t)1);
 }
 
 static dlb_status body_map(void *ctx) {

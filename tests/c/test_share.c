@@ -125,6 +125,33 @@ DLB_TEST(share_view_exports_its_strides_and_offset) {
   dlb_tensor_release(t);
 }
 
+/* A tensor of DLB_MAX_NDIM dimensions (the longest handle) whose elements
+ * fill its memory's data region to the last byte round-trips. */
+DLB_TEST(share_most_dimensions_filling_the_region_round_trip) {
+  int64_t shape[DLB_MAX_NDIM];
+  for (int32_t d = 0; d < DLB_MAX_NDIM; d++) shape[d] = 1;
+  shape[DLB_MAX_NDIM - 1] = 4096;
+  DLManagedTensorVersioned *t = NULL, *u = NULL;
+  CHECK_OK(dlb_shared_alloc(share_u8, DLB_MAX_NDIM, shape, &t));
+  uint8_t *a = t->dl_tensor.data;
+  a[0] = 1;
+  a[4095] = 2;
+  share_handle h = share_export(t);
+  CHECK(h.len <= DLB_SHARE_HANDLE_MAX);
+  CHECK_OK(dlb_share_import(h.bytes, h.len, h.fd, 0, &u));
+  close(h.fd);
+  CHECK_EQ_INT(u->dl_tensor.ndim, DLB_MAX_NDIM);
+  for (int32_t d = 0; d < DLB_MAX_NDIM; d++) {
+    CHECK_EQ_INT(u->dl_tensor.shape[d], shape[d]);
+    CHECK_EQ_INT(u->dl_tensor.strides[d], t->dl_tensor.strides[d]);
+  }
+  const uint8_t *b = u->dl_tensor.data;
+  CHECK_EQ_INT(b[u->dl_tensor.byte_offset], 1);
+  CHECK_EQ_INT(b[u->dl_tensor.byte_offset + 4095], 2);
+  dlb_tensor_release(u);
+  dlb_tensor_release(t);
+}
+
 DLB_TEST(share_empty_tensor_round_trips) {
   int64_t shape[2] = {0, 5};
   DLManagedTensorVersioned *t = NULL;

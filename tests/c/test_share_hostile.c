@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 
+#include "share/share_internal.h"
 #include "share_util.h"
 
 /* A shared uint8[100] tensor and its handle. */
@@ -59,6 +60,17 @@ DLB_TEST(share_hostile_truncated_and_oversized) {
                  "(truncated)");
   expect_refused(f.h.bytes, 225, f.h.fd, "(oversized)");
   expect_refused(f.h.bytes, DLB_SHARE_HANDLE_MAX, f.h.fd, "(oversized)");
+  /* 16 bytes hold the length field, which then disagrees. */
+  expect_refused(f.h.bytes, 16, f.h.fd, "224 bytes but 16 were given "
+                 "(truncated)");
+  /* A handle cut short that gives its own short length is refused on that
+   * length, before any field past it is read. */
+  uint8_t *cut = malloc(20);
+  CHECK(cut != NULL);
+  memcpy(cut, f.h.bytes, 20);
+  put(cut, 12, 20, 4);
+  expect_refused(cut, 20, f.h.fd, "20 bytes; a handle has 208 to 1280");
+  free(cut);
   fixture_free(&f);
 }
 
@@ -285,6 +297,16 @@ DLB_TEST(share_hostile_device_handle_fields) {
   put(f.h.bytes, 40, 99, 8);
   expect_refused(f.h.bytes, f.h.len, -1, "elements occupy bytes [0, 100) of "
                  "a 99-byte region");
+  put(f.h.bytes, 40, (uint64_t)1 << 63, 8);
+  expect_refused(f.h.bytes, f.h.len, -1,
+                 "allocation size is 9223372036854775808; must be "
+                 "1..2^63-1");
+  /* The largest size is a valid device handle. */
+  put(f.h.bytes, 40, (uint64_t)INT64_MAX, 8);
+  dlb__share_meta m;
+  CHECK_OK(dlb__share_decode(f.h.bytes, f.h.len, 0, &m));
+  CHECK_EQ_INT(m.size, INT64_MAX);
+  CHECK_EQ_INT(m.kind, DLB__SHARE_CUDA);
   fixture_free(&f);
 }
 

@@ -378,6 +378,24 @@ DLB_TEST(view_of_packed_units_written_keeps_its_neighbours) {
   dlb_tensor_release(base);
 }
 
+/* Whether a view of packed units starts on a byte depends on the bit its
+ * first unit starts at, at any distance into the base: 4-bit unit 9 is the
+ * high half of byte 4, unit 10 is byte 5. */
+DLB_TEST(view_of_packed_units_starts_on_a_byte_past_the_first_eight) {
+  static uint8_t buf[8];
+  int64_t sixteen[1] = {16};
+  DLManagedTensorVersioned *row = packed_of(buf, 1, sixteen, 4), *v = NULL;
+  dlb_slice from9 = {9, D, 1}, from10 = {10, D, 1};
+#define SLICE_FROM9(out) dlb_tensor_slice(row, 1, &from9, out)
+  CHECK_PACKED_REFUSED(SLICE_FROM9, "first unit (9) starts at bit 4");
+#undef SLICE_FROM9
+  CHECK_OK(dlb_tensor_slice(row, 1, &from10, &v));
+  int64_t six[1] = {6}, one[1] = {1};
+  check_view(v, row, 1, six, one, 5);
+  dlb_tensor_release(v);
+  dlb_tensor_release(row);
+}
+
 DLB_TEST(view_of_padded_subbyte_units_slices_like_bytes) {
   static uint8_t buf[8];
   int64_t shape[1] = {8};
@@ -658,8 +676,56 @@ DLB_TEST(view_reshape_rejects_bad_shapes) {
   CHECK_STATUS(dlb_tensor_reshape(b, -1, other, &v), DLB_E_LAYOUT);
   CHECK_STATUS(dlb_tensor_reshape(b, 2, NULL, &v), DLB_E_INVAL);
   CHECK_ERROR_MENTIONS("shape is NULL");
+  CHECK_STATUS(dlb_tensor_reshape(b, 1, NULL, &v), DLB_E_INVAL);
+  CHECK_ERROR_MENTIONS("shape is NULL with ndim 1");
+  CHECK_STATUS(dlb_tensor_reshape(NULL, 2, ndiv, &v), DLB_E_INVAL);
+  CHECK_ERROR_MENTIONS("base is NULL");
+  CHECK_STATUS(dlb_tensor_reshape(b, 2, shape, NULL), DLB_E_INVAL);
   CHECK_STATUS(dlb_tensor_reshape(b, 0, NULL, &v), DLB_E_LAYOUT);
   CHECK(v == UNTOUCHED);
+  dlb_tensor_release(b);
+}
+
+/* A new shape may have DLB_MAX_NDIM dimensions (one more is refused
+ * above), and a view of them reshapes back. */
+DLB_TEST(view_reshape_to_the_most_dimensions) {
+  int64_t shape[2] = {2, 3};
+  DLManagedTensorVersioned *b = iota(2, shape), *v = NULL, *w = NULL;
+  int64_t to[DLB_MAX_NDIM], st[DLB_MAX_NDIM], idx[DLB_MAX_NDIM];
+  for (int32_t d = 0; d < DLB_MAX_NDIM; d++) {
+    to[d] = 1;
+    st[d] = 6;
+    idx[d] = 0;
+  }
+  to[DLB_MAX_NDIM - 2] = 2;
+  to[DLB_MAX_NDIM - 1] = 3;
+  st[DLB_MAX_NDIM - 2] = 3;
+  st[DLB_MAX_NDIM - 1] = 1;
+  CHECK_OK(dlb_tensor_reshape(b, DLB_MAX_NDIM, to, &v));
+  check_view(v, b, DLB_MAX_NDIM, to, st, 0);
+  idx[DLB_MAX_NDIM - 2] = 1;
+  idx[DLB_MAX_NDIM - 1] = 2;
+  CHECK_EQ_INT(at(v, idx), 5);
+  CHECK_OK(dlb_tensor_reshape(v, 2, shape, &w));
+  int64_t wst[2] = {3, 1};
+  check_view(w, b, 2, shape, wst, 0);
+  dlb_tensor_release(w);
+  dlb_tensor_release(v);
+  dlb_tensor_release(b);
+}
+
+/* A reshape that needs a copy names the base dimension that does not merge
+ * with the next one, and its stride. */
+DLB_TEST(view_reshape_needing_a_copy_names_the_dimension) {
+  int64_t shape[3] = {2, 3, 4};
+  DLManagedTensorVersioned *b = iota(3, shape), *s = NULL, *v = UNTOUCHED;
+  dlb_slice half[3] = {{D, D, 1}, {D, D, 1}, {0, 2, 1}};
+  CHECK_OK(dlb_tensor_slice(b, 3, half, &s));
+  int64_t to[2] = {2, 6};
+  CHECK_STATUS(dlb_tensor_reshape(s, 2, to, &v), DLB_E_NEEDS_COPY);
+  CHECK_ERROR_MENTIONS("base dimension 1 (stride 4)");
+  CHECK(v == UNTOUCHED);
+  dlb_tensor_release(s);
   dlb_tensor_release(b);
 }
 
@@ -923,4 +989,20 @@ DLB_TEST(view_of_tensor_whose_strides_were_cleared) {
   dlb_tensor_release(v);
   dlb_tensor_release(p);
   dlb_tensor_release(s);
+}
+
+/* The same for one dimension: a vector whose strides were cleared slices as
+ * a compact one. */
+DLB_TEST(view_of_vector_whose_strides_were_cleared) {
+  int64_t shape[1] = {6};
+  DLManagedTensorVersioned *a = iota(1, shape), *v = NULL;
+  a->dl_tensor.strides = NULL;
+  dlb_slice odd = {1, DLB_SLICE_DEFAULT, 2};
+  CHECK_OK(dlb_tensor_slice(a, 1, &odd, &v));
+  CHECK_EQ_INT(v->dl_tensor.shape[0], 3);
+  CHECK_EQ_INT(v->dl_tensor.strides[0], 2);
+  CHECK_EQ_INT(v->dl_tensor.byte_offset, 4);
+  CHECK_EQ_INT(at(v, (int64_t[]){2}), 5);
+  dlb_tensor_release(a);
+  dlb_tensor_release(v);
 }
