@@ -22,16 +22,6 @@ static inline DLManagedTensorVersioned *share_bytes(int64_t n) {
   return t;
 }
 
-/* Open descriptors of this process. */
-static inline int share_count_fds(void) {
-  DIR *d = opendir("/proc/self/fd");
-  CHECK(d != NULL);
-  int n = 0;
-  for (struct dirent *e = readdir(d); e != NULL; e = readdir(d))
-    if (e->d_name[0] != '.') n++;
-  closedir(d);
-  return n - 1; /* the directory's own */
-}
 
 /* Entries of /dev/shm. */
 static inline int share_count_dev_shm(void) {

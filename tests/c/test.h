@@ -6,6 +6,7 @@
 #ifndef DLB_TEST_H
 #define DLB_TEST_H
 
+#include <dirent.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,5 +100,16 @@ void dlb_test_failalloc_remove(void);
  * block live. Returns the number of allocations the successful run made.
  */
 long dlb_test_oom_loop(dlb_status (*body)(void *ctx), void *ctx);
+
+/* Open descriptors of this process (the count's own directory left out). */
+static inline int dlb_test_count_fds(void) {
+  DIR *d = opendir("/proc/self/fd");
+  CHECK(d != NULL);
+  int n = 0;
+  for (struct dirent *e = readdir(d); e != NULL; e = readdir(d))
+    if (e->d_name[0] != '.') n++;
+  closedir(d);
+  return n - 1;
+}
 
 #endif /* DLB_TEST_H */

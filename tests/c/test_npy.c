@@ -1,6 +1,5 @@
 /* test_npy.c -- .npy files: headers of every format version and order
  * mapped without a copy, pinning, and hostile files refused by name. */
-#include <dirent.h>
 #include <errno.h>
 #include <ftw.h>
 #include <sys/stat.h>
@@ -191,20 +190,9 @@ static unsigned long long mapped_bytes_of(const char *path) {
   return total;
 }
 
-/* Open descriptors of this process. */
-static int count_fds(void) {
-  DIR *d = opendir("/proc/self/fd");
-  CHECK(d != NULL);
-  int n = 0;
-  for (struct dirent *e = readdir(d); e != NULL; e = readdir(d))
-    if (e->d_name[0] != '.') n++;
-  closedir(d);
-  return n;
-}
-
 /* The file is refused with status and a message containing needle. */
 static void refused(const char *path, dlb_status status, const char *needle) {
-  const int fds = count_fds();
+  const int fds = dlb_test_count_fds();
   DLManagedTensorVersioned *t = (DLManagedTensorVersioned *)(uintptr_t)1;
   CHECK_STATUS(dlb_tensor_map_npy(path, 0, &t), status);
   CHECK_ERROR_MENTIONS(needle);
@@ -216,7 +204,7 @@ static void refused(const char *path, dlb_status status, const char *needle) {
   CHECK_ERROR_MENTIONS(needle);
   CHECK_EQ_INT(h.major, 0x5a5a5a5a);
   CHECK_EQ_INT(mapped_bytes_of(path), 0);
-  CHECK_EQ_INT(count_fds(), fds);
+  CHECK_EQ_INT(dlb_test_count_fds(), fds);
 }
 
 static void refused_dict(const char *dict, dlb_status status,
@@ -333,9 +321,9 @@ DLB_TEST(npy_keys_in_any_order) {
                                "'fortran_order': True, 'descr': '<f4'}", 0,
                                six, sizeof six);
   dlb_npy_header h;
-  const int fds = count_fds();
+  const int fds = dlb_test_count_fds();
   CHECK_OK(dlb_npy_read_header(path, &h));
-  CHECK_EQ_INT(count_fds(), fds);
+  CHECK_EQ_INT(dlb_test_count_fds(), fds);
   CHECK_STR(h.descr, "<f4");
   CHECK_EQ_INT(h.dtype.code, kDLFloat);
   CHECK_EQ_INT(h.fortran_order, 1);

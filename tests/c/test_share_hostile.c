@@ -34,13 +34,13 @@ static void put(uint8_t *b, size_t off, uint64_t v, int n) {
  * the out-parameter untouched and no descriptor left behind. */
 static void expect_refused(const uint8_t *bytes, size_t len, int fd,
                            const char *why) {
-  int fds = share_count_fds();
+  int fds = dlb_test_count_fds();
   DLManagedTensorVersioned *u = (DLManagedTensorVersioned *)(uintptr_t)1;
   CHECK_STATUS(dlb_share_import(bytes, len, fd, 0, &u), DLB_E_HANDLE);
   CHECK_ERROR_MENTIONS(why);
   CHECK_ERROR_MENTIONS("share handle: ");
   CHECK(u == (DLManagedTensorVersioned *)(uintptr_t)1);
-  CHECK_EQ_INT(share_count_fds(), fds);
+  CHECK_EQ_INT(dlb_test_count_fds(), fds);
 }
 
 /* Changes n bytes at off of a fresh handle and expects a refusal. */

@@ -17,7 +17,7 @@ static void pin_on_receipt(emu e, uint64_t flag, DLDeviceType host_type,
   ((uint8_t *)t->dl_tensor.data)[5] = 55;
   int sv[2];
   share_socketpair(SOCK_STREAM, sv);
-  int fds = share_count_fds();
+  int fds = dlb_test_count_fds();
   CHECK_OK(dlb_share_send(sv[0], t));
   DLManagedTensorVersioned *p = NULL;
   CHECK_OK(dlb_share_recv(sv[1], flag, &p));
@@ -44,7 +44,7 @@ static void pin_on_receipt(emu e, uint64_t flag, DLDeviceType host_type,
   CHECK_EQ_INT(e.calls(unregister), 1);
   CHECK_EQ_INT(e.live(), 0);
   CHECK_EQ_INT(kind_of(data), kDLCPU);
-  CHECK_EQ_INT(share_count_fds(), fds);
+  CHECK_EQ_INT(dlb_test_count_fds(), fds);
   close(sv[0]);
   close(sv[1]);
   dlb_tensor_release(t);
@@ -99,14 +99,14 @@ DLB_TEST(share_pin_refused_leaves_nothing) {
   emu e = emu_cuda();
   DLManagedTensorVersioned *t = share_bytes(100);
   share_handle h = share_export(t);
-  int fds = share_count_fds();
+  int fds = dlb_test_count_fds();
   e.fail("cuMemHostRegister_v2", 1, 2);
   DLManagedTensorVersioned *u = NULL;
   CHECK_STATUS(dlb_share_import(h.bytes, h.len, h.fd, DLB_SHARE_PIN_CUDA, &u),
                DLB_E_NOMEM);
   CHECK(e.fail_fired());
   CHECK(u == NULL);
-  CHECK_EQ_INT(share_count_fds(), fds);
+  CHECK_EQ_INT(dlb_test_count_fds(), fds);
   CHECK_EQ_INT(e.live(), 0);
   close(h.fd);
   dlb_tensor_release(t);
@@ -116,11 +116,11 @@ DLB_TEST(share_pin_without_runtime) {
   setenv("DLBRIDGE_CUDA_LIBRARY", "/nonexistent/libcuda.so.1", 1);
   DLManagedTensorVersioned *t = share_bytes(100);
   share_handle h = share_export(t);
-  int fds = share_count_fds();
+  int fds = dlb_test_count_fds();
   DLManagedTensorVersioned *u = NULL;
   CHECK_STATUS(dlb_share_import(h.bytes, h.len, h.fd, DLB_SHARE_PIN_CUDA, &u),
                DLB_E_NO_RUNTIME);
-  CHECK_EQ_INT(share_count_fds(), fds);
+  CHECK_EQ_INT(dlb_test_count_fds(), fds);
   close(h.fd);
   dlb_tensor_release(t);
 }
@@ -138,11 +138,11 @@ DLB_TEST(share_pin_oom_import) {
   emu e = emu_cuda();
   DLManagedTensorVersioned *t = share_bytes(100);
   share_handle h = share_export(t);
-  int fds = share_count_fds();
+  int fds = dlb_test_count_fds();
   /* The import's two; the pin's context, share, registration entry,
    * and its tensor's block (the owner is in it). */
   CHECK_EQ_INT(dlb_test_oom_loop(body_pin_import, &h), 6);
-  CHECK_EQ_INT(share_count_fds(), fds);
+  CHECK_EQ_INT(dlb_test_count_fds(), fds);
   CHECK_EQ_INT(e.live(), 0);
   close(h.fd);
   dlb_tensor_release(t);

@@ -54,7 +54,7 @@ static char read_byte(int fd) {
 /* Every worker writes its quarter of one tensor and checks all of it;
  * the parent checks every byte afterwards as well. */
 void share_run_workers(int exec, int64_t n, uint64_t flags) {
-  int fds = share_count_fds();
+  int fds = dlb_test_count_fds();
   DLManagedTensorVersioned *t = share_bytes(n);
   pid_t pids[WORKERS];
   int socks[WORKERS];
@@ -77,7 +77,7 @@ void share_run_workers(int exec, int64_t n, uint64_t flags) {
     close(socks[i]);
   }
   dlb_tensor_release(t);
-  CHECK_EQ_INT(share_count_fds(), fds);
+  CHECK_EQ_INT(dlb_test_count_fds(), fds);
 }
 
 DLB_TEST(share_proc_four_forked_workers) { share_run_workers(0, 4 << 20, 0); }
@@ -164,7 +164,7 @@ static int holder(int sock, int index) {
 
 DLB_TEST(share_proc_sigkill_of_a_holder) {
   const int64_t n = 256 << 20;
-  int fds = share_count_fds();
+  int fds = dlb_test_count_fds();
   int dev_shm = share_count_dev_shm();
   long long before = shmem_kib();
   DLManagedTensorVersioned *t = share_bytes(n);
@@ -231,7 +231,7 @@ DLB_TEST(share_proc_sigkill_of_a_holder) {
     after = shmem_kib();
   }
   CHECK(held - after >= (n >> 10) * 3 / 4);
-  CHECK_EQ_INT(share_count_fds(), fds);
+  CHECK_EQ_INT(dlb_test_count_fds(), fds);
   CHECK_EQ_INT(share_count_dev_shm(), dev_shm);
 }
 

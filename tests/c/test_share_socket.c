@@ -12,11 +12,11 @@ static void round_trip(int type) {
   DLManagedTensorVersioned *t = share_bytes(5000);
   uint8_t *a = t->dl_tensor.data;
   for (int i = 0; i < 5000; i++) a[i] = (uint8_t)(i * 13);
-  int fds = share_count_fds();
+  int fds = dlb_test_count_fds();
   CHECK_OK(dlb_share_send(sv[0], t));
   CHECK_OK(dlb_share_send(sv[0], t));
   /* The sender keeps no descriptor per message. */
-  CHECK_EQ_INT(share_count_fds(), fds);
+  CHECK_EQ_INT(dlb_test_count_fds(), fds);
   DLManagedTensorVersioned *u = NULL, *w = NULL;
   CHECK_OK(dlb_share_recv(sv[1], 0, &u));
   /* Two messages back to back: the first read takes only its own. */
@@ -26,11 +26,11 @@ static void round_trip(int type) {
   ((uint8_t *)w->dl_tensor.data)[4999] = 1;
   CHECK_EQ_INT(a[4999], 1);
   /* One descriptor per tensor held, none per message. */
-  CHECK_EQ_INT(share_count_fds(), fds + 2);
+  CHECK_EQ_INT(dlb_test_count_fds(), fds + 2);
   dlb_tensor_release(u);
   dlb_tensor_release(w);
   dlb_tensor_release(t);
-  CHECK_EQ_INT(share_count_fds(), fds - 1);
+  CHECK_EQ_INT(dlb_test_count_fds(), fds - 1);
   close(sv[0]);
   close(sv[1]);
 }
@@ -95,13 +95,13 @@ static void refused(int type, int nfds, dlb_status want, const char *why) {
   share_socketpair(type, sv);
   DLManagedTensorVersioned *t = share_bytes(10);
   share_handle h = share_export(t);
-  int fds = share_count_fds();
+  int fds = dlb_test_count_fds();
   send_raw(sv[0], h.bytes, h.len, h.fd, nfds);
   DLManagedTensorVersioned *u = (DLManagedTensorVersioned *)(uintptr_t)1;
   CHECK_STATUS(dlb_share_recv(sv[1], 0, &u), want);
   CHECK_ERROR_MENTIONS(why);
   CHECK(u == (DLManagedTensorVersioned *)(uintptr_t)1);
-  CHECK_EQ_INT(share_count_fds(), fds);
+  CHECK_EQ_INT(dlb_test_count_fds(), fds);
   close(h.fd);
   close(sv[0]);
   close(sv[1]);
@@ -134,10 +134,10 @@ DLB_TEST(share_socket_refuses_oversized_and_truncated_messages) {
   share_handle h = share_export(t);
   send_raw(sv[0], h.bytes, 100, h.fd, 1);
   close(sv[0]);
-  int fds = share_count_fds();
+  int fds = dlb_test_count_fds();
   CHECK_STATUS(dlb_share_recv(sv[1], 0, &u), DLB_E_HANDLE);
   CHECK_ERROR_MENTIONS("after 100 of 224 bytes (truncated)");
-  CHECK_EQ_INT(share_count_fds(), fds);
+  CHECK_EQ_INT(dlb_test_count_fds(), fds);
   close(sv[1]);
   /* A stream whose length field is out of range. */
   share_socketpair(SOCK_STREAM, sv);
@@ -147,7 +147,7 @@ DLB_TEST(share_socket_refuses_oversized_and_truncated_messages) {
   CHECK_STATUS(dlb_share_recv(sv[1], 0, &u), DLB_E_HANDLE);
   CHECK_ERROR_MENTIONS("65535 bytes");
   /* One socket closed, two opened. */
-  CHECK_EQ_INT(share_count_fds(), fds + 1);
+  CHECK_EQ_INT(dlb_test_count_fds(), fds + 1);
   close(sv[0]);
   close(sv[1]);
   close(h.fd);
@@ -214,10 +214,10 @@ static dlb_status body_shared_alloc(void *ctx) {
 }
 
 DLB_TEST(share_oom_alloc) {
-  int fds = share_count_fds();
+  int fds = dlb_test_count_fds();
   /* The memory's context and the tensor block (its owner is in it). */
   CHECK_EQ_INT(dlb_test_oom_loop(body_shared_alloc, NULL), 2);
-  CHECK_EQ_INT(share_count_fds(), fds);
+  CHECK_EQ_INT(dlb_test_count_fds(), fds);
 }
 
 static dlb_status body_import(void *ctx) {
@@ -237,9 +237,9 @@ DLB_TEST(share_oom_import) {
   DLManagedTensorVersioned *t = share_bytes(10);
   ((uint8_t *)t->dl_tensor.data)[3] = 9;
   share_handle h = share_export(t);
-  int fds = share_count_fds();
+  int fds = dlb_test_count_fds();
   CHECK_EQ_INT(dlb_test_oom_loop(body_import, &h), 2);
-  CHECK_EQ_INT(share_count_fds(), fds);
+  CHECK_EQ_INT(dlb_test_count_fds(), fds);
   close(h.fd);
   dlb_tensor_release(t);
 }
@@ -276,8 +276,8 @@ static dlb_status body_send_recv(void *ctx) {
 
 DLB_TEST(share_oom_send_recv) {
   DLManagedTensorVersioned *t = share_bytes(10);
-  int fds = share_count_fds();
+  int fds = dlb_test_count_fds();
   CHECK_EQ_INT(dlb_test_oom_loop(body_send_recv, t), 2);
-  CHECK_EQ_INT(share_count_fds(), fds);
+  CHECK_EQ_INT(dlb_test_count_fds(), fds);
   dlb_tensor_release(t);
 }
