@@ -97,7 +97,9 @@ static dlb_status shm_create(dlb__shm *s, size_t page, size_t data_len) {
   header_encode(s, h);
   if (pwrite(s->fd, h, sizeof h, 0) != (ssize_t)sizeof h)
     return sys_fail(DLB_E_SYSTEM, "writing the shared memory header", errno);
-  if (fcntl(s->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
+  /* Not F_SEAL_SEAL yet: the first read-only export adds
+   * F_SEAL_FUTURE_WRITE (seal_read_only). */
+  if (fcntl(s->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) != 0)
     return sys_fail(DLB_E_SYSTEM, "sealing shared memory", errno);
   void *map = mmap(NULL, data_len, PROT_READ | PROT_WRITE, MAP_SHARED, s->fd,
                    (off_t)page);
@@ -144,6 +146,30 @@ dlb_status dlb_shared_alloc(DLDataType dtype, int32_t ndim,
   return st;
 }
 
+/* Seals that refuse new writable mappings and writes through descriptors. */
+#define WRITE_SEALS (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE)
+
+/*
+ * Makes the memory read-only for every mapping made from now on, in any
+ * process: a read-only descriptor alone stops nobody, since a process can
+ * reopen it writable through /proc/self/fd/N. Mappings that exist keep
+ * writing (the allocating process's, earlier writable importers'). Then
+ * seals it for good, so nobody can add seals the other processes would
+ * trip on. Idempotent, and safe when another thread seals it first.
+ */
+static dlb_status seal_read_only(int fd) {
+  int seals = fcntl(fd, F_GET_SEALS);
+  if (seals >= 0 && (seals & WRITE_SEALS) != 0) return DLB_OK;
+  if (fcntl(fd, F_ADD_SEALS, F_SEAL_FUTURE_WRITE | F_SEAL_SEAL) == 0)
+    return DLB_OK;
+  int err = errno;
+  seals = fcntl(fd, F_GET_SEALS);
+  if (seals >= 0 && (seals & WRITE_SEALS) != 0) return DLB_OK;
+  return sys_fail(DLB_E_SYSTEM, "sealing shared memory against writes "
+                  "(F_SEAL_FUTURE_WRITE, Linux 5.1) for a read-only share",
+                  err);
+}
+
 dlb_status dlb__shm_export(const dlb__shm *s,
                            const DLManagedTensorVersioned *t,
                            dlb__share_meta *m, int *fd) {
@@ -173,6 +199,13 @@ dlb_status dlb__shm_export(const dlb__shm *s,
     /* The first element lies in [lo, hi). */
     offset = delta + (int64_t)t->dl_tensor.byte_offset;
   }
+  if (!read_only) {
+    int seals = fcntl(s->fd, F_GET_SEALS);
+    if (seals >= 0 && (seals & WRITE_SEALS) != 0)
+      return dlb__fail(DLB_E_READONLY, "t's memory was shared read-only "
+                       "before (seals 0x%x), so no new writable mapping of it "
+                       "can be made; export t read-only", (unsigned)seals);
+  }
   m->kind = DLB__SHARE_HOST;
   m->flags = t->flags | (s->read_only ? DLPACK_FLAG_BITMASK_READ_ONLY : 0);
   m->size = s->file_size;
@@ -182,7 +215,10 @@ dlb_status dlb__shm_export(const dlb__shm *s,
   memcpy(m->id, s->id, sizeof m->id);
   int nfd = -1;
   if (read_only && !s->read_only) {
-    /* A new open file, read-only: no importer can map it writable. */
+    /* Sealed against new writable mappings first, then a new open file,
+     * read-only. */
+    dlb_status sealed = seal_read_only(s->fd);
+    if (sealed != DLB_OK) return sealed;
     char path[64];
     snprintf(path, sizeof path, "/proc/self/fd/%d", s->fd);
     nfd = open(path, O_RDONLY | O_CLOEXEC);
@@ -260,6 +296,10 @@ static dlb_status shm_checked(const void *buf, size_t len, int fd, int own,
   if (acc < 0) return sys_fail(DLB_E_SYSTEM, "F_GETFL of the descriptor", errno);
   if (!read_only && (acc & O_ACCMODE) == O_RDONLY)
     return BAD("the handle is writable but fd %d is read-only", fd);
+  int seals = fcntl(own, F_GET_SEALS);
+  if (!read_only && seals >= 0 && (seals & WRITE_SEALS) != 0)
+    return BAD("the handle is writable but fd %d's memory is sealed against "
+               "writes (seals 0x%x)", fd, (unsigned)seals);
   st = check_header(own, m);
   if (st != DLB_OK) return st;
   dlb__shm *s = dlb__calloc(sizeof *s);

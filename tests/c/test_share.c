@@ -259,6 +259,58 @@ DLB_TEST(share_read_only_stays_read_only) {
   dlb_tensor_release(t);
 }
 
+/* A read-only descriptor alone would not do: any process can open
+ * /proc/self/fd/N of it again for writing. */
+DLB_TEST(share_read_only_cannot_be_reopened_writable) {
+  DLManagedTensorVersioned *t = share_bytes(100);
+  DLManagedTensorVersioned *w = NULL;
+  CHECK_OK(dlb_tensor_share(t, &w));
+  /* A writable share made before keeps writing after the read-only one. */
+  share_handle hw = share_export(w);
+  DLManagedTensorVersioned *earlier = NULL;
+  CHECK_OK(dlb_share_import(hw.bytes, hw.len, hw.fd, 0, &earlier));
+  t->flags = DLPACK_FLAG_BITMASK_READ_ONLY;
+  share_handle h = share_export(t);
+  char path[64];
+  snprintf(path, sizeof path, "/proc/self/fd/%d", h.fd);
+  int rw = open(path, O_RDWR | O_CLOEXEC);
+  if (rw >= 0) {
+    CHECK(mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, rw, 4096) ==
+          MAP_FAILED);
+    uint8_t one = 1;
+    CHECK(pwrite(rw, &one, 1, 4096 + 7) < 0);
+    close(rw);
+  }
+  DLManagedTensorVersioned *u = NULL;
+  CHECK_OK(dlb_share_import(h.bytes, h.len, h.fd, 0, &u));
+  /* The existing writable mappings still write, and the reader sees it. */
+  ((uint8_t *)w->dl_tensor.data)[7] = 42;
+  ((uint8_t *)earlier->dl_tensor.data)[8] = 43;
+  CHECK_EQ_INT(((uint8_t *)u->dl_tensor.data)[7], 42);
+  CHECK_EQ_INT(((uint8_t *)u->dl_tensor.data)[8], 43);
+  /* No new writable share of the memory can be made, nor imported. */
+  uint8_t buf[DLB_SHARE_HANDLE_MAX];
+  size_t len = 0;
+  int fd = -1;
+  CHECK_STATUS(dlb_share_export(w, buf, sizeof buf, &len, &fd),
+               DLB_E_READONLY);
+  CHECK_ERROR_MENTIONS("shared read-only before");
+  CHECK_EQ_INT(fd, -1);
+  DLManagedTensorVersioned *again = NULL;
+  CHECK_STATUS(dlb_share_import(hw.bytes, hw.len, hw.fd, 0, &again),
+               DLB_E_HANDLE);
+  CHECK_ERROR_MENTIONS("sealed against writes");
+  /* Exporting read-only again is fine. */
+  share_handle h2 = share_export(t);
+  close(h2.fd);
+  close(h.fd);
+  close(hw.fd);
+  dlb_tensor_release(u);
+  dlb_tensor_release(earlier);
+  dlb_tensor_release(w);
+  dlb_tensor_release(t);
+}
+
 DLB_TEST(share_export_refuses_unshared_tensors) {
   int64_t n = 8;
   DLManagedTensorVersioned *t = NULL;

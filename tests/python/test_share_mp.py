@@ -219,6 +219,27 @@ def test_read_only_shared_tensors_are_read_only_in_the_receiver():
     assert ro.tolist() == [0, 1, 2, 3]
 
 
+def test_a_read_only_share_cannot_be_reopened_writable():
+    import mmap
+
+    ro = dlbridge.from_dlpack(capsule_of(np.arange(4, dtype=np.uint8), flags=READ_ONLY)).share_memory()
+    handle, fd = dlbridge.share_export(ro)
+    try:
+        # What a receiver holding the read-only descriptor could try.
+        rw = os.open(f"/proc/self/fd/{fd}", os.O_RDWR)
+        try:
+            with pytest.raises(PermissionError):
+                mmap.mmap(rw, mmap.PAGESIZE, offset=mmap.PAGESIZE)
+            with pytest.raises(PermissionError):
+                os.pwrite(rw, b"\x09", mmap.PAGESIZE)
+        finally:
+            os.close(rw)
+        got = dlbridge.share_import(handle, fd)
+        assert got.readonly and got.tolist() == [0, 1, 2, 3]
+    finally:
+        os.close(fd)
+
+
 def test_share_memory_copies_once_and_keeps_shared_tensors():
     t = dlbridge.asarray([[1, 2, 3], [4, 5, 6]], dtype="int32")
     assert not t.is_shared
