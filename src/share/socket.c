@@ -71,21 +71,27 @@ dlb_status dlb_share_send(int sock, const DLManagedTensorVersioned *t) {
   return st;
 }
 
-/* Collects the descriptors of one received control buffer into fds. */
-static int take_fds(struct msghdr *msg, int *fds) {
-  int n = 0;
+/* Collects the descriptors of one received control buffer into fds,
+ * counting them in *n; those past MAX_FDS are counted and closed. */
+static void take_fds(struct msghdr *msg, int *fds, int *n) {
   for (struct cmsghdr *c = CMSG_FIRSTHDR(msg); c != NULL;
        c = CMSG_NXTHDR(msg, c)) {
     if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
     size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (size_t i = 0; i < count && n < MAX_FDS; i++)
-      memcpy(&fds[n++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+    for (size_t i = 0; i < count; i++) {
+      int fd;
+      memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+      if (*n < MAX_FDS)
+        fds[*n] = fd;
+      else
+        close(fd);
+      (*n)++;
+    }
   }
-  return n;
 }
 
 static void close_all(const int *fds, int n) {
-  for (int i = 0; i < n; i++) close(fds[i]);
+  for (int i = 0; i < n && i < MAX_FDS; i++) close(fds[i]);
 }
 
 /* Reads a stream's message into buf up to total bytes, got of them
@@ -118,23 +124,37 @@ dlb_status dlb_share_recv(int sock, uint64_t flags,
     char bytes[CMSG_SPACE(MAX_FDS * sizeof(int))];
     struct cmsghdr align;
   } control;
-  struct iovec iov = {buf, stream ? PREFIX : sizeof buf};
-  struct msghdr msg;
-  memset(&msg, 0, sizeof msg);
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control.bytes;
-  msg.msg_controllen = sizeof control.bytes;
-  ssize_t n;
-  do {
-    n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | (stream ? MSG_WAITALL : 0));
-  } while (n < 0 && errno == EINTR);
-  if (n < 0) return sock_fail("receiving the share handle", errno);
+  /* A stream's read stops early at bytes that bring descriptors (a peer
+   * may send the descriptor with the first byte alone): its prefix is
+   * read, descriptors and all, until it is whole or the stream ends. */
+  const size_t want = stream ? PREFIX : sizeof buf;
   int fds[MAX_FDS];
-  int nfds = take_fds(&msg, fds);
+  int nfds = 0;
+  int mflags = 0;
+  size_t len = 0;
+  for (;;) {
+    struct iovec iov = {buf + len, want - len};
+    struct msghdr msg;
+    memset(&msg, 0, sizeof msg);
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.bytes;
+    msg.msg_controllen = sizeof control.bytes;
+    ssize_t n =
+        recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | (stream ? MSG_WAITALL : 0));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int err = errno;
+      close_all(fds, nfds);
+      return sock_fail("receiving the share handle", err);
+    }
+    take_fds(&msg, fds, &nfds);
+    mflags |= msg.msg_flags;
+    len += (size_t)n;
+    if (!stream || n == 0 || len == want) break;
+  }
   dlb_status st = DLB_OK;
-  size_t len = (size_t)n;
-  if (n == 0 && nfds == 0) {
+  if (len == 0 && nfds == 0) {
     /* A stream's end; a datagram of no bytes, which seqpacket sockets
      * also return once the peer has closed. */
     if (type == SOCK_DGRAM)
@@ -145,10 +165,10 @@ dlb_status dlb_share_recv(int sock, uint64_t flags,
                      "an empty message");
     else
       st = dlb__fail(DLB_E_STATE, "the peer closed the connection");
-  } else if (msg.msg_flags & MSG_CTRUNC) {
+  } else if (mflags & MSG_CTRUNC) {
     st = dlb__fail(DLB_E_HANDLE, "share handle: its control message was cut "
                    "short (MSG_CTRUNC): more descriptors than one");
-  } else if (msg.msg_flags & MSG_TRUNC) {
+  } else if (mflags & MSG_TRUNC) {
     st = dlb__fail(DLB_E_HANDLE, "share handle: the message is longer than "
                    "%d bytes (oversized)", DLB_SHARE_HANDLE_MAX);
   } else if (nfds > 1) {

@@ -117,6 +117,36 @@ DLB_TEST(share_socket_refuses_cut_control_message) {
   refused(SOCK_SEQPACKET, 12, DLB_E_HANDLE, "MSG_CTRUNC");
 }
 
+/* A stream read stops at bytes that bring descriptors, so a peer that
+ * sends the descriptor with fewer bytes than the prefix is read on. */
+DLB_TEST(share_socket_stream_descriptor_with_the_first_bytes_alone) {
+  DLManagedTensorVersioned *t = share_bytes(10);
+  ((uint8_t *)t->dl_tensor.data)[3] = 77;
+  share_handle h = share_export(t);
+  static const size_t firsts[] = {1, 5, 15};
+  for (size_t i = 0; i < sizeof firsts / sizeof firsts[0]; i++) {
+    int sv[2];
+    share_socketpair(SOCK_STREAM, sv);
+    int fds = dlb_test_count_fds();
+    send_raw(sv[0], h.bytes, firsts[i], h.fd, 1);
+    send_raw(sv[0], h.bytes + firsts[i], h.len - firsts[i], -1, 0);
+    DLManagedTensorVersioned *u = NULL;
+    CHECK_OK(dlb_share_recv(sv[1], 0, &u));
+    CHECK_EQ_INT(((uint8_t *)u->dl_tensor.data)[3], 77);
+    dlb_tensor_release(u);
+    /* Descriptors in the prefix's later bytes count too. */
+    send_raw(sv[0], h.bytes, 3, h.fd, 1);
+    send_raw(sv[0], h.bytes + 3, h.len - 3, h.fd, 1);
+    CHECK_STATUS(dlb_share_recv(sv[1], 0, &u), DLB_E_HANDLE);
+    CHECK_ERROR_MENTIONS("2 descriptors");
+    CHECK_EQ_INT(dlb_test_count_fds(), fds);
+    close(sv[0]);
+    close(sv[1]);
+  }
+  close(h.fd);
+  dlb_tensor_release(t);
+}
+
 DLB_TEST(share_socket_refuses_oversized_and_truncated_messages) {
   int sv[2];
   share_socketpair(SOCK_SEQPACKET, sv);
