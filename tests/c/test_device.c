@@ -98,6 +98,8 @@ DLB_TEST(device_parse_accepts) {
       {"cuda:0", kDLCUDA, 0},
       {"cuda:1", kDLCUDA, 1},
       {"cuda:10", kDLCUDA, 10},
+      {"cuda:9", kDLCUDA, 9},
+      {"ext_dev:1234567890", kDLExtDev, 1234567890},
       {"cuda:2147483647", kDLCUDA, INT32_MAX},
       {"cuda_managed", kDLCUDAManaged, 0},
       {"cuda_host:0", kDLCUDAHost, 0},
@@ -125,7 +127,11 @@ DLB_TEST(device_parse_rejects_malformed_ids) {
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     DLDevice d = sentinel;
     CHECK_STATUS(dlb_device_parse(bad[i], &d), DLB_E_DEVICE);
-    CHECK_ERROR_MENTIONS("device_id");
+    /* The message quotes the text after the first colon. */
+    char id_text[64];
+    snprintf(id_text, sizeof id_text, "device_id \"%s\"",
+             strchr(bad[i], ':') + 1);
+    CHECK_ERROR_MENTIONS(id_text);
     CHECK_UNTOUCHED(d);
   }
 }
@@ -152,7 +158,10 @@ DLB_TEST(device_parse_host_types_take_only_id_0) {
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     DLDevice d = sentinel;
     CHECK_STATUS(dlb_device_parse(bad[i], &d), DLB_E_DEVICE);
-    CHECK_ERROR_MENTIONS("device_id");
+    char id_text[64];
+    snprintf(id_text, sizeof id_text, "device_id is %s;",
+             strchr(bad[i], ':') + 1);
+    CHECK_ERROR_MENTIONS(id_text);
     CHECK_UNTOUCHED(d);
   }
 }
@@ -197,12 +206,14 @@ DLB_TEST(device_format_canonical_names) {
 
 DLB_TEST(device_format_buffer_sizes) {
   char buf[16];
-  /* "cuda:12" needs 8 bytes with its NUL. */
+  /* "cuda:12" needs 8 bytes with its NUL, and writes no more. */
+  memset(buf, 'z', sizeof buf);
   CHECK_OK(dlb_device_format(dev(kDLCUDA, 12), buf, 8));
   CHECK_STR(buf, "cuda:12");
+  CHECK_EQ_INT(buf[8], 'z');
   memset(buf, 'z', sizeof buf);
   CHECK_STATUS(dlb_device_format(dev(kDLCUDA, 12), buf, 7), DLB_E_INVAL);
-  CHECK_ERROR_MENTIONS("size");
+  CHECK_ERROR_MENTIONS("size is 7; \"cuda:12\" needs 8");
   CHECK_STR(buf, "");
   memset(buf, 'z', sizeof buf);
   CHECK_STATUS(dlb_device_format(dev(kDLCPU, 0), buf, 0), DLB_E_INVAL);

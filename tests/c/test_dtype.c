@@ -223,7 +223,7 @@ DLB_TEST(dtype_check_messages_name_the_field) {
   CHECK_STATUS(dlb_dtype_check(dt(kDLFloat, 32, 0)), DLB_E_DTYPE);
   CHECK_ERROR_MENTIONS("dtype.lanes is 0");
   CHECK_STATUS(dlb_dtype_check(dt(18, 8, 1)), DLB_E_DTYPE);
-  CHECK_ERROR_MENTIONS("dtype.code is 18");
+  CHECK_ERROR_MENTIONS("dtype.code is 18; not a DLPack 1.3 type code (0..17)");
   CHECK_STATUS(dlb_dtype_check(dt(255, 8, 1)), DLB_E_DTYPE);
   CHECK_ERROR_MENTIONS("dtype.code is 255");
   CHECK_STATUS(dlb_dtype_check(dt(kDLUInt, 1, 3)), DLB_E_DTYPE);
@@ -296,12 +296,14 @@ DLB_TEST(dtype_round_trip_every_lane_count) {
 
 DLB_TEST(dtype_format_buffer_sizes) {
   char buf[16];
-  /* "float32x4" needs 10 bytes with its NUL. */
+  /* "float32x4" needs 10 bytes with its NUL, and writes no more. */
+  memset(buf, 'z', sizeof buf);
   CHECK_OK(dlb_dtype_format(dt(kDLFloat, 32, 4), buf, 10));
   CHECK_STR(buf, "float32x4");
+  CHECK_EQ_INT(buf[10], 'z');
   memset(buf, 'z', sizeof buf);
   CHECK_STATUS(dlb_dtype_format(dt(kDLFloat, 32, 4), buf, 9), DLB_E_INVAL);
-  CHECK_ERROR_MENTIONS("size");
+  CHECK_ERROR_MENTIONS("size is 9; \"float32x4\" needs 10");
   CHECK_STR(buf, "");
   memset(buf, 'z', sizeof buf);
   CHECK_STATUS(dlb_dtype_format(dt(kDLBool, 8, 1), buf, 0), DLB_E_INVAL);

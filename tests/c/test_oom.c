@@ -212,6 +212,38 @@ DLB_TEST(oom_round_trips_of_ours_allocate_nothing) {
   CHECK_EQ_INT(dlb_test_oom_loop(body_round_trips, NULL), 0);
 }
 
+/* A legacy struct of ours that a consumer rewrote needs a new tensor to
+ * come back as; when that cannot be made, the struct stays as it was, ours
+ * to release. */
+static dlb_status body_rewritten_round_trip(void *ctx) {
+  (void)ctx;
+  int64_t shape[1] = {4};
+  DLManagedTensorVersioned *t = outside_alloc(1, shape), *b = UNTOUCHED;
+  dlb_allocator under_test;
+  dlb_get_allocator(&under_test);
+  CHECK_OK(dlb_set_allocator(NULL));
+  DLManagedTensor *l = NULL;
+  CHECK_OK(dlb_tensor_to_legacy(t, &l));
+  CHECK_OK(dlb_set_allocator(&under_test));
+  l->dl_tensor.shape[0] = 2;
+  dlb_status st = dlb_tensor_from_legacy(l, 0, &b);
+  if (st != DLB_OK) {
+    CHECK(b == UNTOUCHED);
+    CHECK(dlb_legacy_is_ours(l));
+    CHECK_EQ_INT(l->dl_tensor.shape[0], 2);
+    dlb_legacy_release(l);
+    return st;
+  }
+  CHECK_EQ_INT(b->dl_tensor.ndim, 1);
+  CHECK_EQ_INT(b->dl_tensor.shape[0], 2);
+  dlb_tensor_release(b);
+  return DLB_OK;
+}
+
+DLB_TEST(oom_rewritten_round_trip_of_ours) {
+  CHECK_EQ_INT(dlb_test_oom_loop(body_rewritten_round_trip, NULL), 1);
+}
+
 /* Share and the views, of a base made outside the allocator under test. */
 enum { OP_SHARE, OP_SLICE, OP_SELECT, OP_PERMUTE, OP_RESHAPE, OP_EXPAND };
 

@@ -183,6 +183,10 @@ DLB_TEST(tensor_alloc_rejects_invalid) {
   CHECK_STATUS(dlb_tensor_alloc(CPU, F32, DLB_MAX_NDIM + 1, shape, &t),
                DLB_E_LAYOUT);
   CHECK_ERROR_MENTIONS("ndim is 65");
+  /* An ndim out of range is the error, whatever the shape. */
+  CHECK_STATUS(dlb_tensor_alloc(CPU, F32, DLB_MAX_NDIM + 1, NULL, &t),
+               DLB_E_LAYOUT);
+  CHECK_ERROR_MENTIONS("ndim is 65");
   CHECK_STATUS(dlb_tensor_alloc(CPU, F32, 2, NULL, &t), DLB_E_INVAL);
   CHECK_ERROR_MENTIONS("shape is NULL");
   int64_t neg[2] = {2, -3};
@@ -521,7 +525,9 @@ DLB_TEST(tensor_to_legacy_refuses_what_it_cannot_carry) {
   foreign *f = foreign_new(&count);
   DLManagedTensor *l = (DLManagedTensor *)(uintptr_t)0x5a5a;
   CHECK_STATUS(dlb_tensor_to_legacy(NULL, &l), DLB_E_INVAL);
+  CHECK_ERROR_MENTIONS("t is NULL");
   CHECK_STATUS(dlb_tensor_to_legacy(&f->m, NULL), DLB_E_INVAL);
+  CHECK_ERROR_MENTIONS("out is NULL");
   f->m.flags = DLPACK_FLAG_BITMASK_READ_ONLY;
   CHECK_STATUS(dlb_tensor_to_legacy(&f->m, &l), DLB_E_READONLY);
   CHECK_ERROR_MENTIONS("READ_ONLY");
@@ -825,6 +831,68 @@ DLB_TEST(tensor_legacy_round_trip_of_foreign) {
  * it back, many times over: each result shares the first tensor's owner, so
  * nothing nests, memory stays flat and the last release frees the data
  * once, without recursing through a chain of deleters. */
+/* A legacy struct of ours in which a consumer rewrote a single field comes
+ * back as what the struct now says, whichever field that was, and still
+ * releases the data once. */
+DLB_TEST(tensor_legacy_rewritten_in_one_field_comes_back_as_rewritten) {
+  static int32_t buf[12];
+  int64_t shape[2] = {2, 3};
+  DLTensor desc = {buf, CPU, 2, I32, shape, NULL, 0};
+  for (int field = 0; field < 5; field++) {
+    int count = 0;
+    DLManagedTensorVersioned *t = NULL, *back = NULL;
+    CHECK_OK(dlb_tensor_wrap(&desc, 0, count_release, &count, &t));
+    DLManagedTensor *l = NULL;
+    CHECK_OK(dlb_tensor_to_legacy(t, &l));
+    DLTensor *dl = &l->dl_tensor;
+    int64_t want_shape[2] = {2, 3}, want_strides[2] = {3, 1};
+    switch (field) {
+      case 0:
+        dl->data = buf + 6;
+        break;
+      case 1:
+        dl->byte_offset = 24;
+        break;
+      case 2:
+        dl->dtype = F32;
+        break;
+      case 3: /* compact, as before, but said by NULL */
+        dl->strides = NULL;
+        break;
+      default:
+        dl->ndim = 1;
+        break;
+    }
+    const DLTensor want = *dl;
+    CHECK_OK(dlb_tensor_from_legacy(l, 0, &back));
+    const DLTensor *got = &back->dl_tensor;
+    CHECK(got->data == want.data);
+    CHECK_EQ_INT(got->byte_offset, want.byte_offset);
+    CHECK(dlb_dtype_equal(got->dtype, want.dtype));
+    CHECK_EQ_INT(got->ndim, want.ndim);
+    for (int32_t d = 0; d < want.ndim; d++) {
+      CHECK_EQ_INT(got->shape[d], want_shape[d]);
+      CHECK_EQ_INT(got->strides[d], want_strides[d]);
+    }
+    dlb_tensor_release(back);
+    CHECK_EQ_INT(count, 1);
+  }
+  /* One dimension, its stride cleared to NULL. */
+  int count = 0;
+  int64_t n[1] = {6};
+  DLTensor flat = {buf, CPU, 1, I32, n, NULL, 0};
+  DLManagedTensorVersioned *t = NULL, *back = NULL;
+  CHECK_OK(dlb_tensor_wrap(&flat, 0, count_release, &count, &t));
+  DLManagedTensor *l = NULL;
+  CHECK_OK(dlb_tensor_to_legacy(t, &l));
+  l->dl_tensor.strides = NULL;
+  CHECK_OK(dlb_tensor_from_legacy(l, 0, &back));
+  CHECK_EQ_INT(back->dl_tensor.shape[0], 6);
+  CHECK_EQ_INT(back->dl_tensor.strides[0], 1);
+  dlb_tensor_release(back);
+  CHECK_EQ_INT(count, 1);
+}
+
 DLB_TEST(tensor_legacy_rewritten_round_trips_share_the_owner) {
   static int32_t buf[6];
   int64_t shape[2] = {2, 3};
