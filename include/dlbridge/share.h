@@ -148,7 +148,9 @@ DLB_API dlb_status dlb_share_send(int sock, const DLManagedTensorVersioned *t);
  * fails import). After a refusal on a stream socket the rest of that
  * message may still be unread: close the connection. DLB_E_STATE when
  * the peer closed the connection before a message; DLB_E_SYSTEM when
- * receiving fails; the errors of dlb_share_import(). sock must be
+ * receiving fails, also when this process's descriptor table is full
+ * (the kernel then drops the descriptor); the errors of
+ * dlb_share_import(). sock must be
  * blocking. New; release with dlb_tensor_release().
  */
 DLB_API dlb_status dlb_share_recv(int sock, uint64_t flags,

@@ -165,9 +165,17 @@ dlb_status dlb_share_recv(int sock, uint64_t flags,
                      "an empty message");
     else
       st = dlb__fail(DLB_E_STATE, "the peer closed the connection");
-  } else if (mflags & MSG_CTRUNC) {
+  } else if ((mflags & MSG_CTRUNC) && nfds >= MAX_FDS) {
     st = dlb__fail(DLB_E_HANDLE, "share handle: its control message was cut "
-                   "short (MSG_CTRUNC): more descriptors than one");
+                   "short (MSG_CTRUNC): more than %d descriptors came with "
+                   "it; a handle has at most one", MAX_FDS);
+  } else if (mflags & MSG_CTRUNC) {
+    /* Room for them all, so the kernel could not give this process one:
+     * its descriptor table is full. */
+    st = dlb__fail(DLB_E_SYSTEM, "receiving the share handle: its "
+                   "descriptor could not be taken (MSG_CTRUNC with %d "
+                   "received): this process's descriptor table is full "
+                   "(RLIMIT_NOFILE)", nfds);
   } else if (mflags & MSG_TRUNC) {
     st = dlb__fail(DLB_E_HANDLE, "share handle: the message is longer than "
                    "%d bytes (oversized)", DLB_SHARE_HANDLE_MAX);
