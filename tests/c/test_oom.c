@@ -244,8 +244,17 @@ DLB_TEST(oom_rewritten_round_trip_of_ours) {
   CHECK_EQ_INT(dlb_test_oom_loop(body_rewritten_round_trip, NULL), 1);
 }
 
-/* Share and the views, of a base made outside the allocator under test. */
-enum { OP_SHARE, OP_SLICE, OP_SELECT, OP_PERMUTE, OP_RESHAPE, OP_EXPAND };
+/* Share, the views and redescribe, of a base made outside the allocator
+ * under test. */
+enum {
+  OP_SHARE,
+  OP_SLICE,
+  OP_SELECT,
+  OP_PERMUTE,
+  OP_RESHAPE,
+  OP_EXPAND,
+  OP_REDESCRIBE
+};
 
 typedef struct view_case {
   DLManagedTensorVersioned *base;
@@ -278,6 +287,9 @@ static dlb_status body_view(void *ctx) {
     case OP_EXPAND:
       st = dlb_tensor_expand(c->base, 3, big, &v);
       break;
+    case OP_REDESCRIBE:
+      st = dlb_tensor_redescribe(c->base, &c->base->dl_tensor, 0, &v);
+      break;
   }
   if (st != DLB_OK) {
     CHECK(v == UNTOUCHED);
@@ -293,7 +305,7 @@ DLB_TEST(oom_share_and_views) {
   view_case c = {NULL, 0};
   c.base = outside_alloc(2, shape);
   /* One block each: struct, shape and strides together. */
-  for (c.op = OP_SHARE; c.op <= OP_EXPAND; c.op++)
+  for (c.op = OP_SHARE; c.op <= OP_REDESCRIBE; c.op++)
     CHECK_EQ_INT(dlb_test_oom_loop(body_view, &c), 1);
   /* Failed calls took no reference and released views dropped theirs. */
   CHECK_EQ_INT(atomic_load(&dlb__tensor_of(c.base)->owner->refs), 1);
