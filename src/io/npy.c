@@ -2,10 +2,10 @@
  * npy.c -- .npy files: the header parser and the read-only mapping.
  *
  * The header is parsed from a mapping of the file's start; the tensor maps
- * the header and the data, whatever else the file holds. Only the dictionary NumPy writes is accepted: the keys
- * 'descr', 'fortran_order' and 'shape', once each, with a simple dtype
- * string, a bool and a tuple of integers; anything else is refused rather
- * than guessed at.
+ * the header and the data, whatever else the file holds. Only the
+ * dictionary NumPy writes is accepted: the keys 'descr', 'fortran_order'
+ * and 'shape', once each, with a simple dtype string, a bool and a tuple
+ * of integers; anything else is refused rather than guessed at.
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -149,6 +149,11 @@ dlb_status dlb_shared_alloc(DLDataType dtype, int32_t ndim,
 /* Seals that refuse new writable mappings and writes through descriptors. */
 #define WRITE_SEALS (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE)
 
+/* Whether seals (F_GET_SEALS's answer, negative on failure) hold one. */
+static int write_sealed(int seals) {
+  return seals >= 0 && (seals & WRITE_SEALS) != 0;
+}
+
 /*
  * Makes the memory read-only for every mapping made from now on, in any
  * process: a read-only descriptor alone stops nobody, since a process can
@@ -158,13 +163,11 @@ dlb_status dlb_shared_alloc(DLDataType dtype, int32_t ndim,
  * trip on. Idempotent, and safe when another thread seals it first.
  */
 static dlb_status seal_read_only(int fd) {
-  int seals = fcntl(fd, F_GET_SEALS);
-  if (seals >= 0 && (seals & WRITE_SEALS) != 0) return DLB_OK;
+  if (write_sealed(fcntl(fd, F_GET_SEALS))) return DLB_OK;
   if (fcntl(fd, F_ADD_SEALS, F_SEAL_FUTURE_WRITE | F_SEAL_SEAL) == 0)
     return DLB_OK;
   int err = errno;
-  seals = fcntl(fd, F_GET_SEALS);
-  if (seals >= 0 && (seals & WRITE_SEALS) != 0) return DLB_OK;
+  if (write_sealed(fcntl(fd, F_GET_SEALS))) return DLB_OK;
   return sys_fail(DLB_E_SYSTEM, "sealing shared memory against writes "
                   "(F_SEAL_FUTURE_WRITE, Linux 5.1) for a read-only share",
                   err);
@@ -200,8 +203,8 @@ dlb_status dlb__shm_export(const dlb__shm *s,
     offset = delta + (int64_t)t->dl_tensor.byte_offset;
   }
   if (!read_only) {
-    int seals = fcntl(s->fd, F_GET_SEALS);
-    if (seals >= 0 && (seals & WRITE_SEALS) != 0)
+    const int seals = fcntl(s->fd, F_GET_SEALS);
+    if (write_sealed(seals))
       return dlb__fail(DLB_E_READONLY, "t's memory was shared read-only "
                        "before (seals 0x%x), so no new writable mapping of it "
                        "can be made; export t read-only", (unsigned)seals);
@@ -237,8 +240,9 @@ dlb_status dlb__shm_export(const dlb__shm *s,
 
 #define BAD(...) dlb__fail(DLB_E_HANDLE, "share handle: " __VA_ARGS__)
 
-/* What must hold of a descriptor before its size is believed. */
-static dlb_status check_fd(int fd, struct stat *st) {
+/* What must hold of a descriptor before its size is believed; *seals
+ * gets its seals. */
+static dlb_status check_fd(int fd, struct stat *st, int *seals_out) {
   if (fstat(fd, st) != 0) {
     int err = errno;
     if (err == EBADF) return BAD("fd %d is not an open descriptor", fd);
@@ -255,6 +259,7 @@ static dlb_status check_fd(int fd, struct stat *st) {
   if ((seals & need) != need)
     return BAD("fd %d is not sealed against shrinking and growing (seals "
                "0x%x)", fd, (unsigned)seals);
+  *seals_out = seals;
   return DLB_OK;
 }
 
@@ -284,7 +289,8 @@ static dlb_status check_header(int fd, const dlb__share_meta *m) {
 static dlb_status shm_checked(const void *buf, size_t len, int fd, int own,
                               dlb__share_meta *m, dlb__shm **s_out) {
   struct stat stt;
-  dlb_status st = check_fd(own, &stt);
+  int seals = 0;
+  dlb_status st = check_fd(own, &stt, &seals);
   if (st != DLB_OK) return st;
   st = dlb__share_decode(buf, len, (uint64_t)stt.st_size, m);
   if (st != DLB_OK) return st;
@@ -296,8 +302,7 @@ static dlb_status shm_checked(const void *buf, size_t len, int fd, int own,
   if (acc < 0) return sys_fail(DLB_E_SYSTEM, "F_GETFL of the descriptor", errno);
   if (!read_only && (acc & O_ACCMODE) == O_RDONLY)
     return BAD("the handle is writable but fd %d is read-only", fd);
-  int seals = fcntl(own, F_GET_SEALS);
-  if (!read_only && seals >= 0 && (seals & WRITE_SEALS) != 0)
+  if (!read_only && write_sealed(seals))
     return BAD("the handle is writable but fd %d's memory is sealed against "
                "writes (seals 0x%x)", fd, (unsigned)seals);
   st = check_header(own, m);
