@@ -284,60 +284,77 @@ static void sweep(FILE *json, int all, float *a, float *b) {
 /* Transposes of 64 MiB of every element size (1, 2, 4, 8, 16 bytes) on
  * one thread, each against the one-thread limit (the reference with the
  * best median) in the same reps: the kernels should move bytes at the
- * same rate whatever the element size. */
+ * same rate whatever the element size. Every rep times the references,
+ * then each size once, the order rotating from rep to rep, so that each
+ * size's rate over float32's is a ratio within one rep (sizes timed in
+ * blocks of reps drift apart with the machine). */
 static void size_sweep(FILE *json, float *a, float *b, size_t bytes) {
-  static const int sizes[] = {1, 2, 4, 8, 16};
-  printf("\ntranspose of 64 MiB by element size, one thread (median ms, "
-         "GB/s read + written, x limit median (min-max), rate over "
-         "float32's)\n");
+  enum { NSIZES = 5, F32 = 2 };
+  static const int sizes[NSIZES] = {1, 2, 4, 8, 16};
+  printf("\ntranspose of 64 MiB by element size, one thread, sizes "
+         "interleaved (median ms, GB/s read + written, x limit median "
+         "(min-max), rate over float32's median (min-max))\n");
   fprintf(json, "  \"size_sweep\": [\n");
   dlb_copy_set_threads(1);
   job ref = {NULL, NULL, b, a, bytes};
-  double med[5], vs[5][3];
-  int64_t dims[5][2];
-  for (size_t k = 0; k < 5; k++) {
+  int64_t shape[NSIZES][2], str[NSIZES][2];
+  DLTensor ts[NSIZES], td[NSIZES];
+  job jobs[NSIZES];
+  for (int k = 0; k < NSIZES; k++) {
     const int es = sizes[k];
     /* rows x cols elements, as square as powers of two allow. */
     int64_t elems = (int64_t)(bytes / (size_t)es), height = 1;
     while (height * height * 4 <= elems) height *= 2;
-    int64_t cols = elems / height;
-    int64_t shape[2] = {cols, height}, str[2] = {1, cols};
-    DLTensor ts = view(a, 2, shape, str), td = view(b, 2, shape, NULL);
-    ts.dtype.code = td.dtype.code = es == 16 ? kDLComplex : kDLUInt;
-    ts.dtype.bits = td.dtype.bits = (uint8_t)(es == 16 ? 128 : 8 * es);
-    job j = {&ts, &td, NULL, NULL, 0};
-    static limits l;
-    double t[MAX_REPS], r[MAX_REPS], lt[MAX_REPS];
-    run_copy(&j);
-    for (int i = 0; i < reps; i++) {
-      time_limits(&l, i, &ref, 1);
-      t[i] = time_once(run_copy, &j);
-    }
-    size_t m = 0;
-    int kk = 0;
-    memcpy(lt, best_limit(&l, 0, &m, &kk), sizeof(double) * (size_t)reps);
-    for (int i = 0; i < reps; i++) r[i] = lt[i] / t[i];
-    sort_samples(t, reps);
-    sort_samples(r, reps);
-    med[k] = t[reps / 2];
-    vs[k][0] = r[reps / 2];
-    vs[k][1] = r[0];
-    vs[k][2] = r[reps - 1];
-    dims[k][0] = cols;
-    dims[k][1] = height;
+    shape[k][0] = elems / height;
+    shape[k][1] = height;
+    str[k][0] = 1;
+    str[k][1] = shape[k][0];
+    ts[k] = view(a, 2, shape[k], str[k]);
+    td[k] = view(b, 2, shape[k], NULL);
+    ts[k].dtype.code = td[k].dtype.code = es == 16 ? kDLComplex : kDLUInt;
+    ts[k].dtype.bits = td[k].dtype.bits = (uint8_t)(es == 16 ? 128 : 8 * es);
+    jobs[k] = (job){&ts[k], &td[k], NULL, NULL, 0};
+    run_copy(&jobs[k]);
   }
-  /* Every size moves the same bytes: float32's time over this one's is
-   * the ratio of their rates. */
-  for (size_t k = 0; k < 5; k++) {
-    printf("%3d bytes %6lld x %-6lld %8.3f %8.2f %6.2f (%.2f-%.2f) %6.2f\n",
-           sizes[k], (long long)dims[k][0], (long long)dims[k][1],
-           med[k] * 1e3, 2.0 * (double)bytes / med[k] * 1e-9, vs[k][0],
-           vs[k][1], vs[k][2], med[2] / med[k]);
+  static limits l;
+  static double t[NSIZES][MAX_REPS];
+  for (int i = 0; i < reps; i++) {
+    time_limits(&l, i, &ref, 1);
+    for (int n = 0; n < NSIZES; n++) {
+      const int k = (n + i) % NSIZES;
+      t[k][i] = time_once(run_copy, &jobs[k]);
+    }
+  }
+  size_t m = 0;
+  int kk = 0;
+  const double *lt = best_limit(&l, 0, &m, &kk);
+  /* Per-rep ratios first: they pair the times of one rep. */
+  double vl[NSIZES][MAX_REPS], vf[NSIZES][MAX_REPS];
+  for (int k = 0; k < NSIZES; k++)
+    for (int i = 0; i < reps; i++) {
+      vl[k][i] = lt[i] / t[k][i];
+      vf[k][i] = t[F32][i] / t[k][i];
+    }
+  for (int k = 0; k < NSIZES; k++) {
+    sort_samples(vl[k], reps);
+    sort_samples(vf[k], reps);
+  }
+  for (int k = 0; k < NSIZES; k++) sort_samples(t[k], reps);
+  for (int k = 0; k < NSIZES; k++) {
+    const double med = t[k][reps / 2];
+    printf("%3d bytes %6lld x %-6lld %8.3f %8.2f %6.2f (%.2f-%.2f) %6.2f "
+           "(%.2f-%.2f)\n",
+           sizes[k], (long long)shape[k][0], (long long)shape[k][1],
+           med * 1e3, 2.0 * (double)bytes / med * 1e-9, vl[k][reps / 2],
+           vl[k][0], vl[k][reps - 1], vf[k][reps / 2], vf[k][0],
+           vf[k][reps - 1]);
     fprintf(json,
             "    {\"itemsize\": %d, \"median_s\": %.6f, \"gbps\": %.3f, "
-            "\"vs_limit\": %.3f, \"vs_float32\": %.3f}%s\n",
-            sizes[k], med[k], 2.0 * (double)bytes / med[k] * 1e-9, vs[k][0],
-            med[2] / med[k], k + 1 < 5 ? "," : "");
+            "\"vs_limit\": %.3f, \"vs_float32\": %.3f, "
+            "\"vs_float32_min\": %.3f, \"vs_float32_max\": %.3f}%s\n",
+            sizes[k], med, 2.0 * (double)bytes / med * 1e-9,
+            vl[k][reps / 2], vf[k][reps / 2], vf[k][0], vf[k][reps - 1],
+            k + 1 < NSIZES ? "," : "");
   }
   fprintf(json, "  ],\n");
 }
