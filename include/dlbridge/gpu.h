@@ -130,12 +130,17 @@ DLB_API dlb_status dlb_tensor_check_device(const DLTensor *t, unsigned flags,
  * are released, then it is unregistered. Memory pinned already, by
  * dlbridge (pinning it again counts a reference) or by anyone else
  * (allocated pinned, or registered), is accepted and left as it is; shared
- * memory mapped from another process can be pinned like any other.
+ * memory mapped from another process can be pinned like any other. Where
+ * t's memory overlaps what dlbridge registered for other tensors without
+ * lying inside one registration (the whole tensor pinned after a view of
+ * it, views that overlap in part), only the parts not registered yet are
+ * registered, and the new tensor keeps every registration its memory
+ * uses, each unregistered when the last pinned tensor using it goes.
  * t must be a cpu tensor made by dlbridge (DLB_E_DEVICE, DLB_E_INVAL);
  * t is borrowed. DLB_E_INVAL for another host_type; the runtime's load
  * status when it is missing; DLB_E_RUNTIME (or DLB_E_UNSUPPORTED) when the
- * runtime refuses, or when only part of the range is pinned already.
- * New; release with dlb_tensor_release().
+ * runtime refuses, or when part of the range is pinned already by someone
+ * else and part is not. New; release with dlb_tensor_release().
  */
 DLB_API dlb_status dlb_tensor_pin(const DLManagedTensorVersioned *t,
                                   DLDeviceType host_type,

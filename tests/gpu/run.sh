@@ -296,6 +296,42 @@ int main(void) {
     dlb_tensor_release(h);
   }
 
+  /* A view pinned, then the whole tensor over it: only the gaps are
+   * registered, and they share pages with the view's registration (its
+   * ends fall inside pages). Then copies over the three registrations, to
+   * the device and back into them, which the driver must get right
+   * whether or not it takes the span as pinned. */
+  {
+    int64_t shape[1] = {1 << 20};
+    size_t bytes = (size_t)4 << 20;
+    DLManagedTensorVersioned *t = cpu_pattern(1, shape, 0), *v = NULL;
+    DLManagedTensorVersioned *p = NULL, *q = NULL, *d = NULL;
+    dlb_slice mid = {1001, 300001, 1};
+    s = t != NULL ? dlb_tensor_slice(t, 1, &mid, &v) : DLB_E_NOMEM;
+    if (s == DLB_OK) s = dlb_tensor_pin(v, kDLCUDAHost, &p);
+    if (s == DLB_OK) s = dlb_tensor_pin(t, kDLCUDAHost, &q);
+    result("pin", "view-then-whole", s, "");
+    if (s == DLB_OK)
+      s = dlb_tensor_alloc((DLDevice){kDLCUDA, 0}, f32, 1, shape, &d);
+    if (s == DLB_OK) s = dlb_copy_sync(&q->dl_tensor, &d->dl_tensor, NULL);
+    if (s == DLB_OK) {
+      memset(q->dl_tensor.data, 0, bytes);
+      s = dlb_copy_sync(&d->dl_tensor, &q->dl_tensor, NULL);
+    }
+    for (int64_t i = 0; s == DLB_OK && i < shape[0]; i++)
+      if (((float *)q->dl_tensor.data)[i] != (float)i) s = DLB_E_STATE;
+    result("pin", "copy-over-registrations", s, "4 MiB both ways");
+    dlb_tensor_release(d);
+    dlb_tensor_release(p);
+    dlb_tensor_release(q);
+    DLDevice k = {kDLCUDAHost, 0};
+    if (t != NULL) dlb_device_of_pointer(t->dl_tensor.data, &k);
+    result("pin", "all-unregistered",
+           k.device_type == kDLCPU ? DLB_OK : DLB_E_STATE, name_of(k));
+    dlb_tensor_release(v);
+    dlb_tensor_release(t);
+  }
+
   /* Copies: every pair of kinds, five layouts. */
   for (int l = 0; l < LAYOUTS; l++) {
     int bad = 0, done = 0;

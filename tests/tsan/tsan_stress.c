@@ -12,9 +12,12 @@
  *    deleters and release callbacks run on threads that did not make them;
  *  - large copies on the copy thread pool while another thread changes
  *    the pool's size;
+ *  - pinning overlapping views of one CPU tensor with either runtime, the
+ *    pinned tensors released by other threads, so registrations are
+ *    shared, made for the gaps between others and dropped all at once;
  *  - per-thread error messages.
- * At the end every release callback must have run exactly once and every
- * copy must hold the values written.
+ * At the end every release callback must have run exactly once, every
+ * copy must hold the values written, and nothing must be left pinned.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -146,6 +149,27 @@ static void big_copy(unsigned seed) {
   dlb_tensor_release(src);
 }
 
+/* The tensor every worker pins views of. */
+#define PIN_ELEMS 4096
+static DLManagedTensorVersioned *pin_base;
+
+static void pin_round(unsigned seed, DLDeviceType host) {
+  int64_t lo = (int64_t)(seed * 37u % 3000u);
+  dlb_slice sl = {lo, lo + 1 + (int64_t)(seed * 101u % 1000u), 1};
+  DLManagedTensorVersioned *v = NULL, *p = NULL;
+  REQUIRE(dlb_tensor_slice(pin_base, 1, &sl, &v) == DLB_OK);
+  REQUIRE(dlb_tensor_pin(v, host, &p) == DLB_OK);
+  DLDevice d;
+  float *last = (float *)((char *)p->dl_tensor.data +
+                          p->dl_tensor.byte_offset) +
+                (sl.stop - sl.start - 1);
+  REQUIRE(dlb_device_of_pointer(last, &d) == DLB_OK &&
+          d.device_type != kDLCPU);
+  REQUIRE(*last == (float)(sl.stop - 1));
+  dlb_tensor_release(v);
+  hand_off(p);
+}
+
 static void gpu_round(dlb_runtime rt, DLDeviceType type) {
   int n = 0;
   REQUIRE(dlb_runtime_status(rt) == DLB_OK);
@@ -175,6 +199,7 @@ static void *worker(void *arg) {
   else gpu_round(DLB_RUNTIME_HIP, kDLROCM);
   for (unsigned r = 0; r < ROUNDS; r++) {
     tensor_round(id * 1000 + r);
+    pin_round(id * 1000 + r, r % 2 == 0 ? kDLCUDAHost : kDLROCMHost);
     if (r % 10 == id % 10) big_copy(id + r);
     if (r % 8 == 0) gpu_round(r % 16 == 0 ? DLB_RUNTIME_CUDA : DLB_RUNTIME_HIP,
                               r % 16 == 0 ? kDLCUDA : kDLROCM);
@@ -204,6 +229,10 @@ int main(void) {
   emu_path("libamdhip64.so.6", path, sizeof path);
   setenv("DLBRIDGE_HIP_LIBRARY", path, 1);
   dlb_copy_set_threads(4);
+  int64_t pin_shape[1] = {PIN_ELEMS};
+  REQUIRE(dlb_tensor_alloc(cpu, f32, 1, pin_shape, &pin_base) == DLB_OK);
+  for (int i = 0; i < PIN_ELEMS; i++)
+    ((float *)pin_base->dl_tensor.data)[i] = (float)i;
   pthread_t th[WORKERS + 1];
   REQUIRE(pthread_barrier_init(&start, NULL, WORKERS + 1) == 0);
   for (unsigned i = 0; i < WORKERS; i++)
@@ -215,6 +244,13 @@ int main(void) {
   while (drain_one()) {
   }
   pthread_barrier_destroy(&start);
+  for (int i = 0; i < PIN_ELEMS; i += 64) {
+    DLDevice d;
+    REQUIRE(dlb_device_of_pointer((float *)pin_base->dl_tensor.data + i, &d) ==
+                DLB_OK &&
+            d.device_type == kDLCPU);
+  }
+  dlb_tensor_release(pin_base);
   REQUIRE(atomic_load(&wrapped) == (long)WORKERS * ROUNDS);
   REQUIRE(atomic_load(&released_cb) == atomic_load(&wrapped));
   printf("tsan_stress: %d threads, %d rounds each: ok\n", WORKERS, ROUNDS);
