@@ -145,8 +145,11 @@ DLB_API dlb_status dlb_share_send(int sock, const DLManagedTensorVersioned *t);
  * close-on-exec; every descriptor received is closed before returning,
  * also when the message is refused (more than one descriptor, a control
  * message cut short (MSG_CTRUNC), a message cut short, a handle that
- * fails import). After a refusal on a stream socket the rest of that
- * message may still be unread: close the connection. DLB_E_STATE when
+ * fails import). On a stream socket the whole message is read before
+ * it is judged, so that after a refusal the next message can be
+ * received; only a handle whose length field is impossible ("it says it
+ * is N bytes") leaves the stream where it cannot be followed: close the
+ * connection then. DLB_E_STATE when
  * the peer closed the connection before a message; DLB_E_SYSTEM when
  * receiving fails, also when this process's descriptor table is full
  * (the kernel then drops the descriptor); the errors of

@@ -153,6 +153,18 @@ dlb_status dlb_share_recv(int sock, uint64_t flags,
     len += (size_t)n;
     if (!stream || n == 0 || len == want) break;
   }
+  /* A stream's message is read whole before it is judged, so that a
+   * refusal leaves the stream at the next message; only a prefix whose
+   * length cannot be leaves it where it cannot be followed. */
+  size_t total = len;
+  int total_ok = 0;
+  dlb_status rest = DLB_OK;
+  if (stream && len == PREFIX) {
+    total = (size_t)buf[12] | (size_t)buf[13] << 8 | (size_t)buf[14] << 16 |
+            (size_t)buf[15] << 24;
+    total_ok = total >= PREFIX && total <= sizeof buf;
+    if (total_ok) rest = read_rest(sock, buf, PREFIX, total);
+  }
   dlb_status st = DLB_OK;
   if (len == 0 && nfds == 0) {
     /* A stream's end; a datagram of no bytes, which seqpacket sockets
@@ -186,15 +198,12 @@ dlb_status dlb_share_recv(int sock, uint64_t flags,
     if (len < PREFIX) {
       st = dlb__fail(DLB_E_HANDLE, "share handle: the peer closed the "
                      "connection after %zu bytes (truncated)", len);
+    } else if (!total_ok) {
+      st = dlb__fail(DLB_E_HANDLE, "share handle: it says it is %zu bytes; "
+                     "a handle has %d to %d", total, PREFIX,
+                     DLB_SHARE_HANDLE_MAX);
     } else {
-      size_t total = (size_t)buf[12] | (size_t)buf[13] << 8 |
-                     (size_t)buf[14] << 16 | (size_t)buf[15] << 24;
-      if (total < PREFIX || total > sizeof buf)
-        st = dlb__fail(DLB_E_HANDLE, "share handle: it says it is %zu bytes; "
-                       "a handle has %d to %d", total, PREFIX,
-                       DLB_SHARE_HANDLE_MAX);
-      else
-        st = read_rest(sock, buf, PREFIX, total);
+      st = rest;
       len = total;
     }
   }

@@ -90,7 +90,8 @@ static void send_raw(int sock, const void *bytes, size_t len, int fd, int n) {
 }
 
 /* The received message is refused with status and every descriptor it
- * brought is closed again. */
+ * brought is closed again; the message after it is received whole (a
+ * stream's refused message was read to its end). */
 static void refused(int type, int nfds, dlb_status want, const char *why) {
   int sv[2];
   share_socketpair(type, sv);
@@ -98,10 +99,15 @@ static void refused(int type, int nfds, dlb_status want, const char *why) {
   share_handle h = share_export(t);
   int fds = dlb_test_count_fds();
   send_raw(sv[0], h.bytes, h.len, h.fd, nfds);
+  send_raw(sv[0], h.bytes, h.len, h.fd, 1);
   DLManagedTensorVersioned *u = (DLManagedTensorVersioned *)(uintptr_t)1;
   CHECK_STATUS(dlb_share_recv(sv[1], 0, &u), want);
   CHECK_ERROR_MENTIONS(why);
   CHECK(u == (DLManagedTensorVersioned *)(uintptr_t)1);
+  CHECK_EQ_INT(dlb_test_count_fds(), fds);
+  CHECK_OK(dlb_share_recv(sv[1], 0, &u));
+  CHECK_EQ_INT((int)u->dl_tensor.shape[0], 10);
+  dlb_tensor_release(u);
   CHECK_EQ_INT(dlb_test_count_fds(), fds);
   close(h.fd);
   close(sv[0]);
