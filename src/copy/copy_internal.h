@@ -178,6 +178,11 @@ void dlb__copy_cap_isa(int level);
  * this over the unit (transpose.c, transpose_avx512.c). */
 #define DLB__STRIP_BYTES 128
 
+/* The same when a strip reads one block of src (rows that follow each
+ * other, each within one chunk: a permutation's 64 x 64 planes), where
+ * taller strips cost the reads nothing (strips.h). */
+#define DLB__TALL_STRIP_BYTES 256
+
 /* Lines of each src row that a chunk of the register kernels' strips
  * covers (strips.h): 16 KiB of src, and at least four lines of each row:
  * 4, 4, 8, 16 and 32 lines for units of 1, 2, 4, 8 and 16 bytes. The

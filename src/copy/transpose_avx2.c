@@ -169,6 +169,16 @@ DLB__AVX2_INLINE void tile(char *dst, int64_t dst_b, const char *src,
   }
 }
 
+DLB__AVX2_INLINE void copy_lines(char *dst, const char *buf, int64_t lines,
+                                  int nt) {
+  for (int64_t i = 0; i < lines; i++)
+    store_line(dst + 64 * i,
+               _mm256_load_si256((const __m256i *)(const void *)(buf + 64 * i)),
+               _mm256_load_si256(
+                   (const __m256i *)(const void *)(buf + 64 * i + 32)),
+               nt);
+}
+
 #define DLB__STRIPS_ATTR DLB__AVX2
 #include "copy/strips.h"
 

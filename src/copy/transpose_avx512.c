@@ -261,6 +261,12 @@ DLB__AVX512_INLINE void tile(char *dst, int64_t dst_b, const char *src,
   }
 }
 
+DLB__AVX512_INLINE void copy_lines(char *dst, const char *buf, int64_t lines,
+                                    int nt) {
+  for (int64_t i = 0; i < lines; i++)
+    store64(dst + 64 * i, _mm512_load_si512((const void *)(buf + 64 * i)), nt);
+}
+
 #define DLB__STRIPS_ATTR DLB__AVX512
 #include "copy/strips.h"
 

@@ -391,6 +391,33 @@ DLB_TEST(tile_kernels_tall_planes) {
   dlb__copy_cap_isa(-1);
 }
 
+/* Planes whose src rows follow each other within one chunk (a
+ * permutation's planes): strips DLB__TALL_STRIP_BYTES tall, each dst row's
+ * run written whole from a buffer; whole and partial tall strips, one or
+ * several lines of src rows, aligned dst (streamed) and not, every unit
+ * and level. */
+DLB_TEST(tile_kernels_planes_read_as_one_block) {
+  const size_t units[] = {1, 2, 4, 8, 16};
+  for (int level = DLB__ISA_V128; level <= DLB__ISA_AVX512; level++) {
+    dlb__copy_cap_isa(level);
+    for (size_t k = 0; k < 5; k++) {
+      const int64_t u = (int64_t)units[k], line = 64 / u;
+      const int64_t tall = DLB__TALL_STRIP_BYTES / u;
+      const int64_t chunk = dlb__chunk_lines(units[k]) * line;
+      const int64_t widths[] = {line, 2 * line, chunk};
+      for (size_t w = 0; w < 3; w++)
+        for (int stream = 0; stream < 2; stream++) {
+          check_plane(units[k], widths[w], tall, 0, 0, 0, stream);
+          check_plane(units[k], widths[w], 2 * tall + line, 0, 0, 0, stream);
+          check_plane(units[k], widths[w], tall + 2 * line + 3, 0, 64, 0,
+                      stream);
+          check_plane(units[k], widths[w], 3 * line, 0, u, 5, stream);
+        }
+    }
+  }
+  dlb__copy_cap_isa(-1);
+}
+
 /* The cap chooses the instruction set; without it the best one this build
  * and CPU have is used. */
 DLB_TEST(copy_isa_follows_the_cap) {
