@@ -306,6 +306,19 @@ unsupported:
   return -1;
 }
 
+int dlbpy_buffer_scalar_dtype(PyObject *obj, DLDataType *out) {
+  Py_buffer view;
+  if (PyObject_GetBuffer(obj, &view, PyBUF_RECORDS_RO) < 0) return -1;
+  int rc = 0;
+  if (view.ndim == 0) {
+    rc = dlbpy_format_dtype(view.format, view.itemsize, out) == 0;
+    /* The import that follows says what is wrong with the format. */
+    if (!rc) PyErr_Clear();
+  }
+  PyBuffer_Release(&view);
+  return rc;
+}
+
 void dlbpy_buffer_free(void *ctx) {
   Py_buffer *view = ctx;
   PyBuffer_Release(view);

@@ -399,6 +399,11 @@ PyObject *dlbpy_from_dlpack(PyObject *module, PyObject *const *args,
  * buffer is) as a zero-copy dlbridge tensor. */
 int dlbpy_import_buffer(PyObject *obj, DLManagedTensorVersioned **out);
 
+/* The dtype of obj's buffer when it has no dimensions (a NumPy scalar):
+ * 1 with *out set, 0 when it has dimensions or a format with no dtype
+ * (the import then says so), -1 with an exception when there is none. */
+int dlbpy_buffer_scalar_dtype(PyObject *obj, DLDataType *out);
+
 /* A Py_buffer held for a tensor, allocated with PyMem_RawMalloc: released
  * and freed by dlbpy_buffer_free (GIL held) or by dlbpy_release_buffer
  * (a dlb_release_fn, which takes the GIL). */
@@ -522,6 +527,28 @@ PyObject *dlbpy_arange(PyObject *module, PyObject *const *args,
                        Py_ssize_t nargsf, PyObject *kwnames);
 PyObject *dlbpy_asarray(PyObject *module, PyObject *const *args,
                         Py_ssize_t nargsf, PyObject *kwnames);
+
+/* Writes the numel elements of mt (compact, CPU memory; sub-byte units a
+ * byte each) from arg, the caller's. */
+typedef int (*dlbpy_fill_fn)(DLManagedTensorVersioned *mt, int64_t numel,
+                             void *arg);
+
+/* A new compact tensor on device (shared memory when shared is set),
+ * filled by fill on the CPU and copied over to memory the CPU cannot
+ * write, or left uninitialised when fill is NULL. */
+int dlbpy_make(DLDevice device, DLDataType dtype, int32_t ndim,
+               const int64_t *shape, int shared, dlbpy_fill_fn fill, void *arg,
+               DLManagedTensorVersioned **out);
+
+/* TypeError naming fname() unless Python numbers convert to dtype. */
+int dlbpy_check_scalar_dtype(DLDataType dtype, const char *fname);
+
+/* nest.c: asarray of a Python number or a nested sequence (of numbers and
+ * of arrays: producers and buffer exporters, at any depth) as a new cpu
+ * tensor of dtype given, or of the dtype the values need when given is
+ * NULL. ValueError naming the place where the sequences are ragged. */
+int dlbpy_nest_values(dlbpy_state *st, PyObject *obj, const DLDataType *given,
+                      DLManagedTensorVersioned **out);
 
 /* ------------------------------------------------------------------------
  * Accelerator memory (gpu.c)
