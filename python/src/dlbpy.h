@@ -240,7 +240,9 @@ int dlbpy_is_one_int(PyObject *obj);
 
 /* tuple(seq), a snapshot of a sequence of extents or axes: ValueError
  * naming what when it has more than DLB_MAX_NDIM items, found from its
- * length before any tuple is built. */
+ * length before any tuple is built, or when an item its length promises
+ * raises IndexError. Only an iterable without a length is iterated, at
+ * most DLB_MAX_NDIM + 1 items. */
 PyObject *dlbpy_dims_tuple(PyObject *seq, const char *what);
 
 /* An int, or an object with __index__ (bool refused), as int64.
