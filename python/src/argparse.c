@@ -251,25 +251,78 @@ int dlbpy_is_one_int(PyObject *obj) {
   return 1;
 }
 
+static int dlbpy_too_many_dims(const char *what, Py_ssize_t n) {
+  PyErr_Format(PyExc_ValueError, "%s has %zd dimensions; at most %d", what, n,
+               DLB_MAX_NDIM);
+  return -1;
+}
+
+/* The n items seq's __len__ gives, read by index: iterating instead would
+ * never end for a __getitem__ that never raises IndexError. */
+static PyObject *dlbpy_items_by_index(PyObject *seq, Py_ssize_t n,
+                                      const char *what) {
+  PyObject *tuple = PyTuple_New(n);
+  for (Py_ssize_t i = 0; tuple != NULL && i < n; i++) {
+    PyObject *item = PySequence_GetItem(seq, i);
+    if (item == NULL) {
+      if (PyErr_ExceptionMatches(PyExc_IndexError)) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError,
+                     "%s has length %zd by its __len__, but its item %zd "
+                     "raised IndexError",
+                     what, n, i);
+      }
+      Py_CLEAR(tuple);
+    } else {
+      PyTuple_SET_ITEM(tuple, i, item);
+    }
+  }
+  return tuple;
+}
+
+/* The items of an iterable without a length, one more than
+ * DLB_MAX_NDIM at most: an endless one is refused, not read forever. */
+static PyObject *dlbpy_items_by_iteration(PyObject *seq, const char *what) {
+  PyObject *it = PyObject_GetIter(seq);
+  if (it == NULL) return NULL;
+  PyObject *list = PyList_New(0);
+  PyObject *item = NULL;
+  while (list != NULL && (item = PyIter_Next(it)) != NULL) {
+    if (PyList_Append(list, item) < 0) Py_CLEAR(list);
+    else if (PyList_GET_SIZE(list) > DLB_MAX_NDIM) {
+      PyErr_Format(PyExc_ValueError,
+                   "%s has more than %d dimensions (it has no length, and "
+                   "iterating it gave more)",
+                   what, DLB_MAX_NDIM);
+      Py_CLEAR(list);
+    }
+    Py_DECREF(item);
+  }
+  Py_DECREF(it);
+  if (list == NULL || PyErr_Occurred()) {
+    Py_XDECREF(list);
+    return NULL;
+  }
+  PyObject *tuple = PyList_AsTuple(list);
+  Py_DECREF(list);
+  return tuple;
+}
+
 PyObject *dlbpy_dims_tuple(PyObject *seq, const char *what) {
   /* The length first: a sequence of 2**40 items (a Tensor) is refused
    * before a tuple of them is built. */
   Py_ssize_t n = PySequence_Size(seq);
   if (n < 0) {
-    /* No length (iteration alone): the tuple says. */
+    /* No length (iteration alone). */
     if (!PyErr_ExceptionMatches(PyExc_TypeError)) return NULL;
     PyErr_Clear();
+    return dlbpy_items_by_iteration(seq, what);
   }
-  PyObject *tuple = n <= DLB_MAX_NDIM ? PySequence_Tuple(seq) : NULL;
-  if (tuple != NULL) n = PyTuple_GET_SIZE(tuple);
-  else if (n <= DLB_MAX_NDIM) return NULL;
   if (n > DLB_MAX_NDIM) {
-    Py_XDECREF(tuple);
-    PyErr_Format(PyExc_ValueError, "%s has %zd dimensions; at most %d", what,
-                 n, DLB_MAX_NDIM);
+    dlbpy_too_many_dims(what, n);
     return NULL;
   }
-  return tuple;
+  return dlbpy_items_by_index(seq, n, what);
 }
 
 int dlbpy_parse_shape(PyObject *obj, int32_t *ndim, int64_t *shape) {

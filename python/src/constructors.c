@@ -10,9 +10,6 @@
 
 #include "dlbpy.h"
 
-typedef int (*dlbpy_fill_fn)(DLManagedTensorVersioned *mt, int64_t numel,
-                             void *arg);
-
 static const DLDataType dlbpy_float32 = {kDLFloat, 32, 1};
 static const DLDataType dlbpy_int64 = {kDLInt, 64, 1};
 static const DLDataType dlbpy_bool = {kDLBool, 8, 1};
@@ -68,9 +65,9 @@ static int dlbpy_fill_packed(DLManagedTensorVersioned *mt, int64_t numel,
 /* Allocates a compact tensor on device and fills it with fill (NULL: leave
  * it uninitialised). The device memory comes first, so a missing runtime
  * fails before any filling, as it does for empty(). */
-static int dlbpy_make(DLDevice device, DLDataType dtype, int32_t ndim,
-                      const int64_t *shape, int shared, dlbpy_fill_fn fill,
-                      void *arg, DLManagedTensorVersioned **out) {
+int dlbpy_make(DLDevice device, DLDataType dtype, int32_t ndim,
+               const int64_t *shape, int shared, dlbpy_fill_fn fill, void *arg,
+               DLManagedTensorVersioned **out) {
   DLManagedTensorVersioned *mt, *host;
   if (dlbpy_alloc(device, dtype, ndim, shape, shared, &mt) < 0) return -1;
   if (fill == NULL) {
@@ -247,7 +244,7 @@ static DLDataType dlbpy_infer_scalar(PyObject *value) {
   return dlbpy_float32;
 }
 
-static int dlbpy_check_scalar_dtype(DLDataType dtype, const char *fname) {
+int dlbpy_check_scalar_dtype(DLDataType dtype, const char *fname) {
   if (dlbpy_dtype_has_scalars(dtype)) return 0;
   char name[DLB_DTYPE_NAME_MAX];
   if (dlb_dtype_format(dtype, name, sizeof name) != DLB_OK) name[0] = '\0';
@@ -440,136 +437,6 @@ PyObject *dlbpy_arange(PyObject *module, PyObject *const *args,
  * asarray
  * ---------------------------------------------------------------------- */
 
-static bool dlbpy_is_nested(PyObject *obj) {
-  return PyList_Check(obj) || PyTuple_Check(obj);
-}
-
-/* Finds the shape of nested lists and tuples from their first items, and
- * the dtype their numbers need. */
-typedef struct {
-  int32_t ndim;
-  int64_t shape[DLB_MAX_NDIM];
-  /* -1 no number seen (the sequences are empty), 0 bool, 1 int, 2 float,
-   * 3 complex */
-  int rank;
-} dlbpy_nest;
-
-static int dlbpy_nest_shape(PyObject *obj, dlbpy_nest *nest) {
-  nest->ndim = 0;
-  while (dlbpy_is_nested(obj)) {
-    if (nest->ndim == DLB_MAX_NDIM) {
-      PyErr_Format(PyExc_ValueError,
-                   "asarray(): nesting deeper than %d dimensions",
-                   DLB_MAX_NDIM);
-      return -1;
-    }
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
-    nest->shape[nest->ndim++] = n;
-    if (n == 0) break;
-    obj = PySequence_Fast_GET_ITEM(obj, 0);
-  }
-  return 0;
-}
-
-static int dlbpy_nest_check(PyObject *obj, dlbpy_nest *nest, int32_t dim) {
-  if (dim == nest->ndim) {
-    if (dlbpy_is_nested(obj)) goto ragged;
-    if (dlbpy_refuse_tensor_number(obj, "asarray(): an element") < 0)
-      return -1;
-    int rank;
-    if (PyBool_Check(obj)) rank = 0;
-    else if (PyIndex_Check(obj)) rank = 1;
-    else if (PyComplex_Check(obj)) rank = 3;
-    else if (PyFloat_Check(obj) || PyNumber_Check(obj)) rank = 2;
-    else {
-      PyErr_Format(PyExc_TypeError,
-                   "asarray(): %.100s is not a number, a DLPack producer or "
-                   "a buffer",
-                   Py_TYPE(obj)->tp_name);
-      return -1;
-    }
-    if (rank > nest->rank) nest->rank = rank;
-    return 0;
-  }
-  if (!dlbpy_is_nested(obj) ||
-      PySequence_Fast_GET_SIZE(obj) != nest->shape[dim])
-    goto ragged;
-  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(obj); i++)
-    if (dlbpy_nest_check(PySequence_Fast_GET_ITEM(obj, i), nest, dim + 1) < 0)
-      return -1;
-  return 0;
-ragged:
-  PyErr_SetString(PyExc_ValueError,
-                  "asarray(): the nested sequences have an inhomogeneous "
-                  "shape");
-  return -1;
-}
-
-typedef struct {
-  PyObject *obj;
-  const dlbpy_nest *nest;
-} dlbpy_nest_src;
-
-/* Number conversions can run Python code that resizes the sequences being
- * read, so every size is checked again against the shape allocated. */
-static int dlbpy_fill_nest_at(DLDataType dtype, size_t itemsize,
-                              PyObject *obj, const dlbpy_nest *nest,
-                              int32_t dim, char **p) {
-  if (dim == nest->ndim) {
-    if (dlbpy_element_set(dtype, *p, obj) < 0) return -1;
-    *p += itemsize;
-    return 0;
-  }
-  for (int64_t i = 0; i < nest->shape[dim]; i++) {
-    if (!dlbpy_is_nested(obj) ||
-        PySequence_Fast_GET_SIZE(obj) != nest->shape[dim]) {
-      PyErr_SetString(PyExc_ValueError,
-                      "asarray(): a sequence changed size while it was "
-                      "read");
-      return -1;
-    }
-    PyObject *item = PySequence_Fast_GET_ITEM(obj, (Py_ssize_t)i);
-    Py_INCREF(item);
-    int rc = dlbpy_fill_nest_at(dtype, itemsize, item, nest, dim + 1, p);
-    Py_DECREF(item);
-    if (rc < 0) return -1;
-  }
-  return 0;
-}
-
-static int dlbpy_fill_nest(DLManagedTensorVersioned *mt, int64_t numel,
-                           void *arg) {
-  (void)numel;
-  const dlbpy_nest_src *src = arg;
-  const DLTensor *t = &mt->dl_tensor;
-  char *p = (char *)t->data + t->byte_offset;
-  return dlbpy_fill_nest_at(t->dtype, dlb_dtype_itemsize(t->dtype), src->obj,
-                            src->nest, 0, &p);
-}
-
-/* dtype: the one parsed from the caller's argument, or NULL. It is parsed
- * before the values are scanned, since parsing it may run Python code (a
- * dtype-like object's name) that changes them. */
-static int dlbpy_from_values(PyObject *obj, const DLDataType *given,
-                             DLManagedTensorVersioned **out) {
-  dlbpy_nest nest;
-  nest.rank = -1;
-  if (dlbpy_nest_shape(obj, &nest) < 0 || dlbpy_nest_check(obj, &nest, 0) < 0)
-    return -1;
-  /* Without any number the default is the float one, as for
-   * torch.tensor([]). */
-  static const DLDataType *const by_rank[] = {&dlbpy_bool, &dlbpy_int64,
-                                              &dlbpy_float32,
-                                              &dlbpy_complex64};
-  DLDataType dtype = given != NULL    ? *given
-                     : nest.rank < 0 ? dlbpy_float32
-                                     : *by_rank[nest.rank];
-  if (dlbpy_check_scalar_dtype(dtype, "asarray") < 0) return -1;
-  dlbpy_nest_src src = {obj, &nest};
-  return dlbpy_make((DLDevice){kDLCPU, 0}, dtype, nest.ndim, nest.shape, 0,
-                    dlbpy_fill_nest, &src, out);
-}
-
 PyObject *dlbpy_asarray(PyObject *module, PyObject *const *args,
                         Py_ssize_t nargsf, PyObject *kwnames) {
   dlbpy_state *st = dlbpy_state_of_module(module);
@@ -610,7 +477,14 @@ PyObject *dlbpy_asarray(PyObject *module, PyObject *const *args,
   } else if (PyObject_CheckBuffer(obj)) {
     if (dlbpy_import_buffer(obj, &mt) < 0) return NULL;
   } else if (!PyUnicode_Check(obj)) {
-    if (dlbpy_from_values(obj, has_dtype ? &dtype : NULL, &mt) < 0)
+    /* Refused before any item is read (or imported). */
+    if (opts.copy == 0) {
+      PyErr_SetString(PyExc_ValueError,
+                      "asarray(): copy=False, but Python numbers and nested "
+                      "sequences are always copied into a new tensor");
+      return NULL;
+    }
+    if (dlbpy_nest_values(st, obj, has_dtype ? &dtype : NULL, &mt) < 0)
       return NULL;
     values = 1;
   } else {
@@ -631,13 +505,6 @@ PyObject *dlbpy_asarray(PyObject *module, PyObject *const *args,
     return NULL;
   }
   /* Values were just copied into fresh memory: copy=True is satisfied. */
-  if (values && opts.copy == 0) {
-    dlbpy_release(mt);
-    PyErr_SetString(PyExc_ValueError,
-                    "asarray(): copy=False, but Python numbers must be copied "
-                    "into a tensor");
-    return NULL;
-  }
   if (values && opts.copy == 1) opts.copy = -1;
   if (dlbpy_import_apply(&opts, &mt) < 0) return NULL;
   return dlbpy_tensor_new(st, mt);

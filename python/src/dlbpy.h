@@ -52,6 +52,11 @@ typedef struct {
    * this object: C callers were given pointers into it and into its
    * source's struct (DLBridge_Borrow, dltensor_from_py_object_no_sync). */
   DLManagedTensorVersioned *retired;
+  /* How many Tensors hold a share of mt's data made for them in place of
+   * a share of ours from this one, which they keep as retired (see
+   * dlbpy_tensor_owned): holders that keep this Tensor alive too, so what
+   * the data keeps alive is this Tensor's to report to the collector. */
+  Py_ssize_t dependents;
   PyObject *weakreflist;
 } dlbpy_tensor;
 
@@ -235,7 +240,9 @@ int dlbpy_is_one_int(PyObject *obj);
 
 /* tuple(seq), a snapshot of a sequence of extents or axes: ValueError
  * naming what when it has more than DLB_MAX_NDIM items, found from its
- * length before any tuple is built. */
+ * length before any tuple is built, or when an item its length promises
+ * raises IndexError. Only an iterable without a length is iterated, at
+ * most DLB_MAX_NDIM + 1 items. */
 PyObject *dlbpy_dims_tuple(PyObject *seq, const char *what);
 
 /* An int, or an object with __index__ (bool refused), as int64.
@@ -319,6 +326,10 @@ bool dlbpy_is_light(const DLManagedTensorVersioned *m);
  * does, without finding out whether the GIL is held. */
 void dlbpy_light_release_holding_gil(DLManagedTensorVersioned *m);
 
+/* The Tensor such a share holds (either struct's; ctx is its
+ * manager_ctx). Borrowed. */
+PyObject *dlbpy_light_source(const void *ctx);
+
 /* The same two for the legacy struct of such a share. */
 bool dlbpy_is_light_legacy(const DLManagedTensor *m);
 void dlbpy_light_legacy_release_holding_gil(DLManagedTensor *m);
@@ -390,16 +401,30 @@ PyObject *dlbpy_from_dlpack(PyObject *module, PyObject *const *args,
  * buffer is) as a zero-copy dlbridge tensor. */
 int dlbpy_import_buffer(PyObject *obj, DLManagedTensorVersioned **out);
 
+/* The dtype of obj's buffer when it has no dimensions (a NumPy scalar):
+ * 1 with *out set, 0 when it has dimensions or a format with no dtype
+ * (the import then says so), -1 with an exception when there is none. */
+int dlbpy_buffer_scalar_dtype(PyObject *obj, DLDataType *out);
+
 /* A Py_buffer held for a tensor, allocated with PyMem_RawMalloc: released
  * and freed by dlbpy_buffer_free (GIL held) or by dlbpy_release_buffer
  * (a dlb_release_fn, which takes the GIL). */
 void dlbpy_buffer_free(void *ctx);
 void dlbpy_release_buffer(void *ctx);
 
+/* Whether the collector may be told of a buffer's exporter that a tensor
+ * holds: not a memoryview, whose tp_clear drops its buffer even while it
+ * is exported (the export's release then crashes), nor an object that
+ * cannot export (CPython's wrapper around a Python class's __buffer__,
+ * which hides such a memoryview). */
+bool dlbpy_buffer_reportable(PyObject *exporter);
+
 /* A tensor of desc over the memory of view (a held dlbpy_buffer_free
  * buffer): sharing the owner of the Tensor that exported it, when one did,
- * and releasing view, else owning view. On failure -1 with exc set (what
- * names the call), and view is still the caller's. */
+ * and releasing view, else owning view (swapped, for a memoryview's, for
+ * the buffer of the object it views when that holds the elements). On
+ * failure -1 with exc set (what names the call), and view is still the
+ * caller's. */
 int dlbpy_buffer_wrap(Py_buffer *view, const DLTensor *desc, uint64_t flags,
                       PyObject *exc, const char *what,
                       DLManagedTensorVersioned **out);
@@ -454,6 +479,15 @@ int dlbpy_own(DLManagedTensorVersioned **m);
 dlb_status dlbpy_adopt_legacy(DLManagedTensor *foreign, uint64_t flags,
                               DLManagedTensorVersioned **out);
 
+/* The Python object the accepted tensor m keeps alive that dlbridge can
+ * see (the Tensor a share of ours holds, the exporter of a buffer it
+ * wraps), for the cyclic garbage collector, or NULL; borrowed. *holders
+ * counts the tensors that keep it alive with m (m among them): 1 for a
+ * share, whose struct is its holder's alone. A foreign producer's tensor
+ * is opaque: NULL. Accepts NULL. */
+PyObject *dlbpy_held_object(const DLManagedTensorVersioned *m,
+                            size_t *holders);
+
 /* Releases m (a producer's tensor, whose deleter may run Python code)
  * while an exception is set, keeping it. */
 void dlbpy_release_keeping_error(DLManagedTensorVersioned *m);
@@ -495,6 +529,28 @@ PyObject *dlbpy_arange(PyObject *module, PyObject *const *args,
                        Py_ssize_t nargsf, PyObject *kwnames);
 PyObject *dlbpy_asarray(PyObject *module, PyObject *const *args,
                         Py_ssize_t nargsf, PyObject *kwnames);
+
+/* Writes the numel elements of mt (compact, CPU memory; sub-byte units a
+ * byte each) from arg, the caller's. */
+typedef int (*dlbpy_fill_fn)(DLManagedTensorVersioned *mt, int64_t numel,
+                             void *arg);
+
+/* A new compact tensor on device (shared memory when shared is set),
+ * filled by fill on the CPU and copied over to memory the CPU cannot
+ * write, or left uninitialised when fill is NULL. */
+int dlbpy_make(DLDevice device, DLDataType dtype, int32_t ndim,
+               const int64_t *shape, int shared, dlbpy_fill_fn fill, void *arg,
+               DLManagedTensorVersioned **out);
+
+/* TypeError naming fname() unless Python numbers convert to dtype. */
+int dlbpy_check_scalar_dtype(DLDataType dtype, const char *fname);
+
+/* nest.c: asarray of a Python number or a nested sequence (of numbers and
+ * of arrays: producers and buffer exporters, at any depth) as a new cpu
+ * tensor of dtype given, or of the dtype the values need when given is
+ * NULL. ValueError naming the place where the sequences are ragged. */
+int dlbpy_nest_values(dlbpy_state *st, PyObject *obj, const DLDataType *given,
+                      DLManagedTensorVersioned **out);
 
 /* ------------------------------------------------------------------------
  * Accelerator memory (gpu.c)

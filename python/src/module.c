@@ -159,10 +159,12 @@ static PyMethodDef dlbpy_module_methods[] = {
     {"asarray", (PyCFunction)(void (*)(void))dlbpy_asarray,
      METH_FASTCALL | METH_KEYWORDS,
      "asarray(obj, /, *, dtype=None, device=None, copy=None)\n--\n\n"
-     "Returns obj as a tensor, from DLPack, the buffer protocol, or a "
-     "Python scalar or nested sequence of numbers. dtype names the element "
-     "type of values built from Python numbers; for array data it must "
-     "match (TypeError otherwise: dlbridge does not convert dtypes)."},
+     "Returns obj as a tensor, from DLPack, the buffer protocol, a Python "
+     "scalar, or a nested sequence (any sequence) of numbers and arrays, "
+     "stacked as NumPy stacks them. dtype names the element type of values "
+     "read from numbers and sequences (arrays in them are converted); for "
+     "array data alone it must match (TypeError otherwise: dlbridge does "
+     "not convert the dtype of data it shares)."},
     {"pin", (PyCFunction)(void (*)(void))dlbpy_pin,
      METH_FASTCALL | METH_KEYWORDS,
      "pin(obj, /, kind='cuda_host')\n--\n\n"

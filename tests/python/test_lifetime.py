@@ -370,3 +370,141 @@ def test_refused_imports_do_not_leak():
 
     assert grows(loop, 50_000, watched=[bad]) < LIMIT
     assert sys.getrefcount(bad) == before
+
+
+class Bytes(bytearray):
+    """Bytes that can hold attributes."""
+
+
+# A producer that exports its own bytes through dlbridge and keeps what
+# from_dlpack made of it: the Tensor holds the share's source, which holds
+# the producer's buffer, which holds the Tensor through the producer's
+# __dict__. Only the cyclic garbage collector can free that.
+class SelfExporter(Bytes):
+    def __dlpack__(self, **kwargs):
+        return dlbridge.asarray(memoryview(self)).__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+
+def _collected(ref):
+    gc.collect()
+    return ref() is None
+
+
+@pytest.mark.parametrize("how", ["from_dlpack", "from_dlpack_viewed", "asarray",
+                                 "memoryview", "view"])
+def test_a_cycle_through_a_producer_is_collected(how):
+    p = SelfExporter(b"\1\2\3\4") if how.startswith("from") else Bytes(b"\1\2\3\4")
+    if how == "from_dlpack":
+        p.t = dlbridge.from_dlpack(p)
+    elif how == "from_dlpack_viewed":
+        # A view of an imported share makes the share hold its source's
+        # data itself, beside the source (which it keeps alive).
+        p.t = dlbridge.from_dlpack(p)
+        assert p.t[1].item() == 2
+    elif how == "asarray":
+        p.t = dlbridge.asarray(p)
+    elif how == "memoryview":
+        p.t = dlbridge.asarray(memoryview(p)[1:])
+    else:
+        # A view whose base is gone holds the buffer alone.
+        p.t = dlbridge.asarray(p)[1:]
+    assert p.t.tolist()[-1] == 4
+    freed = []
+    weakref.finalize(p, freed.append, True)
+    ref = weakref.ref(p)
+    del p
+    # Reference counting alone cannot free a cycle.
+    assert ref() is not None
+    assert _collected(ref)
+    # The producer's bytes are gone, so its buffer was released: the
+    # tensor's release ran.
+    assert freed == [True]
+
+
+def test_a_cycle_whose_data_is_held_elsewhere_stays_intact():
+    p = Bytes(b"\1\2\3\4")
+    p.t = dlbridge.asarray(p)
+    # Another holder of the same data: the buffer is not p.t's alone, so
+    # the collector must not take the cycle for garbage (and clear p's
+    # __dict__ while the view still reads p's bytes).
+    view = p.t[1:]
+    ref = weakref.ref(p)
+    del p
+    assert not _collected(ref)
+    assert ref().t.tolist() == [1, 2, 3, 4]
+    assert view.tolist() == [2, 3, 4]
+    # Without it the cycle is garbage.
+    del view
+    assert _collected(ref)
+
+
+def test_a_cycle_whose_source_is_held_elsewhere_stays_intact():
+    p = Bytes(b"\1\2\3\4")
+    source = dlbridge.asarray(memoryview(p))
+    p.t = dlbridge.from_dlpack(source)
+    assert p.t[1].item() == 2
+    ref = weakref.ref(p)
+    del p
+    # source holds p's bytes, so p is alive and must stay whole.
+    assert not _collected(ref)
+    assert ref().t.tolist() == [1, 2, 3, 4]
+    del source
+    assert _collected(ref)
+
+
+def test_a_cycle_through_a_share_released_on_another_thread():
+    p = SelfExporter(b"\1\2\3\4")
+    p.t = dlbridge.from_dlpack(p)
+    ref = weakref.ref(p)
+    # The exchange table's owned export holds the data too, until a thread
+    # without the GIL releases it.
+    helper.release_in_thread([p.t[1:]])
+    del p
+    assert _collected(ref)
+
+
+def test_tensors_that_cannot_be_in_a_cycle_stay_out_of_the_collector():
+    # Nothing dlbridge can see leads back from them: tracking them would
+    # only slow imports and the collector down.
+    assert not gc.is_tracked(dlbridge.zeros(3))
+    assert not gc.is_tracked(dlbridge.from_dlpack(np.arange(3)))
+    assert not gc.is_tracked(dlbridge.asarray(bytearray(3)))
+    assert not gc.is_tracked(dlbridge.from_dlpack(dlbridge.zeros(3)))
+    # What can lead back is tracked, and so what leads to it.
+    t = dlbridge.asarray(Bytes(3))
+    assert gc.is_tracked(t)
+    assert gc.is_tracked(dlbridge.from_dlpack(t))
+
+
+class Strided(np.ndarray):
+    """An array that can hold attributes."""
+
+
+def test_a_memoryview_a_tensor_holds_is_never_cleared_by_the_collector():
+    # A strided array's memoryview cannot give way to the array's own
+    # buffer (one block), so the tensor holds the memoryview's. Cleared
+    # while exported, a memoryview drops its memory and crashes once the
+    # export is released: the collector is never told of it, and the cycle
+    # stays.
+    a = np.arange(8, dtype=np.int32).view(Strided)[::2]
+    a.t = dlbridge.asarray(memoryview(a))
+    ref = weakref.ref(a)
+    del a
+    assert not _collected(ref)
+    assert ref().t.tolist() == [0, 2, 4, 6]
+
+
+def test_a_memoryview_of_one_block_gives_way_to_its_object():
+    b = bytearray(b"\1\2\3\4")
+    m = memoryview(b)[1:3]
+    t = dlbridge.asarray(m)
+    # The tensor holds b's buffer, not the memoryview's: it can go.
+    m.release()
+    assert t.tolist() == [2, 3]
+    with pytest.raises(BufferError):
+        b.append(5)
+    del t
+    b.append(5)

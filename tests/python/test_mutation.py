@@ -57,6 +57,49 @@ def test_shape_list_changed_by_an_item_reads_the_snapshot(make, action):
     assert t.shape == (2, 2, 2)
 
 
+class Endless:
+    """A sequence whose __getitem__ never raises IndexError, whatever its
+    __len__ says: iterating it would never end (it stops a reader that
+    tries after 100000 items, so that such a reader fails, not hangs)."""
+
+    def __init__(self, length=None):
+        self.length = length
+
+    def __len__(self):
+        if self.length is None:
+            raise TypeError("no length")
+        return self.length
+
+    def __getitem__(self, i):
+        if i >= 100000:
+            raise RuntimeError("read endlessly")
+        return i
+
+
+class Shorter(Endless):
+    """A sequence whose __len__ promises more than __getitem__ gives."""
+
+    def __getitem__(self, i):
+        if i >= 1:
+            raise IndexError(i)
+        return 1
+
+
+@pytest.mark.parametrize("read, shape", [
+    (lambda s: dlbridge.zeros(s), (0, 1)),
+    (lambda s: dlbridge.arange(0).reshape(s), (0, 1)),
+    (lambda s: dlbridge.zeros((1, 2)).permute(s), (1, 2)),
+])
+def test_shape_sequences_are_read_as_far_as_their_length(read, shape):
+    # By index, as far as __len__ says: iterating would never end.
+    assert read(Endless(2)).shape == shape
+    with pytest.raises(ValueError, match="length 2 by its __len__, but its item 1 raised IndexError"):
+        read(Shorter(2))
+    # Without a length, iteration stops past 64 items.
+    with pytest.raises(ValueError, match="more than 64 dimensions"):
+        read(Endless())
+
+
 @pytest.mark.parametrize("action", ACTIONS)
 def test_reshape_list_changed_by_an_item_reads_the_snapshot(action):
     t = dlbridge.arange(8)

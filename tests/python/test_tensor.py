@@ -142,17 +142,22 @@ def test_number_conversions_refuse(convert, t, exc, match):
         lambda: dlbridge.full(2, dlbridge.full((), 2)),
         lambda: dlbridge.arange(dlbridge.full((), 3)),
         lambda: dlbridge.arange(0, 5, dlbridge.full((), 2.0)),
-        lambda: dlbridge.asarray([1, dlbridge.full((), 2)]),
         lambda: dlbridge.empty(dlbridge.asarray([2, 3])),
         lambda: dlbridge.zeros(3)[dlbridge.full((), 1)],
     ],
-    ids=["fill_value", "arange_stop", "arange_step", "element", "shape", "index"],
+    ids=["fill_value", "arange_stop", "arange_step", "shape", "index"],
 )
 def test_tensors_are_not_taken_for_python_numbers(make):
     # A one-element tensor converts with float() and friends, but the
     # constructors would lose its dtype (int64 read as a float): refused.
     with pytest.raises((TypeError, IndexError), match="Tensor"):
         make()
+
+
+def test_a_tensor_in_asarray_values_is_an_array_of_its_dtype():
+    # asarray reads it as NumPy reads a 0-d array: its dtype counts.
+    t = dlbridge.asarray([1, dlbridge.full((), 2, dtype="float64")])
+    assert t.dtype == "float64" and t.tolist() == [1.0, 2.0]
 
 
 def test_number_conversions_of_gpu_memory_are_refused(helper):
