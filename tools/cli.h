@@ -3,7 +3,8 @@
  * parsing and a small JSON writer.
  *
  * Exit codes, for every command: 0 success; 1 the work failed (a check
- * failed, a name or file was refused, a benchmark failed); 2 the command
+ * failed, a name or file was refused, a benchmark failed, standard output
+ * could not be written); 2 the command
  * line was wrong (unknown command or option, missing argument).
  */
 #ifndef DLB_TOOLS_CLI_H

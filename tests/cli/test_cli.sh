@@ -179,6 +179,32 @@ expect unknown-global 2 "unknown option '--frob'; valid before a command: --help
 expect help-lists-version 0 '^       dlbridge --version \| -V \| --help \| -h \| help \[command\]$' -- --help
 expect no-command 2 'usage' --
 
+# Output that cannot be written (a full disk) fails the run, which says so;
+# a run that failed already keeps its status.
+expect_unwritten() { # expect_unwritten NAME EXIT_CODE -- ARGS...
+  name=$1 code=$2
+  shift 3
+  err=$(run_tool "$@" 2>&1 >/dev/full)
+  rc=$?
+  if [ "$rc" -eq "$code" ] &&
+     printf '%s\n' "$err" | grep -q '^dlbridge: cannot write to standard output: '; then
+    pass=$((pass + 1))
+  else
+    fail=$((fail + 1))
+    printf 'FAIL %s: exit %s (wanted %s) with stdout on /dev/full:\n%s\n' "$name" "$rc" "$code" "$err"
+  fi
+}
+if [ -w /dev/full ]; then
+  expect_unwritten full-version 1 -- version
+  expect_unwritten full-version-flag 1 -- --version
+  expect_unwritten full-help 1 -- --help
+  expect_unwritten full-command-help 1 -- info --help
+  expect_unwritten full-info-json 1 -- info --json
+  expect_unwritten full-dtype-json 1 -- dtype --json float32
+  expect_unwritten full-inspect 1 -- inspect "$scratch/c.npy"
+  expect_unwritten full-failed 1 -- dtype float32 bogus
+fi
+
 # The man page describes every command the tool lists, and its options.
 man="$(cd "$(dirname "$0")/../.." && pwd)/docs/dlbridge.1"
 listed=$(run_tool help | sed -n 's/^  \([a-z]*\) .*/\1/p')
