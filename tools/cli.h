@@ -4,8 +4,8 @@
  *
  * Exit codes, for every command: 0 success; 1 the work failed (a check
  * failed, a name or file was refused, a benchmark failed, standard output
- * could not be written); 2 the command
- * line was wrong (unknown command or option, missing argument).
+ * could not be written); 2 the command line was wrong (unknown command or
+ * option, missing or extra argument).
  */
 #ifndef DLB_TOOLS_CLI_H
 #define DLB_TOOLS_CLI_H

@@ -141,6 +141,11 @@ static int finish(int rc) {
   return rc == CLI_OK ? CLI_FAILED : rc;
 }
 
+static int too_many(const char *what) {
+  fprintf(stderr, "%s %s: too many arguments\n", CLI_NAME, what);
+  return usage(stderr);
+}
+
 static int dispatch(int argc, char **argv) {
   if (argc < 2) return usage(stderr);
   const char *name = argv[1];
@@ -148,12 +153,14 @@ static int dispatch(int argc, char **argv) {
     return usage(stdout);
   if (strcmp(name, "help") == 0) {
     if (argc < 3) return usage(stdout);
+    if (argc > 3) return too_many(name);
     const cli_cmd *cmd = find(argv[2]);
     if (cmd == NULL) return unknown_command(argv[2]);
     cli_usage(cmd, stdout);
     return CLI_OK;
   }
   if (strcmp(name, "--version") == 0 || strcmp(name, "-V") == 0) {
+    if (argc > 2) return too_many(name);
     printf("%s\n", dlb_version_string());
     return CLI_OK;
   }

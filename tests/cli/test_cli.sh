@@ -178,6 +178,12 @@ expect unknown-help 2 "unknown command 'frob'" -- help frob
 expect unknown-global 2 "unknown option '--frob'; valid before a command: --help -h --version -V" -- --frob
 expect help-lists-version 0 '^       dlbridge --version \| -V \| --help \| -h \| help \[command\]$' -- --help
 expect no-command 2 'usage' --
+# --version and help take no more than the synopsis says; --help, as a
+# command's --help, prints the help whatever follows.
+expect version-flag-extra 2 '^dlbridge --version: too many arguments' -- --version extra
+expect version-short-extra 2 '^dlbridge -V: too many arguments' -- -V extra
+expect help-word-extra 2 '^dlbridge help: too many arguments' -- help info extra
+expect help-extra 0 '^usage: dlbridge' -- --help extra
 
 # Output that cannot be written (a full disk) fails the run, which says so;
 # a run that failed already keeps its status.
