@@ -4,7 +4,9 @@
  * and then the Python module's exchange benchmark when dlbridge.bench
  * imports ($DLBRIDGE_PYTHON, default python3).
  */
+#include <errno.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,8 +35,12 @@ static int run(const char *const *argv, int quiet) {
     _exit(127);
   }
   int st = 0;
-  while (waitpid(pid, &st, 0) < 0) {
-  }
+  while (waitpid(pid, &st, 0) < 0)
+    if (errno != EINTR) {
+      fprintf(stderr, "%s bench: cannot wait for %s: %s\n", CLI_NAME,
+              argv[0], strerror(errno));
+      return 127;
+    }
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
 }
 
@@ -166,6 +172,9 @@ static int installed(const char *copy, const char **values) {
 static int bench_run(const char **values, int argc, char **argv) {
   (void)argc;
   (void)argv;
+  /* An ignored SIGCHLD (inherited through exec) would make the kernel reap
+   * the benchmarks before they could be waited for, and pass on to them. */
+  signal(SIGCHLD, SIG_DFL);
   if (values[1] != NULL) {
     char *end = NULL;
     long reps = strtol(values[1], &end, 10);

@@ -169,6 +169,21 @@ expect json-takes-no-value 2 '--json takes no value' -- info --json=yes
 expect bench-reps-bad 2 "--reps is 'x'" -- bench --reps x
 expect bench-reps-missing 2 '--reps needs a value' -- bench --reps
 expect info-extra 2 'too many arguments' -- info extra
+# bench waits for the benchmarks even with SIGCHLD ignored (inherited
+# through exec), here a stand-in Python that exits at once, 0 or 1.
+for code in 0 1; do
+  if [ "$code" -eq 0 ]; then stand_in=true; else stand_in=false; fi
+  out=$(DLBRIDGE_PYTHON=$stand_in timeout 20 python3 -c 'import os, signal, sys
+signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+os.execv(sys.argv[1], sys.argv[1:])' "$tool" bench --quick 2>&1)
+  rc=$?
+  if [ "$rc" -eq "$code" ]; then
+    pass=$((pass + 1))
+  else
+    fail=$((fail + 1))
+    printf 'FAIL bench-sigchld-ignored-%s: exit %s (wanted %s), output:\n%s\n' "$code" "$rc" "$code" "$out"
+  fi
+done
 expect help 0 '^usage: dlbridge' -- --help
 expect help-word 0 '^  version ' -- help
 expect help-short 0 '^  dtype NAME' -- -h
