@@ -168,6 +168,12 @@ expect bad-option-lists 2 "valid options: --json --kinds --help" -- check --frob
 expect json-takes-no-value 2 '--json takes no value' -- info --json=yes
 expect bench-reps-bad 2 "--reps is 'x'" -- bench --reps x
 expect bench-reps-missing 2 '--reps needs a value' -- bench --reps
+# --reps stops where bench_copy does, which refuses more (a stand-in
+# Python that succeeds at once runs the rest).
+with="DLBRIDGE_PYTHON=true"
+expect bench-reps-most 0 '' -- bench --reps 101
+expect bench-reps-too-many 2 "--reps is '102'; must be 1 to 101" -- bench --reps 102
+with=
 expect info-extra 2 'too many arguments' -- info extra
 # bench waits for the benchmarks even with SIGCHLD ignored (inherited
 # through exec), here a stand-in Python that exits at once, 0 or 1.
