@@ -149,9 +149,14 @@ done:
 /* Keeps the kinds named in list (comma-separated); an unknown name is a
  * usage error listing the valid ones. */
 static int select_kinds(const char *list, cli_kind *kinds, int *n) {
-  cli_kind all[CLI_MAX_KINDS];
-  int nall = *n, m = 0;
-  memcpy(all, kinds, sizeof all);
+  const int nall = *n;
+  cli_kind *all = malloc((size_t)nall * sizeof *all);
+  if (all == NULL) {
+    fprintf(stderr, "%s check: out of memory\n", CLI_NAME);
+    return CLI_FAILED;
+  }
+  memcpy(all, kinds, (size_t)nall * sizeof *all);
+  int m = 0, rc = CLI_OK;
   const char *p = list;
   while (*p != '\0') {
     size_t len = strcspn(p, ",");
@@ -164,12 +169,15 @@ static int select_kinds(const char *list, cli_kind *kinds, int *n) {
               "here:", CLI_NAME, (int)len, p);
       for (int k = 0; k < nall; k++) fprintf(stderr, " %s", all[k].label);
       fprintf(stderr, "\n");
-      return CLI_USAGE;
+      rc = CLI_USAGE;
+      break;
     }
-    if (m < CLI_MAX_KINDS) kinds[m++] = all[i];
+    if (m < nall) kinds[m++] = all[i];
     p += len;
     if (*p == ',') p++;
   }
+  free(all);
+  if (rc != CLI_OK) return rc;
   if (m == 0) {
     fprintf(stderr, "%s check: --kinds names no kind\n", CLI_NAME);
     return CLI_USAGE;
@@ -251,17 +259,25 @@ static void json_report(const cli_kind *kinds, int n, const result *kr,
 static int check_run(const char **values, int argc, char **argv) {
   (void)argc;
   (void)argv;
-  cli_kind kinds[CLI_MAX_KINDS];
-  int n = cli_kinds(kinds, CLI_MAX_KINDS);
+  cli_kind *kinds = NULL;
+  int n = cli_kinds(&kinds);
+  if (n < 0) {
+    fprintf(stderr, "%s check: out of memory\n", CLI_NAME);
+    return CLI_FAILED;
+  }
   if (values[1] != NULL) {
     int rc = select_kinds(values[1], kinds, &n);
-    if (rc != CLI_OK) return rc;
+    if (rc != CLI_OK) {
+      free(kinds);
+      return rc;
+    }
   }
   result *kr = calloc((size_t)n, sizeof *kr);
   result *cr = calloc((size_t)n * (size_t)n, sizeof *cr);
   if (kr == NULL || cr == NULL) {
     free(kr);
     free(cr);
+    free(kinds);
     fprintf(stderr, "%s check: out of memory\n", CLI_NAME);
     return CLI_FAILED;
   }
@@ -281,6 +297,7 @@ static int check_run(const char **values, int argc, char **argv) {
     text_report(kinds, n, kr, cr, passed, total);
   free(kr);
   free(cr);
+  free(kinds);
   return passed == total ? CLI_OK : CLI_FAILED;
 }
 

@@ -91,6 +91,11 @@ expect check-emu-table 0 '^rocm_host\(reg\) +(ok +){9}ok$' -- check
 expect_json check-emu-json 0 'j["passed"] and j["failures"] == 0 and len(j["copies"]) == 100 and {c["from"] for c in j["copies"]} == set(k["kind"] for k in j["kinds"])' -- check --json
 expect check-emu-some 0 '^6 of 6 checks passed$' -- check --kinds cuda:1,rocm_host
 expect check-bad-kind 2 "unknown or unusable kind 'cuda:7'; usable here: cpu cuda:0 cuda:1 cuda_host" -- check --kinds cpu,cuda:7
+# Many GPUs: every one of them and every host kind is listed and usable.
+with="DLBRIDGE_CUDA_LIBRARY=$emu/libcuda.so.1 DLBRIDGE_HIP_LIBRARY=$emu/libamdhip64.so.6 EMU_CUDA_DEVICES=16 EMU_HIP_DEVICES=16"
+expect info-many-gpus 0 '^kinds +cpu cuda:0 .* cuda:15 cuda_host cuda_managed cuda_host\(reg\) rocm:0 .* rocm:15 rocm_host rocm_host\(reg\)$' -- info
+expect_json info-many-gpus-json 0 'len(j["kinds"]) == 38 and j["kinds"][-1] == "rocm_host(reg)"' -- info --json
+expect check-many-gpus 0 '^6 of 6 checks passed$' -- check --kinds 'rocm:15,rocm_host(reg)'
 # GPUs too small for the test tensors: allocation fails, the run fails.
 with="DLBRIDGE_CUDA_LIBRARY=$emu/libcuda.so.1 EMU_CUDA_DEVICE_MEMORY=16"
 expect check-emu-fails 1 '^FAIL cuda:0 -> cpu: allocate: .*cuMemAlloc' -- check
