@@ -146,44 +146,48 @@ done:
   dlb_tensor_release(pattern);
 }
 
-/* Keeps the kinds named in list (comma-separated); an unknown name is a
- * usage error listing the valid ones. */
+/* Keeps the kinds named in list (comma-separated), in its order, each once
+ * however often it is named (checked twice, it would be counted twice);
+ * an unknown or empty name is a usage error listing the valid ones. */
 static int select_kinds(const char *list, cli_kind *kinds, int *n) {
   const int nall = *n;
   cli_kind *all = malloc((size_t)nall * sizeof *all);
-  if (all == NULL) {
+  char *picked = calloc((size_t)nall, 1);
+  if (all == NULL || picked == NULL) {
+    free(all);
+    free(picked);
     fprintf(stderr, "%s check: out of memory\n", CLI_NAME);
     return CLI_FAILED;
   }
   memcpy(all, kinds, (size_t)nall * sizeof *all);
   int m = 0, rc = CLI_OK;
-  const char *p = list;
-  while (*p != '\0') {
+  for (const char *p = list;; p++) {
     size_t len = strcspn(p, ",");
     int i = 0;
     while (i < nall && (strlen(all[i].label) != len ||
                         strncmp(all[i].label, p, len) != 0))
       i++;
     if (i == nall) {
-      fprintf(stderr, "%s check: unknown or unusable kind '%.*s'; usable "
-              "here:", CLI_NAME, (int)len, p);
+      if (len == 0)
+        fprintf(stderr, "%s check: --kinds '%s' has an empty name; usable "
+                "here:", CLI_NAME, list);
+      else
+        fprintf(stderr, "%s check: unknown or unusable kind '%.*s'; usable "
+                "here:", CLI_NAME, (int)len, p);
       for (int k = 0; k < nall; k++) fprintf(stderr, " %s", all[k].label);
       fprintf(stderr, "\n");
       rc = CLI_USAGE;
       break;
     }
-    if (m < nall) kinds[m++] = all[i];
+    if (!picked[i]) kinds[m++] = all[i];
+    picked[i] = 1;
     p += len;
-    if (*p == ',') p++;
+    if (*p == '\0') break;
   }
   free(all);
-  if (rc != CLI_OK) return rc;
-  if (m == 0) {
-    fprintf(stderr, "%s check: --kinds names no kind\n", CLI_NAME);
-    return CLI_USAGE;
-  }
-  *n = m;
-  return CLI_OK;
+  free(picked);
+  if (rc == CLI_OK) *n = m;
+  return rc;
 }
 
 static void text_report(const cli_kind *kinds, int n, const result *kr,

@@ -78,6 +78,10 @@ expect info-only-cpu 0 '^kinds +cpu$' -- info
 expect_json info-json-missing 0 'j["runtimes"][0]["status"] == "DLB_E_NO_RUNTIME" and "/nonexistent/libcuda.so.1" in j["runtimes"][0]["error"] and j["runtimes"][0]["devices"] == [] and j["kinds"] == ["cpu"]' -- info --json
 expect check-cpu 0 '^2 of 2 checks passed$' -- check
 expect check-cpu-table 0 '^cpu +ok$' -- check
+# An empty name is refused wherever it stands.
+for kinds in '' ',' ',cpu' 'cpu,' 'cpu,,cpu'; do
+  expect "check-empty-kind-'$kinds'" 2 "^dlbridge check: --kinds '$kinds' has an empty name; usable here: cpu$" -- check --kinds "$kinds"
+done
 expect_json check-cpu-json 0 'j["passed"] and j["checks"] == 2 and j["copies"] == [{"from": "cpu", "to": "cpu", "ok": True, "error": None}]' -- check --json
 
 # Against the emulated runtimes: every GPU, its properties, every kind.
@@ -90,6 +94,9 @@ expect check-emu 0 '^110 of 110 checks passed$' -- check
 expect check-emu-table 0 '^rocm_host\(reg\) +(ok +){9}ok$' -- check
 expect_json check-emu-json 0 'j["passed"] and j["failures"] == 0 and len(j["copies"]) == 100 and {c["from"] for c in j["copies"]} == set(k["kind"] for k in j["kinds"])' -- check --json
 expect check-emu-some 0 '^6 of 6 checks passed$' -- check --kinds cuda:1,rocm_host
+# A kind named twice is checked once, in the order first named.
+expect check-emu-twice 0 '^6 of 6 checks passed$' -- check --kinds rocm_host,cuda:1,rocm_host
+expect_json check-emu-twice-json 0 '[k["kind"] for k in j["kinds"]] == ["rocm_host", "cuda:1"]' -- check --json --kinds rocm_host,cuda:1,rocm_host
 expect check-bad-kind 2 "unknown or unusable kind 'cuda:7'; usable here: cpu cuda:0 cuda:1 cuda_host" -- check --kinds cpu,cuda:7
 # Many GPUs: every one of them and every host kind is listed and usable.
 with="DLBRIDGE_CUDA_LIBRARY=$emu/libcuda.so.1 DLBRIDGE_HIP_LIBRARY=$emu/libamdhip64.so.6 EMU_CUDA_DEVICES=16 EMU_HIP_DEVICES=16"
