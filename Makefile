@@ -47,8 +47,8 @@ test-cli: build
 # driver and without a driver).
 test-bench: build
 	$(MESON) test -C $(BUILD) --print-errorlogs bench_copy_runs \
-	  bench_gpu_emulated bench_gpu_without_gpu bench_kernels_runs \
-	  bench_import_counts
+	  bench_copy_refuses_reps bench_gpu_emulated bench_gpu_without_gpu \
+	  bench_kernels_runs bench_import_counts
 
 # The library, C suite, demo and command built for aarch64 and run under
 # qemu-user (scripts/check-aarch64.sh): the build without SSE2.

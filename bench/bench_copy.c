@@ -4,6 +4,8 @@
  *
  * Usage: bench_copy [--quick] [--reps N] [--json PATH]
  *
+ * N is 1 to 101 (11 by default; --quick makes it 5 unless --reps is given).
+ *
  * Every case copies into memory already written once (no page faults in
  * the timings) and reports the median and spread (min, max) of N runs.
  * Bandwidth counts bytes read plus bytes written, as memcpy's does, so the
@@ -483,23 +485,30 @@ static void stream_sweep(FILE *json, float *a, float *b) {
 
 int main(int argc, char **argv) {
   const char *json_path = "bench_copy.json";
-  int quick = 0;
+  int quick = 0, reps_given = 0;
   for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--quick") == 0)
+    char *end = NULL;
+    if (strcmp(argv[i], "--quick") == 0) {
       quick = 1;
-    else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc)
-      reps = atoi(argv[++i]);
-    else if (strcmp(argv[i], "--json") == 0 && i + 1 < argc)
+    } else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
+      /* Refused, not clamped: a run must do what it was asked. */
+      const long n = strtol(argv[++i], &end, 10);
+      if (end == argv[i] || *end != '\0' || n < 1 || n > MAX_REPS) {
+        fprintf(stderr, "%s: --reps is '%s'; must be 1 to %d\n", argv[0],
+                argv[i], MAX_REPS);
+        return 2;
+      }
+      reps = (int)n;
+      reps_given = 1;
+    } else if (strcmp(argv[i], "--json") == 0 && i + 1 < argc) {
       json_path = argv[++i];
-    else {
+    } else {
       fprintf(stderr, "usage: %s [--quick] [--reps N] [--json PATH]\n",
               argv[0]);
       return 2;
     }
   }
-  if (quick) reps = 5;
-  if (reps < 1) reps = 1;
-  if (reps > MAX_REPS) reps = MAX_REPS;
+  if (quick && !reps_given) reps = 5;
   dlb_copy_set_threads(0);
   const int all = dlb_copy_get_threads();
   limit_start(all);

@@ -3,8 +3,9 @@
  * parsing and a small JSON writer.
  *
  * Exit codes, for every command: 0 success; 1 the work failed (a check
- * failed, a name or file was refused, a benchmark failed); 2 the command
- * line was wrong (unknown command or option, missing argument).
+ * failed, a name or file was refused, a benchmark failed, standard output
+ * could not be written); 2 the command line was wrong (unknown command or
+ * option, missing or extra argument).
  */
 #ifndef DLB_TOOLS_CLI_H
 #define DLB_TOOLS_CLI_H
@@ -53,9 +54,6 @@ int cli_run(const cli_cmd *cmd, int argc, char **argv);
 /* Prints cmd's usage and options to f. */
 void cli_usage(const cli_cmd *cmd, FILE *f);
 
-/* The most memory kinds cli_kinds() lists (GPUs past it are left out). */
-#define CLI_MAX_KINDS 24
-
 /* A kind of memory usable here: a device to allocate on, or ordinary cpu
  * memory registered with a runtime (registered is then that runtime's host
  * type, and device is cpu). */
@@ -65,8 +63,10 @@ typedef struct cli_kind {
   DLDeviceType registered;
 } cli_kind;
 
-/* Fills out with the kinds usable here, cpu first; returns their count. */
-int cli_kinds(cli_kind *out, int max);
+/* The kinds usable here, cpu first, every GPU of every runtime: sets *out
+ * (new; release with free()) and returns their count, or -1 when out of
+ * memory. */
+int cli_kinds(cli_kind **out);
 
 /* A JSON writer on stdout that places the commas itself. */
 typedef struct json {

@@ -146,36 +146,48 @@ done:
   dlb_tensor_release(pattern);
 }
 
-/* Keeps the kinds named in list (comma-separated); an unknown name is a
- * usage error listing the valid ones. */
+/* Keeps the kinds named in list (comma-separated), in its order, each once
+ * however often it is named (checked twice, it would be counted twice);
+ * an unknown or empty name is a usage error listing the valid ones. */
 static int select_kinds(const char *list, cli_kind *kinds, int *n) {
-  cli_kind all[CLI_MAX_KINDS];
-  int nall = *n, m = 0;
-  memcpy(all, kinds, sizeof all);
-  const char *p = list;
-  while (*p != '\0') {
+  const int nall = *n;
+  cli_kind *all = malloc((size_t)nall * sizeof *all);
+  char *picked = calloc((size_t)nall, 1);
+  if (all == NULL || picked == NULL) {
+    free(all);
+    free(picked);
+    fprintf(stderr, "%s check: out of memory\n", CLI_NAME);
+    return CLI_FAILED;
+  }
+  memcpy(all, kinds, (size_t)nall * sizeof *all);
+  int m = 0, rc = CLI_OK;
+  for (const char *p = list;; p++) {
     size_t len = strcspn(p, ",");
     int i = 0;
     while (i < nall && (strlen(all[i].label) != len ||
                         strncmp(all[i].label, p, len) != 0))
       i++;
     if (i == nall) {
-      fprintf(stderr, "%s check: unknown or unusable kind '%.*s'; usable "
-              "here:", CLI_NAME, (int)len, p);
+      if (len == 0)
+        fprintf(stderr, "%s check: --kinds '%s' has an empty name; usable "
+                "here:", CLI_NAME, list);
+      else
+        fprintf(stderr, "%s check: unknown or unusable kind '%.*s'; usable "
+                "here:", CLI_NAME, (int)len, p);
       for (int k = 0; k < nall; k++) fprintf(stderr, " %s", all[k].label);
       fprintf(stderr, "\n");
-      return CLI_USAGE;
+      rc = CLI_USAGE;
+      break;
     }
-    if (m < CLI_MAX_KINDS) kinds[m++] = all[i];
+    if (!picked[i]) kinds[m++] = all[i];
+    picked[i] = 1;
     p += len;
-    if (*p == ',') p++;
+    if (*p == '\0') break;
   }
-  if (m == 0) {
-    fprintf(stderr, "%s check: --kinds names no kind\n", CLI_NAME);
-    return CLI_USAGE;
-  }
-  *n = m;
-  return CLI_OK;
+  free(all);
+  free(picked);
+  if (rc == CLI_OK) *n = m;
+  return rc;
 }
 
 static void text_report(const cli_kind *kinds, int n, const result *kr,
@@ -251,17 +263,25 @@ static void json_report(const cli_kind *kinds, int n, const result *kr,
 static int check_run(const char **values, int argc, char **argv) {
   (void)argc;
   (void)argv;
-  cli_kind kinds[CLI_MAX_KINDS];
-  int n = cli_kinds(kinds, CLI_MAX_KINDS);
+  cli_kind *kinds = NULL;
+  int n = cli_kinds(&kinds);
+  if (n < 0) {
+    fprintf(stderr, "%s check: out of memory\n", CLI_NAME);
+    return CLI_FAILED;
+  }
   if (values[1] != NULL) {
     int rc = select_kinds(values[1], kinds, &n);
-    if (rc != CLI_OK) return rc;
+    if (rc != CLI_OK) {
+      free(kinds);
+      return rc;
+    }
   }
   result *kr = calloc((size_t)n, sizeof *kr);
   result *cr = calloc((size_t)n * (size_t)n, sizeof *cr);
   if (kr == NULL || cr == NULL) {
     free(kr);
     free(cr);
+    free(kinds);
     fprintf(stderr, "%s check: out of memory\n", CLI_NAME);
     return CLI_FAILED;
   }
@@ -281,6 +301,7 @@ static int check_run(const char **values, int argc, char **argv) {
     text_report(kinds, n, kr, cr, passed, total);
   free(kr);
   free(cr);
+  free(kinds);
   return passed == total ? CLI_OK : CLI_FAILED;
 }
 

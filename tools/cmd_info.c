@@ -1,5 +1,6 @@
 /* cmd_info.c -- dlbridge info: the library, DLPack, each runtime and GPU,
  * and the memory kinds usable here. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -109,8 +110,12 @@ static void json_runtime(json *j, size_t r) {
 static int info_run(const char **values, int argc, char **argv) {
   (void)argc;
   (void)argv;
-  cli_kind kinds[CLI_MAX_KINDS];
-  int nkinds = cli_kinds(kinds, CLI_MAX_KINDS);
+  cli_kind *kinds = NULL;
+  int nkinds = cli_kinds(&kinds);
+  if (nkinds < 0) {
+    fprintf(stderr, "%s info: out of memory\n", CLI_NAME);
+    return CLI_FAILED;
+  }
   char thp[128];
   thp_mode(thp, sizeof thp);
   if (values[0] == NULL) {
@@ -124,6 +129,7 @@ static int info_run(const char **values, int argc, char **argv) {
     printf("%-8s", "kinds");
     for (int i = 0; i < nkinds; i++) printf(" %s", kinds[i].label);
     printf("\n");
+    free(kinds);
     return CLI_OK;
   }
   json j = {0};
@@ -150,6 +156,7 @@ static int info_run(const char **values, int argc, char **argv) {
   for (int i = 0; i < nkinds; i++) json_string(&j, kinds[i].label);
   json_close(&j, ']');
   json_close(&j, '}');
+  free(kinds);
   return CLI_OK;
 }
 

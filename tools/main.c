@@ -2,6 +2,7 @@
  * main.c -- the dlbridge command: dispatch to one command, the usage text
  * and the option parser every command shares. See docs/dlbridge.1.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -129,19 +130,37 @@ int cli_run(const cli_cmd *cmd, int argc, char **argv) {
   return rc;
 }
 
-int main(int argc, char **argv) {
+/* rc, unless standard output could not be written (a full disk, a closed
+ * descriptor): then the output is not what the command reported, and a
+ * success becomes a failure. */
+static int finish(int rc) {
+  errno = 0;
+  if (fflush(stdout) == 0 && !ferror(stdout)) return rc;
+  fprintf(stderr, "%s: cannot write to standard output%s%s\n", CLI_NAME,
+          errno != 0 ? ": " : "", errno != 0 ? strerror(errno) : "");
+  return rc == CLI_OK ? CLI_FAILED : rc;
+}
+
+static int too_many(const char *what) {
+  fprintf(stderr, "%s %s: too many arguments\n", CLI_NAME, what);
+  return usage(stderr);
+}
+
+static int dispatch(int argc, char **argv) {
   if (argc < 2) return usage(stderr);
   const char *name = argv[1];
   if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0)
     return usage(stdout);
   if (strcmp(name, "help") == 0) {
     if (argc < 3) return usage(stdout);
+    if (argc > 3) return too_many(name);
     const cli_cmd *cmd = find(argv[2]);
     if (cmd == NULL) return unknown_command(argv[2]);
     cli_usage(cmd, stdout);
     return CLI_OK;
   }
   if (strcmp(name, "--version") == 0 || strcmp(name, "-V") == 0) {
+    if (argc > 2) return too_many(name);
     printf("%s\n", dlb_version_string());
     return CLI_OK;
   }
@@ -154,3 +173,5 @@ int main(int argc, char **argv) {
   if (cmd == NULL) return unknown_command(name);
   return cli_run(cmd, argc - 2, argv + 2);
 }
+
+int main(int argc, char **argv) { return finish(dispatch(argc, argv)); }

@@ -37,8 +37,10 @@ typedef struct dlb_npy_header {
 /*
  * Reads and checks the header of the .npy file at path (borrowed) into *out
  * (written only on success), including that the file holds data_bytes of
- * data after the header. DLB_E_INVAL for NULL arguments, a file that cannot
- * be opened or read (with the system's reason) and malformed headers;
+ * data after the header. The header is read, not mapped, so a file cut
+ * shorter meanwhile is refused, never a SIGBUS. DLB_E_INVAL for NULL
+ * arguments, a file that cannot be opened or read (with the system's
+ * reason) or that ends before its header does, and malformed headers;
  * DLB_E_DTYPE for dtypes dlbridge does not map; DLB_E_UNSUPPORTED for the
  * other byte order; DLB_E_OVERFLOW for sizes that overflow; DLB_E_LAYOUT for
  * data shorter than the shape needs or misaligned.

@@ -1,8 +1,8 @@
 /*
  * npy.c -- .npy files: the header parser and the read-only mapping.
  *
- * The header is parsed from a mapping of the file's start; the tensor maps
- * the header and the data, whatever else the file holds. Only the
+ * The header is read and parsed; the tensor maps the header and the data,
+ * whatever else the file holds. Only the
  * dictionary NumPy writes is accepted: the keys 'descr', 'fortran_order'
  * and 'shape', once each, with a simple dtype string, a bool and a tuple
  * of integers; anything else is refused rather than guessed at.
@@ -244,71 +244,73 @@ static dlb_status parse_dict(const char *text, size_t len, dlb_npy_header *h,
   return DLB_OK;
 }
 
-/* The bytes from the file's start that hold any header dlbridge reads. */
-#define NPY_HEAD_BYTES (12u + NPY_HEADER_MAX)
-
-/* Checks the header at base (the file's first min(size, NPY_HEAD_BYTES)
- * bytes) against the file's size, and fills *h. */
-static dlb_status parse_file(const unsigned char *base, uint64_t size,
-                             dlb_npy_header *h) {
+/* Checks the fixed start of a .npy file of size bytes (its first
+ * min(size, 12), size >= 10) and fills in r's version, *start (where the
+ * dictionary starts) and *len (its length). */
+static dlb_status parse_prefix(const unsigned char *base, uint64_t size,
+                               dlb_npy_header *r, uint64_t *start,
+                               uint64_t *len) {
   static const unsigned char magic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
-  if (size < 10 || memcmp(base, magic, sizeof magic) != 0)
-    return dlb__fail(DLB_E_INVAL, ".npy file: %s", size < 10
-                     ? "shorter than the 10 bytes of the smallest header"
-                     : "the magic string \\x93NUMPY is missing");
-  dlb_npy_header r;
-  memset(&r, 0, sizeof r);
-  r.major = base[6];
-  r.minor = base[7];
-  if (r.major < 1 || r.major > 3 || r.minor != 0)
+  if (memcmp(base, magic, sizeof magic) != 0)
+    return dlb__fail(DLB_E_INVAL, ".npy file: the magic string \\x93NUMPY is "
+                     "missing");
+  r->major = base[6];
+  r->minor = base[7];
+  if (r->major < 1 || r->major > 3 || r->minor != 0)
     return dlb__fail(DLB_E_INVAL, ".npy file: format version %d.%d; dlbridge "
-                     "reads 1.0, 2.0 and 3.0", r.major, r.minor);
-  uint64_t len, start;
-  if (r.major == 1) {
-    len = (uint64_t)base[8] | (uint64_t)base[9] << 8;
-    start = 10;
+                     "reads 1.0, 2.0 and 3.0", r->major, r->minor);
+  if (r->major == 1) {
+    *len = (uint64_t)base[8] | (uint64_t)base[9] << 8;
+    *start = 10;
   } else {
     if (size < 12)
       return dlb__fail(DLB_E_INVAL, ".npy file: %llu bytes, shorter than "
                        "a version %d header's 12", (unsigned long long)size,
-                       r.major);
-    len = (uint64_t)base[8] | (uint64_t)base[9] << 8 |
-          (uint64_t)base[10] << 16 | (uint64_t)base[11] << 24;
-    start = 12;
+                       r->major);
+    *len = (uint64_t)base[8] | (uint64_t)base[9] << 8 |
+           (uint64_t)base[10] << 16 | (uint64_t)base[11] << 24;
+    *start = 12;
   }
-  if (len > size - start)
+  if (*len > size - *start)
     return dlb__fail(DLB_E_INVAL, ".npy file: header_len %llu runs past the "
-                     "end of the file (%llu bytes)", (unsigned long long)len,
+                     "end of the file (%llu bytes)", (unsigned long long)*len,
                      (unsigned long long)size);
-  if (len > NPY_HEADER_MAX)
+  if (*len > NPY_HEADER_MAX)
     return dlb__fail(DLB_E_INVAL, ".npy file: header_len %llu exceeds the "
-                     "%u bytes dlbridge reads", (unsigned long long)len,
+                     "%u bytes dlbridge reads", (unsigned long long)*len,
                      NPY_HEADER_MAX);
+  return DLB_OK;
+}
+
+/* Parses the dictionary text (len bytes, starting at byte start of a file
+ * of size bytes) into r, whose version is set, and checks the data it
+ * describes against the file's size. */
+static dlb_status parse_header(const char *text, uint64_t start,
+                               uint64_t len, uint64_t size,
+                               dlb_npy_header *r) {
   unsigned align = 1;
-  dlb_status s = parse_dict((const char *)base + start, (size_t)len, &r,
-                            &align);
+  dlb_status s = parse_dict(text, (size_t)len, r, &align);
   if (s != DLB_OK) return s;
-  r.data_offset = start + len;
+  r->data_offset = start + len;
   int64_t numel = 0;
-  s = dlb_shape_numel(r.ndim, r.shape, &numel);
+  s = dlb_shape_numel(r->ndim, r->shape, &numel);
   if (s != DLB_OK) return dlb__fail_within(s, ".npy header: 'shape'");
-  uint64_t itemsize = r.dtype.bits / 8u;
+  uint64_t itemsize = r->dtype.bits / 8u;
   if ((uint64_t)numel > UINT64_MAX / itemsize ||
       (uint64_t)numel * itemsize > (uint64_t)INT64_MAX)
     return dlb__fail(DLB_E_OVERFLOW, ".npy file: %lld elements of %llu "
                      "bytes overflow", (long long)numel,
                      (unsigned long long)itemsize);
-  r.data_bytes = (uint64_t)numel * itemsize;
-  if (r.data_bytes > size - r.data_offset)
+  r->data_bytes = (uint64_t)numel * itemsize;
+  if (r->data_bytes > size - r->data_offset)
     return dlb__fail(DLB_E_LAYOUT, ".npy file: the shape needs %llu bytes of "
                      "data but the file holds %llu after the header",
-                     (unsigned long long)r.data_bytes,
-                     (unsigned long long)(size - r.data_offset));
-  if (r.data_offset % align != 0)
+                     (unsigned long long)r->data_bytes,
+                     (unsigned long long)(size - r->data_offset));
+  if (r->data_offset % align != 0)
     return dlb__fail(DLB_E_LAYOUT, ".npy file: data starts at byte %llu, not "
                      "a multiple of the %u-byte alignment of '%s'",
-                     (unsigned long long)r.data_offset, align, r.descr);
-  *h = r;
+                     (unsigned long long)r->data_offset, align, r->descr);
   return DLB_OK;
 }
 
@@ -357,35 +359,65 @@ static dlb_status map_bytes(int fd, const char *path, uint64_t len,
   return DLB_OK;
 }
 
-/* Parses the header of the file at path. With want_data, *m maps the
- * header and the data after it (and no more of the file: the rest is no
- * part of the tensor); otherwise it is unmapped again. */
+/* Reads len bytes at offset off of fd into buf. The header is read, not
+ * mapped: a file cut shorter since it was sized (another process
+ * truncating it) then reads short, which is refused, where a read of a
+ * lost page of a mapping would kill the process with SIGBUS. */
+static dlb_status read_bytes(int fd, const char *path, uint64_t off,
+                             void *buf, size_t len) {
+  size_t done = 0;
+  while (done < len) {
+    ssize_t n = pread(fd, (char *)buf + done, len - done,
+                      (off_t)(off + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0)
+      return dlb__fail(DLB_E_INVAL, "cannot read '%s': %s", path,
+                       strerror(errno));
+    if (n == 0)
+      return dlb__fail(DLB_E_INVAL, ".npy file '%s': ends at byte %llu, "
+                       "shorter than when it was opened (it changed while "
+                       "read)", path, (unsigned long long)(off + done));
+    done += (size_t)n;
+  }
+  return DLB_OK;
+}
+
+/* Reads and checks the header of the file open as fd (size bytes) into
+ * *h, written only on success. */
+static dlb_status read_header(int fd, const char *path, uint64_t size,
+                              dlb_npy_header *h) {
+  unsigned char prefix[12];
+  const size_t have = size < sizeof prefix ? (size_t)size : sizeof prefix;
+  dlb_status s = read_bytes(fd, path, 0, prefix, have);
+  if (s != DLB_OK) return s;
+  dlb_npy_header r;
+  memset(&r, 0, sizeof r);
+  uint64_t start = 0, len = 0;
+  s = parse_prefix(prefix, size, &r, &start, &len);
+  if (s != DLB_OK) return s;
+  char *text = dlb__malloc(len > 0 ? (size_t)len : 1);
+  if (text == NULL) return DLB_E_NOMEM;
+  s = read_bytes(fd, path, start, text, (size_t)len);
+  if (s == DLB_OK) s = parse_header(text, start, len, size, &r);
+  dlb__free(text);
+  if (s == DLB_OK) *h = r;
+  return s;
+}
+
+/* Reads the header of the file at path into *h; with want_data, *m then
+ * maps the header and the data after it (and no more of the file: the
+ * rest is no part of the tensor). */
 static dlb_status map_file(const char *path, int want_data, npy_map *m,
                            dlb_npy_header *h) {
   int fd = -1;
   uint64_t size = 0;
   dlb_status s = open_file(path, &fd, &size);
   if (s != DLB_OK) return s;
-  s = map_bytes(fd, path, size < NPY_HEAD_BYTES ? size : NPY_HEAD_BYTES, m);
-  if (s == DLB_OK) s = parse_file(m->base, size, h);
-  const uint64_t need = s == DLB_OK ? h->data_offset + h->data_bytes : 0;
-  if (s == DLB_OK && want_data && need > m->size) {
-    /* The tensor reads [data_offset, need) of this mapping whatever the
-     * file holds by now. */
-    munmap(m->base, m->size);
-    m->base = NULL;
-    s = map_bytes(fd, path, need, m);
-  } else if (s == DLB_OK && want_data) {
-    /* Pages past the data are no part of the tensor. */
-    const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
-    const uint64_t keep = (need + page - 1) / page * page;
-    if (keep < m->size) {
-      munmap((char *)m->base + keep, m->size - (size_t)keep);
-      m->size = (size_t)keep;
-    }
-  } else if (m->base != NULL && (s != DLB_OK || !want_data)) {
-    munmap(m->base, m->size);
-  }
+  s = read_header(fd, path, size, h);
+  /* The tensor reads [data_offset, data_offset + data_bytes) of this
+   * mapping whatever the file holds by now. */
+  if (s == DLB_OK && want_data)
+    s = map_bytes(fd, path, h->data_offset + h->data_bytes, m);
   close(fd);
   return s;
 }

@@ -78,6 +78,10 @@ expect info-only-cpu 0 '^kinds +cpu$' -- info
 expect_json info-json-missing 0 'j["runtimes"][0]["status"] == "DLB_E_NO_RUNTIME" and "/nonexistent/libcuda.so.1" in j["runtimes"][0]["error"] and j["runtimes"][0]["devices"] == [] and j["kinds"] == ["cpu"]' -- info --json
 expect check-cpu 0 '^2 of 2 checks passed$' -- check
 expect check-cpu-table 0 '^cpu +ok$' -- check
+# An empty name is refused wherever it stands.
+for kinds in '' ',' ',cpu' 'cpu,' 'cpu,,cpu'; do
+  expect "check-empty-kind-'$kinds'" 2 "^dlbridge check: --kinds '$kinds' has an empty name; usable here: cpu$" -- check --kinds "$kinds"
+done
 expect_json check-cpu-json 0 'j["passed"] and j["checks"] == 2 and j["copies"] == [{"from": "cpu", "to": "cpu", "ok": True, "error": None}]' -- check --json
 
 # Against the emulated runtimes: every GPU, its properties, every kind.
@@ -90,7 +94,15 @@ expect check-emu 0 '^110 of 110 checks passed$' -- check
 expect check-emu-table 0 '^rocm_host\(reg\) +(ok +){9}ok$' -- check
 expect_json check-emu-json 0 'j["passed"] and j["failures"] == 0 and len(j["copies"]) == 100 and {c["from"] for c in j["copies"]} == set(k["kind"] for k in j["kinds"])' -- check --json
 expect check-emu-some 0 '^6 of 6 checks passed$' -- check --kinds cuda:1,rocm_host
+# A kind named twice is checked once, in the order first named.
+expect check-emu-twice 0 '^6 of 6 checks passed$' -- check --kinds rocm_host,cuda:1,rocm_host
+expect_json check-emu-twice-json 0 '[k["kind"] for k in j["kinds"]] == ["rocm_host", "cuda:1"]' -- check --json --kinds rocm_host,cuda:1,rocm_host
 expect check-bad-kind 2 "unknown or unusable kind 'cuda:7'; usable here: cpu cuda:0 cuda:1 cuda_host" -- check --kinds cpu,cuda:7
+# Many GPUs: every one of them and every host kind is listed and usable.
+with="DLBRIDGE_CUDA_LIBRARY=$emu/libcuda.so.1 DLBRIDGE_HIP_LIBRARY=$emu/libamdhip64.so.6 EMU_CUDA_DEVICES=16 EMU_HIP_DEVICES=16"
+expect info-many-gpus 0 '^kinds +cpu cuda:0 .* cuda:15 cuda_host cuda_managed cuda_host\(reg\) rocm:0 .* rocm:15 rocm_host rocm_host\(reg\)$' -- info
+expect_json info-many-gpus-json 0 'len(j["kinds"]) == 38 and j["kinds"][-1] == "rocm_host(reg)"' -- info --json
+expect check-many-gpus 0 '^6 of 6 checks passed$' -- check --kinds 'rocm:15,rocm_host(reg)'
 # GPUs too small for the test tensors: allocation fails, the run fails.
 with="DLBRIDGE_CUDA_LIBRARY=$emu/libcuda.so.1 EMU_CUDA_DEVICE_MEMORY=16"
 expect check-emu-fails 1 '^FAIL cuda:0 -> cpu: allocate: .*cuMemAlloc' -- check
@@ -157,6 +169,28 @@ expect_json inspect-json-names 0 'j[0]["file"].endswith("/bad\ufffd\ufffd\ufffd\
 expect inspect-big-endian 1 "big\.npy: .*'>f8', big-endian" -- inspect "$scratch/big.npy"
 expect inspect-missing 1 'nope\.npy: cannot open .*No such file' -- inspect "$scratch/nope.npy"
 expect inspect-no-file 2 'missing arguments' -- inspect
+# A file cut shorter just after it was sized (as by another process) is
+# refused, not a crash: the header is read, not mapped. A header over two
+# pages, cut inside it, then cut to nothing.
+python3 - "$scratch" <<'PY'
+import struct, sys
+text = b"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }"
+text += b" " * (8192 - 12 - len(text) - 1) + b"\n"
+with open(sys.argv[1] + "/long.npy", "wb") as f:
+    f.write(b"\x93NUMPY\x02\x00" + struct.pack("<I", len(text)) + text + bytes(24))
+PY
+shrink="$build/tests/cli/libshrink_on_fstat.so"
+if [ -e "$shrink" ]; then
+  expect inspect-long 0 'long\.npy: dtype float32 .* data at byte 8192 \(24 bytes\)$' -- inspect "$scratch/long.npy"
+  for size in 4096 0; do
+    cp "$scratch/long.npy" "$scratch/shrinks.npy"
+    with="LD_PRELOAD=$shrink DLB_SHRINK_PATH=$scratch/shrinks.npy DLB_SHRINK_SIZE=$size"
+    expect "inspect-shrinks-to-$size" 1 "shrinks\.npy: .*shorter than when it was opened \(it changed while read\)$" -- inspect "$scratch/shrinks.npy"
+  done
+  with=
+else
+  echo "cli: $shrink not built: skipped the file cut while read"
+fi
 
 # Every command answers --help; unknown options name the valid ones.
 for c in info check bench inspect dtype device version; do
@@ -168,7 +202,28 @@ expect bad-option-lists 2 "valid options: --json --kinds --help" -- check --frob
 expect json-takes-no-value 2 '--json takes no value' -- info --json=yes
 expect bench-reps-bad 2 "--reps is 'x'" -- bench --reps x
 expect bench-reps-missing 2 '--reps needs a value' -- bench --reps
+# --reps stops where bench_copy does, which refuses more (a stand-in
+# Python that succeeds at once runs the rest).
+with="DLBRIDGE_PYTHON=true"
+expect bench-reps-most 0 '' -- bench --reps 101
+expect bench-reps-too-many 2 "--reps is '102'; must be 1 to 101" -- bench --reps 102
+with=
 expect info-extra 2 'too many arguments' -- info extra
+# bench waits for the benchmarks even with SIGCHLD ignored (inherited
+# through exec), here a stand-in Python that exits at once, 0 or 1.
+for code in 0 1; do
+  if [ "$code" -eq 0 ]; then stand_in=true; else stand_in=false; fi
+  out=$(DLBRIDGE_PYTHON=$stand_in timeout 20 python3 -c 'import os, signal, sys
+signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+os.execv(sys.argv[1], sys.argv[1:])' "$tool" bench --quick 2>&1)
+  rc=$?
+  if [ "$rc" -eq "$code" ]; then
+    pass=$((pass + 1))
+  else
+    fail=$((fail + 1))
+    printf 'FAIL bench-sigchld-ignored-%s: exit %s (wanted %s), output:\n%s\n' "$code" "$rc" "$code" "$out"
+  fi
+done
 expect help 0 '^usage: dlbridge' -- --help
 expect help-word 0 '^  version ' -- help
 expect help-short 0 '^  dtype NAME' -- -h
@@ -178,6 +233,38 @@ expect unknown-help 2 "unknown command 'frob'" -- help frob
 expect unknown-global 2 "unknown option '--frob'; valid before a command: --help -h --version -V" -- --frob
 expect help-lists-version 0 '^       dlbridge --version \| -V \| --help \| -h \| help \[command\]$' -- --help
 expect no-command 2 'usage' --
+# --version and help take no more than the synopsis says; --help, as a
+# command's --help, prints the help whatever follows.
+expect version-flag-extra 2 '^dlbridge --version: too many arguments' -- --version extra
+expect version-short-extra 2 '^dlbridge -V: too many arguments' -- -V extra
+expect help-word-extra 2 '^dlbridge help: too many arguments' -- help info extra
+expect help-extra 0 '^usage: dlbridge' -- --help extra
+
+# Output that cannot be written (a full disk) fails the run, which says so;
+# a run that failed already keeps its status.
+expect_unwritten() { # expect_unwritten NAME EXIT_CODE -- ARGS...
+  name=$1 code=$2
+  shift 3
+  err=$(run_tool "$@" 2>&1 >/dev/full)
+  rc=$?
+  if [ "$rc" -eq "$code" ] &&
+     printf '%s\n' "$err" | grep -q '^dlbridge: cannot write to standard output: '; then
+    pass=$((pass + 1))
+  else
+    fail=$((fail + 1))
+    printf 'FAIL %s: exit %s (wanted %s) with stdout on /dev/full:\n%s\n' "$name" "$rc" "$code" "$err"
+  fi
+}
+if [ -w /dev/full ]; then
+  expect_unwritten full-version 1 -- version
+  expect_unwritten full-version-flag 1 -- --version
+  expect_unwritten full-help 1 -- --help
+  expect_unwritten full-command-help 1 -- info --help
+  expect_unwritten full-info-json 1 -- info --json
+  expect_unwritten full-dtype-json 1 -- dtype --json float32
+  expect_unwritten full-inspect 1 -- inspect "$scratch/c.npy"
+  expect_unwritten full-failed 1 -- dtype float32 bogus
+fi
 
 # The man page describes every command the tool lists, and its options.
 man="$(cd "$(dirname "$0")/../.." && pwd)/docs/dlbridge.1"
