@@ -339,57 +339,6 @@ static PyObject *dlbpy_buffer_tensor(const Py_buffer *view) {
   return exporter != NULL && dlbpy_tensor_check(exporter) ? exporter : NULL;
 }
 
-bool dlbpy_buffer_reportable(PyObject *exporter) {
-  return exporter != NULL && !PyMemoryView_Check(exporter) &&
-         PyObject_CheckBuffer(exporter);
-}
-
-/* Whether type exports buffers from C: getting one runs no Python code
- * (a Python class's __buffer__ could hand out other memory each time). */
-static bool dlbpy_exports_from_c(PyTypeObject *type) {
-  PyTypeObject *base = type;
-  while (base != NULL && PyType_HasFeature(base, Py_TPFLAGS_HEAPTYPE))
-    base = base->tp_base;
-  return base != NULL && base->tp_as_buffer != NULL &&
-         base->tp_as_buffer->bf_getbuffer != NULL &&
-         type->tp_as_buffer != NULL &&
-         type->tp_as_buffer->bf_getbuffer == base->tp_as_buffer->bf_getbuffer;
-}
-
-/*
- * A tensor wrapping a memoryview's buffer would keep the memoryview, which
- * the collector may not be told of (dlbpy_buffer_reportable), so a cycle
- * through the object it views would never be freed. The buffer of that
- * object is held instead, when it exports one block from C that holds
- * every element t (the new tensor, on view's memory) reads. Otherwise, or
- * when that buffer is refused, view stays as it is: this only lets the
- * collector see more.
- */
-static void dlbpy_buffer_rebase(Py_buffer *view, const DLTensor *t) {
-  PyObject *base = view->obj != NULL && PyMemoryView_Check(view->obj)
-                       ? PyMemoryView_GET_BASE(view->obj)
-                       : NULL;
-  int64_t lo, hi;
-  if (base == NULL || !dlbpy_exports_from_c(Py_TYPE(base)) ||
-      dlb_tensor_byte_span(t, &lo, &hi) != DLB_OK)
-    return;
-  Py_buffer whole;
-  if (PyObject_GetBuffer(base, &whole, PyBUF_SIMPLE) < 0) {
-    PyErr_Clear();
-    return;
-  }
-  const uintptr_t first = (uintptr_t)t->data + (uintptr_t)lo,
-                  end = (uintptr_t)t->data + (uintptr_t)hi,
-                  from = (uintptr_t)whole.buf;
-  if (lo == hi || (first >= from && end >= first &&
-                   end - from <= (uintptr_t)whole.len)) {
-    PyBuffer_Release(view);
-    *view = whole;
-  } else {
-    PyBuffer_Release(&whole);
-  }
-}
-
 /* A tensor of desc: sharing the owner of the Tensor that exported the
  * buffer, which keeps the memory alive without the buffer (wrapping the
  * buffer would keep that Tensor alive, and a loop of buffer round trips
@@ -407,9 +356,7 @@ int dlbpy_buffer_wrap(Py_buffer *view, const DLTensor *desc, uint64_t flags,
     return 0;
   }
   dlb_status s = dlb_tensor_wrap(desc, flags, dlbpy_release_buffer, view, out);
-  if (s != DLB_OK) return dlbpy_fail(s, exc, what);
-  dlbpy_buffer_rebase(view, &(*out)->dl_tensor);
-  return 0;
+  return s == DLB_OK ? 0 : dlbpy_fail(s, exc, what);
 }
 
 int dlbpy_import_buffer(PyObject *obj, DLManagedTensorVersioned **out) {

@@ -250,29 +250,6 @@ dlb_status dlbpy_adopt_legacy(DLManagedTensor *foreign, uint64_t flags,
                          foreign, out);
 }
 
-PyObject *dlbpy_held_object(const DLManagedTensorVersioned *m,
-                            size_t *holders) {
-  *holders = 0;
-  if (m == NULL) return NULL;
-  if (dlbpy_is_light(m)) {
-    *holders = 1;
-    return dlbpy_light_source(m->manager_ctx);
-  }
-  dlb_release_fn fn;
-  void *ctx;
-  if (!dlb_tensor_wrapped(m, &fn, &ctx, holders)) return NULL;
-  if (fn == dlbpy_release_buffer) {
-    PyObject *exporter = ((Py_buffer *)ctx)->obj;
-    return dlbpy_buffer_reportable(exporter) ? exporter : NULL;
-  }
-  /* A share a consumer rewrote, adopted as a foreign tensor. */
-  if (fn == dlbpy_release_versioned && dlbpy_is_light(ctx))
-    return dlbpy_light_source(((DLManagedTensorVersioned *)ctx)->manager_ctx);
-  if (fn == dlbpy_release_legacy && dlbpy_is_light_legacy(ctx))
-    return dlbpy_light_source(((DLManagedTensor *)ctx)->manager_ctx);
-  return NULL;
-}
-
 /* ------------------------------------------------------------------------
  * Capsules we make
  * ---------------------------------------------------------------------- */

@@ -52,11 +52,6 @@ typedef struct {
    * this object: C callers were given pointers into it and into its
    * source's struct (DLBridge_Borrow, dltensor_from_py_object_no_sync). */
   DLManagedTensorVersioned *retired;
-  /* How many Tensors hold a share of mt's data made for them in place of
-   * a share of ours from this one, which they keep as retired (see
-   * dlbpy_tensor_owned): holders that keep this Tensor alive too, so what
-   * the data keeps alive is this Tensor's to report to the collector. */
-  Py_ssize_t dependents;
   PyObject *weakreflist;
 } dlbpy_tensor;
 
@@ -326,10 +321,6 @@ bool dlbpy_is_light(const DLManagedTensorVersioned *m);
  * does, without finding out whether the GIL is held. */
 void dlbpy_light_release_holding_gil(DLManagedTensorVersioned *m);
 
-/* The Tensor such a share holds (either struct's; ctx is its
- * manager_ctx). Borrowed. */
-PyObject *dlbpy_light_source(const void *ctx);
-
 /* The same two for the legacy struct of such a share. */
 bool dlbpy_is_light_legacy(const DLManagedTensor *m);
 void dlbpy_light_legacy_release_holding_gil(DLManagedTensor *m);
@@ -412,19 +403,10 @@ int dlbpy_buffer_scalar_dtype(PyObject *obj, DLDataType *out);
 void dlbpy_buffer_free(void *ctx);
 void dlbpy_release_buffer(void *ctx);
 
-/* Whether the collector may be told of a buffer's exporter that a tensor
- * holds: not a memoryview, whose tp_clear drops its buffer even while it
- * is exported (the export's release then crashes), nor an object that
- * cannot export (CPython's wrapper around a Python class's __buffer__,
- * which hides such a memoryview). */
-bool dlbpy_buffer_reportable(PyObject *exporter);
-
 /* A tensor of desc over the memory of view (a held dlbpy_buffer_free
  * buffer): sharing the owner of the Tensor that exported it, when one did,
- * and releasing view, else owning view (swapped, for a memoryview's, for
- * the buffer of the object it views when that holds the elements). On
- * failure -1 with exc set (what names the call), and view is still the
- * caller's. */
+ * and releasing view, else owning view. On failure -1 with exc set (what
+ * names the call), and view is still the caller's. */
 int dlbpy_buffer_wrap(Py_buffer *view, const DLTensor *desc, uint64_t flags,
                       PyObject *exc, const char *what,
                       DLManagedTensorVersioned **out);
@@ -478,15 +460,6 @@ int dlbpy_own(DLManagedTensorVersioned **m);
  * failure an exception may be set already (dlbpy_raise_unless_set). */
 dlb_status dlbpy_adopt_legacy(DLManagedTensor *foreign, uint64_t flags,
                               DLManagedTensorVersioned **out);
-
-/* The Python object the accepted tensor m keeps alive that dlbridge can
- * see (the Tensor a share of ours holds, the exporter of a buffer it
- * wraps), for the cyclic garbage collector, or NULL; borrowed. *holders
- * counts the tensors that keep it alive with m (m among them): 1 for a
- * share, whose struct is its holder's alone. A foreign producer's tensor
- * is opaque: NULL. Accepts NULL. */
-PyObject *dlbpy_held_object(const DLManagedTensorVersioned *m,
-                            size_t *holders);
 
 /* Releases m (a producer's tensor, whose deleter may run Python code)
  * while an exception is set, keeping it. */

@@ -192,10 +192,6 @@ void dlbpy_light_release_holding_gil(DLManagedTensorVersioned *m) {
   dlbpy_light_free(m->manager_ctx);
 }
 
-PyObject *dlbpy_light_source(const void *ctx) {
-  return ((const dlbpy_light *)ctx)->source;
-}
-
 bool dlbpy_is_light_legacy(const DLManagedTensor *m) {
   return m->deleter == dlbpy_light_legacy_deleter;
 }

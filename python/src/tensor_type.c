@@ -28,57 +28,15 @@ bool dlbpy_tensor_check(PyObject *obj) {
   return Py_TYPE(obj)->tp_dealloc == dlbpy_tensor_dealloc;
 }
 
-/*
- * The cyclic garbage collector. A Tensor can keep alive Python objects that
- * lead back to it: the Tensor a share of ours came from, and the exporter
- * of a buffer it wraps (a producer whose __dlpack__ exports its own bytes
- * through dlbridge.asarray, and which keeps what from_dlpack made of it).
- * tp_traverse reports those dlbridge can see (dlbpy_held_object); a
- * foreign producer's tensor is opaque.
- *
- * The collector subtracts one reference per visit, so each reference is
- * reported once, by an object that alone keeps it: a buffer held by the
- * data that several tensors share (views, shares made for C consumers) is
- * reported by none of them, so the cycle stays (never freed while in use),
- * unless the other holders are this Tensor's dependents, which hold it and
- * so cannot outlive it.
- *
- * There is no tp_clear, as tuples have none: everything a Tensor refers
- * to is fixed when it is made and existed before it, so every cycle
- * through one also runs through an object changed afterwards to refer to
- * it (an instance's __dict__, a list), whose tp_clear breaks the cycle.
- * Clearing a Tensor would leave Python code and C callers (DLBridge_Borrow)
- * a Tensor without a tensor.
- */
-static int dlbpy_tensor_traverse(PyObject *self, visitproc visit, void *arg) {
-  const dlbpy_tensor *t = (const dlbpy_tensor *)self;
-  /* Instances of heap types hold their type. */
-  Py_VISIT(Py_TYPE(self));
-  size_t holders;
-  PyObject *held = dlbpy_held_object(t->mt, &holders);
-  if (holders == 1 + (size_t)t->dependents) Py_VISIT(held);
-  held = dlbpy_held_object(t->retired, &holders);
-  if (holders == 1) Py_VISIT(held);
-  return 0;
-}
-
 PyObject *dlbpy_tensor_new(dlbpy_state *st, DLManagedTensorVersioned *mt) {
-  dlbpy_tensor *t = PyObject_GC_New(dlbpy_tensor, st->tensor_type);
+  dlbpy_tensor *t = PyObject_New(dlbpy_tensor, st->tensor_type);
   if (t == NULL) {
     dlbpy_release(mt);
     return NULL;
   }
   t->mt = mt;
   t->retired = NULL;
-  t->dependents = 0;
   t->weakreflist = NULL;
-  /* Only a Tensor holding an object the collector tracks (one it may come
-   * to report) can be in a cycle: the others (NumPy's tensors, new data,
-   * shares of those, bytes) cost the collector nothing. What it holds
-   * never changes: a share that becomes retired keeps its source. */
-  size_t holders;
-  PyObject *held = dlbpy_held_object(mt, &holders);
-  if (held != NULL && PyObject_GC_IsTracked(held)) PyObject_GC_Track(t);
   return (PyObject *)t;
 }
 
@@ -90,9 +48,6 @@ const DLManagedTensorVersioned *dlbpy_tensor_owned(PyObject *self) {
     if (dlbpy_light_to_core(t->mt, &core) < 0) return NULL;
     t->retired = t->mt;
     t->mt = core;
-    /* core shares the data of the share's source, which retired keeps. */
-    ((dlbpy_tensor *)dlbpy_light_source(t->retired->manager_ctx))
-        ->dependents++;
     return core;
   }
   if (dlbpy_own(&t->mt) < 0) return NULL;
@@ -118,22 +73,15 @@ static void dlbpy_tensor_free(dlbpy_tensor *t) {
   PyTypeObject *type = Py_TYPE(t);
   DLManagedTensorVersioned *mt = t->mt, *retired = t->retired;
   t->mt = t->retired = NULL;
-  /* First: until mt is released the source counts one holder more than
-   * it knows of, which only keeps a cycle through it (never frees one). */
-  if (retired != NULL)
-    ((dlbpy_tensor *)dlbpy_light_source(retired->manager_ctx))->dependents--;
   /* Keeps a pending exception: deallocation happens during unwinding. */
   dlbpy_release(mt);
   dlbpy_release(retired);
-  PyObject_GC_Del(t);
+  PyObject_Free(t);
   Py_DECREF(type);
 }
 
 static void dlbpy_tensor_dealloc(PyObject *self) {
   dlbpy_tensor *t = (dlbpy_tensor *)self;
-  /* Before anything can run a collection that would find it half gone
-   * (a weak reference's callback), or while it waits in the list. */
-  PyObject_GC_UnTrack(self);
   if (t->weakreflist != NULL) PyObject_ClearWeakRefs(self);
   if (dlbpy_dealloc_depth >= DLBPY_DEALLOC_DEPTH) {
     t->weakreflist = (PyObject *)dlbpy_dealloc_pending;
@@ -698,7 +646,6 @@ static PyMemberDef dlbpy_tensor_members[] = {
 
 static PyType_Slot dlbpy_tensor_slots[] = {
     {Py_tp_dealloc, (void *)dlbpy_tensor_dealloc},
-    {Py_tp_traverse, (void *)dlbpy_tensor_traverse},
     {Py_tp_new, (void *)dlbpy_tensor_tp_new},
     {Py_tp_repr, (void *)dlbpy_tensor_repr},
     {Py_tp_methods, dlbpy_tensor_methods},
@@ -728,7 +675,7 @@ static PyType_Spec dlbpy_tensor_spec = {
     .name = "dlbridge.Tensor",
     .basicsize = sizeof(dlbpy_tensor),
     .itemsize = 0,
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC
+    .flags = Py_TPFLAGS_DEFAULT
 #ifdef Py_TPFLAGS_IMMUTABLETYPE
              /* The exchange table found on the type must stay the one
               * consumers cached. */
