@@ -137,22 +137,6 @@ DLB_API dlb_status dlb_tensor_redescribe(const DLManagedTensorVersioned *t,
  * possible), else 0. Accepts NULL (returns 0). */
 DLB_API int dlb_tensor_is_ours(const DLManagedTensorVersioned *t);
 
-/*
- * What dlb_tensor_wrap() was given for t's data: returns 1 with *release
- * and *ctx set to the callback and its ctx, and *holders to the number of
- * tensors holding that data (t, its shares and views, the tensor it was
- * made from, and theirs), when t is a dlbridge tensor whose data came from
- * dlb_tensor_wrap(); returns 0, leaving the outputs untouched, for any
- * other tensor. For a language runtime whose garbage collector must know
- * which of its objects keep what ctx refers to alive. The count is a
- * snapshot: a count of 1 stays 1 until t is shared, a larger one can fall
- * on any thread as the other holders release theirs. Borrows t; accepts
- * NULL (returns 0). The outputs must not be NULL.
- */
-DLB_API int dlb_tensor_wrapped(const DLManagedTensorVersioned *t,
-                               dlb_release_fn *release, void **ctx,
-                               size_t *holders);
-
 /* Returns 1 when dlb_tensor_to_legacy() made t from a dlbridge tensor, so
  * dlb_tensor_from_legacy() takes it back without wrapping it, else 0.
  * Accepts NULL (returns 0). Borrows t. */

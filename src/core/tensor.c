@@ -579,17 +579,6 @@ int dlb_legacy_is_ours(const DLManagedTensor *t) {
          dlb__tensor_of(t->manager_ctx) != NULL;
 }
 
-int dlb_tensor_wrapped(const DLManagedTensorVersioned *t,
-                       dlb_release_fn *release, void **ctx, size_t *holders) {
-  const dlb__tensor *ours = dlb__tensor_of(t);
-  if (ours == NULL || ours->owner->kind != DLB__OWNER_CALLBACK) return 0;
-  *release = ours->owner->u.callback.fn;
-  *ctx = ours->owner->u.callback.ctx;
-  /* Relaxed: a snapshot, which orders nothing. */
-  *holders = atomic_load_explicit(&ours->owner->refs, memory_order_relaxed);
-  return 1;
-}
-
 int dlb_tensor_is_ours(const DLManagedTensorVersioned *t) {
   return dlb__tensor_of(t) != NULL;
 }

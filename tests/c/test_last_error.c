@@ -179,10 +179,6 @@ static void tensors_and_views(void) {
   KEEPS_OK(dlb_tensor_share(t, &out));
   KEEPS_VOID(dlb_tensor_release(out));
   KEEPS_OK(dlb_tensor_wrap(&t->dl_tensor, 0, no_release, NULL, &out));
-  dlb_release_fn fn = NULL;
-  void *ctx = NULL;
-  size_t holders = 0;
-  KEEPS(dlb_tensor_wrapped(out, &fn, &ctx, &holders) == 1 && holders == 1);
   dlb_tensor_release(out);
 
   DLManagedTensorVersioned *foreign = calloc(1, sizeof *foreign);

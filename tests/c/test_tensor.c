@@ -964,52 +964,6 @@ DLB_TEST(tensor_redescribe_shares_the_owner) {
   CHECK_EQ_INT(count, 1);
 }
 
-DLB_TEST(tensor_wrapped_says_what_wrap_was_given_and_who_holds_it) {
-  static int32_t buf[6];
-  int64_t shape[2] = {2, 3};
-  DLTensor desc = {buf, CPU, 2, I32, shape, NULL, 0};
-  int count = 0;
-  size_t holders = 0;
-  dlb_release_fn fn = NULL;
-  void *ctx = NULL;
-  DLManagedTensorVersioned *t = NULL, *view = NULL, *r = NULL;
-  CHECK_OK(dlb_tensor_wrap(&desc, 0, count_release, &count, &t));
-  CHECK_EQ_INT(dlb_tensor_wrapped(t, &fn, &ctx, &holders), 1);
-  CHECK(fn == count_release && ctx == &count);
-  CHECK_EQ_INT(holders, 1);
-  /* A view and a redescription hold the same data, until they or the
-   * first tensor are gone, in any order. */
-  CHECK_OK(dlb_tensor_select(t, 0, 1, &view));
-  CHECK_OK(dlb_tensor_redescribe(t, &t->dl_tensor, 0, &r));
-  CHECK_EQ_INT(dlb_tensor_wrapped(view, &fn, &ctx, &holders), 1);
-  CHECK(fn == count_release && ctx == &count);
-  CHECK_EQ_INT(holders, 3);
-  dlb_tensor_release(t);
-  dlb_tensor_release(r);
-  CHECK_EQ_INT(dlb_tensor_wrapped(view, &fn, &ctx, &holders), 1);
-  CHECK_EQ_INT(holders, 1);
-  dlb_tensor_release(view);
-  CHECK_EQ_INT(count, 1);
-
-  /* Data dlbridge allocated or adopted came from no callback; foreign
-   * tensors and NULL are not ours: the outputs stay as they were. */
-  fn = NULL;
-  ctx = NULL;
-  holders = 99;
-  CHECK_OK(dlb_tensor_alloc(CPU, I32, 2, shape, &t));
-  CHECK_EQ_INT(dlb_tensor_wrapped(t, &fn, &ctx, &holders), 0);
-  dlb_tensor_release(t);
-  int other = 0;
-  foreign *f = foreign_new(&other);
-  CHECK_EQ_INT(dlb_tensor_wrapped(&f->m, &fn, &ctx, &holders), 0);
-  CHECK_OK(dlb_tensor_adopt(&f->m, &t));
-  CHECK_EQ_INT(dlb_tensor_wrapped(t, &fn, &ctx, &holders), 0);
-  dlb_tensor_release(t);
-  CHECK_EQ_INT(other, 1);
-  CHECK_EQ_INT(dlb_tensor_wrapped(NULL, &fn, &ctx, &holders), 0);
-  CHECK(fn == NULL && ctx == NULL && holders == 99);
-}
-
 DLB_TEST(tensor_legacy_is_ours) {
   int count = 0;
   CHECK(!dlb_legacy_is_ours(NULL));
