@@ -66,8 +66,15 @@ const DLManagedTensorVersioned *dlbpy_tensor_owned(PyObject *self) {
  */
 #define DLBPY_DEALLOC_DEPTH 64
 
-static _Thread_local int dlbpy_dealloc_depth;
-static _Thread_local dlbpy_tensor *dlbpy_dealloc_pending;
+/* The thread's nesting depth and waiting Tensors, found once per
+ * deallocation: in a module loaded at run time each look-up of a
+ * thread-local is a call (__tls_get_addr). */
+typedef struct {
+  int depth;
+  dlbpy_tensor *pending;
+} dlbpy_dealloc_state;
+
+static _Thread_local dlbpy_dealloc_state dlbpy_dealloc_tls;
 
 static void dlbpy_tensor_free(dlbpy_tensor *t) {
   PyTypeObject *type = Py_TYPE(t);
@@ -82,21 +89,24 @@ static void dlbpy_tensor_free(dlbpy_tensor *t) {
 
 static void dlbpy_tensor_dealloc(PyObject *self) {
   dlbpy_tensor *t = (dlbpy_tensor *)self;
+  dlbpy_dealloc_state *ds = &dlbpy_dealloc_tls;
+  /* Kept, not recomputed after each call (compilers would). */
+  __asm__("" : "+r"(ds));
   if (t->weakreflist != NULL) PyObject_ClearWeakRefs(self);
-  if (dlbpy_dealloc_depth >= DLBPY_DEALLOC_DEPTH) {
-    t->weakreflist = (PyObject *)dlbpy_dealloc_pending;
-    dlbpy_dealloc_pending = t;
+  if (ds->depth >= DLBPY_DEALLOC_DEPTH) {
+    t->weakreflist = (PyObject *)ds->pending;
+    ds->pending = t;
     return;
   }
-  dlbpy_dealloc_depth++;
+  ds->depth++;
   dlbpy_tensor_free(t);
   /* Only the outermost deallocation of the thread frees what waits. */
-  while (dlbpy_dealloc_depth == 1 && dlbpy_dealloc_pending != NULL) {
-    dlbpy_tensor *next = dlbpy_dealloc_pending;
-    dlbpy_dealloc_pending = (dlbpy_tensor *)next->weakreflist;
+  while (ds->depth == 1 && ds->pending != NULL) {
+    dlbpy_tensor *next = ds->pending;
+    ds->pending = (dlbpy_tensor *)next->weakreflist;
     dlbpy_tensor_free(next);
   }
-  dlbpy_dealloc_depth--;
+  ds->depth--;
 }
 
 static PyObject *dlbpy_tensor_tp_new(PyTypeObject *type, PyObject *args,
