@@ -41,6 +41,9 @@ typedef struct {
   bool arrays;
   bool arrays_alike;
   DLDataType array_dtype;
+  /* dtype= was given: every array converts to it, so arrays without a
+   * common dtype are no error. */
+  bool given;
   /* The index at each depth of the item being read, for messages. */
   Py_ssize_t path[DLB_MAX_NDIM];
   dlbpy_nest_leaf *leaves;
@@ -388,6 +391,7 @@ static int dlbpy_nest_see_dtype(dlbpy_nest *nest, DLDataType dtype,
   }
   nest->arrays_alike &= dlb_dtype_equal(dtype, nest->array_dtype);
   if (dlbpy_promote(nest->array_dtype, dtype, &nest->array_dtype)) return 0;
+  if (nest->given) return 0;
   char here[DLBPY_NEST_TEXT];
   dlbpy_nest_where(nest, dim, false, here);
   return dlbpy_no_common_dtype(here, dtype, nest->array_dtype);
@@ -652,6 +656,7 @@ int dlbpy_nest_values(dlbpy_state *st, PyObject *obj, const DLDataType *given,
   nest.st = st;
   nest.ndim = -1;
   nest.rank = -1;
+  nest.given = given != NULL;
   DLDataType dtype;
   int rc = dlbpy_nest_scan(&nest, obj, 0);
   if (rc == 0) rc = dlbpy_nest_dtype(&nest, given, &dtype);

@@ -154,6 +154,12 @@ def test_dtypes_numpy_lacks_stack_only_with_themselves():
         dlbridge.asarray([bfloat16([1, 2]), [3, 4]])
     t = dlbridge.asarray([bfloat16([1, 2]), [3, 4]], dtype="float32")
     assert t.tolist() == [[1.0, 2.0], [3.0, 4.0]]
+    # Arrays with no common dtype convert to a given one, as the message
+    # says: the scan does not refuse them.
+    t = dlbridge.asarray([bfloat16([1, 2]), np.array([3, 4], np.int8)], dtype="float32")
+    assert t.dtype == "float32" and t.tolist() == [[1.0, 2.0], [3.0, 4.0]]
+    t = dlbridge.asarray([np.array([5, 6], np.int8), bfloat16([1, 2])], dtype="int16")
+    assert t.dtype == "int16" and t.tolist() == [[5, 6], [1, 2]]
 
 
 @pytest.mark.parametrize(
