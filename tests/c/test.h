@@ -112,4 +112,15 @@ static inline int dlb_test_count_fds(void) {
   return n - 1;
 }
 
+/* A CPU float32 tensor of n elements holding 0, 1, 2, ... */
+static inline DLManagedTensorVersioned *dlb_test_counting_floats(int64_t n) {
+  int64_t shape[1] = {n};
+  const DLDataType f32 = {kDLFloat, 32, 1};
+  DLManagedTensorVersioned *t = NULL;
+  CHECK_OK(dlb_tensor_alloc((DLDevice){kDLCPU, 0}, f32, 1, shape, &t));
+  float *v = t->dl_tensor.data;
+  for (int64_t i = 0; i < n; i++) v[i] = (float)i;
+  return t;
+}
+
 #endif /* DLB_TEST_H */

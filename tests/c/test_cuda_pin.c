@@ -10,15 +10,6 @@
 
 static const DLDataType f32 = {kDLFloat, 32, 1};
 
-static DLManagedTensorVersioned *cpu_tensor(int64_t n) {
-  int64_t shape[1] = {n};
-  DLManagedTensorVersioned *t = NULL;
-  CHECK_OK(dlb_tensor_alloc((DLDevice){kDLCPU, 0}, f32, 1, shape, &t));
-  float *v = t->dl_tensor.data;
-  for (int64_t i = 0; i < n; i++) v[i] = (float)i;
-  return t;
-}
-
 static DLDeviceType kind_of(const void *p) {
   DLDevice d;
   CHECK_OK(dlb_device_of_pointer(p, &d));
@@ -27,7 +18,7 @@ static DLDeviceType kind_of(const void *p) {
 
 DLB_TEST(cuda_pin_registers_until_last_owner) {
   emu e = emu_cuda();
-  DLManagedTensorVersioned *t = cpu_tensor(1000);
+  DLManagedTensorVersioned *t = dlb_test_counting_floats(1000);
   t->flags = DLPACK_FLAG_BITMASK_READ_ONLY;
   DLManagedTensorVersioned *p = NULL;
   CHECK_OK(dlb_tensor_pin(t, kDLCUDAHost, &p));
@@ -85,7 +76,7 @@ DLB_TEST(cuda_pin_padded_sub_byte_units_whole) {
 
 DLB_TEST(cuda_pin_twice_shares_the_registration) {
   emu e = emu_cuda();
-  DLManagedTensorVersioned *t = cpu_tensor(64);
+  DLManagedTensorVersioned *t = dlb_test_counting_floats(64);
   DLManagedTensorVersioned *a = NULL, *b = NULL;
   CHECK_OK(dlb_tensor_pin(t, kDLCUDAHost, &a));
   CHECK_OK(dlb_tensor_pin(t, kDLCUDAHost, &b));
@@ -152,7 +143,7 @@ DLB_TEST(cuda_pin_partly_registered_range) {
   CHECK_OK(dlb_runtime_status(DLB_RUNTIME_CUDA));
   cu_fns cu = cu_fns_of(&e);
   cu_as_framework(&cu, 0);
-  DLManagedTensorVersioned *t = cpu_tensor(1024);
+  DLManagedTensorVersioned *t = dlb_test_counting_floats(1024);
   CHECK_EQ_INT(cu.cuMemHostRegister_v2(t->dl_tensor.data, 512 * 4, 0), 0);
   DLManagedTensorVersioned *all = NULL;
   dlb_test_failalloc_install(0);
@@ -219,7 +210,7 @@ DLB_TEST(cuda_pin_shared_memory_of_another_process) {
 
 DLB_TEST(cuda_pin_refuses_bad_input) {
   emu e = emu_cuda();
-  DLManagedTensorVersioned *t = cpu_tensor(8), *p = NULL;
+  DLManagedTensorVersioned *t = dlb_test_counting_floats(8), *p = NULL;
   CHECK_STATUS(dlb_tensor_pin(t, kDLCUDA, &p), DLB_E_INVAL);
   CHECK_ERROR_MENTIONS("host_type is 2");
   CHECK_STATUS(dlb_tensor_pin(NULL, kDLCUDAHost, &p), DLB_E_INVAL);
@@ -242,7 +233,7 @@ DLB_TEST(cuda_pin_refuses_bad_input) {
 
 DLB_TEST(cuda_pin_without_runtime) {
   setenv("DLBRIDGE_CUDA_LIBRARY", "/nonexistent/libcuda.so.1", 1);
-  DLManagedTensorVersioned *t = cpu_tensor(8), *p = NULL;
+  DLManagedTensorVersioned *t = dlb_test_counting_floats(8), *p = NULL;
   CHECK_STATUS(dlb_tensor_pin(t, kDLCUDAHost, &p), DLB_E_NO_RUNTIME);
   CHECK(p == NULL);
   dlb_tensor_release(t);
@@ -250,7 +241,7 @@ DLB_TEST(cuda_pin_without_runtime) {
 
 DLB_TEST(cuda_pin_empty_tensor) {
   emu e = emu_cuda();
-  DLManagedTensorVersioned *t = cpu_tensor(0), *p = NULL;
+  DLManagedTensorVersioned *t = dlb_test_counting_floats(0), *p = NULL;
   CHECK_OK(dlb_tensor_pin(t, kDLCUDAHost, &p));
   CHECK_EQ_INT(p->dl_tensor.device.device_type, kDLCUDAHost);
   CHECK_EQ_INT(e.calls("cuMemHostRegister_v2"), 0);
@@ -260,7 +251,7 @@ DLB_TEST(cuda_pin_empty_tensor) {
 
 DLB_TEST(cuda_pin_driver_refuses) {
   emu e = emu_cuda();
-  DLManagedTensorVersioned *t = cpu_tensor(64), *p = NULL;
+  DLManagedTensorVersioned *t = dlb_test_counting_floats(64), *p = NULL;
   dlb_test_failalloc_install(0);
   e.fail("cuMemHostRegister_v2", 1, 801);
   CHECK_STATUS(dlb_tensor_pin(t, kDLCUDAHost, &p), DLB_E_UNSUPPORTED);
@@ -289,7 +280,7 @@ static dlb_status pin_and_release(void *ctx) {
 DLB_TEST(cuda_pin_host_allocation_failures) {
   emu e = emu_cuda();
   CHECK_OK(dlb_runtime_status(DLB_RUNTIME_CUDA));
-  DLManagedTensorVersioned *t = cpu_tensor(64);
+  DLManagedTensorVersioned *t = dlb_test_counting_floats(64);
   CHECK(dlb_test_oom_loop(pin_and_release, t) > 0);
   CHECK_EQ_INT(e.live(), 0);
   dlb_tensor_release(t);
@@ -298,7 +289,7 @@ DLB_TEST(cuda_pin_host_allocation_failures) {
 DLB_TEST(cuda_pin_every_driver_call_failing) {
   emu e = emu_cuda();
   CHECK_OK(dlb_runtime_status(DLB_RUNTIME_CUDA));
-  DLManagedTensorVersioned *t = cpu_tensor(64);
+  DLManagedTensorVersioned *t = dlb_test_counting_floats(64);
   for (int n = 1; n < 1000; n++) {
     e.fail(NULL, n, 999);
     dlb_status s = pin_and_release(t);

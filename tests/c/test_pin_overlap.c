@@ -46,15 +46,6 @@ static DLDeviceType kind_at(const DLManagedTensorVersioned *t, int64_t i) {
   return d.device_type;
 }
 
-static DLManagedTensorVersioned *cpu_tensor(int64_t n) {
-  int64_t shape[1] = {n};
-  DLManagedTensorVersioned *t = NULL;
-  CHECK_OK(dlb_tensor_alloc((DLDevice){kDLCPU, 0}, f32, 1, shape, &t));
-  float *v = t->dl_tensor.data;
-  for (int64_t i = 0; i < n; i++) v[i] = (float)i;
-  return t;
-}
-
 /* Elements [start, stop) of t. */
 static DLManagedTensorVersioned *part(DLManagedTensorVersioned *t,
                                       int64_t start, int64_t stop) {
@@ -87,7 +78,7 @@ static void check_kind(const DLManagedTensorVersioned *t, int64_t start,
  * three live as long as the whole tensor's pin. The other order (the
  * whole first) shares the whole's registration. */
 static void view_then_whole(const rt *r) {
-  DLManagedTensorVersioned *t = cpu_tensor(1024), *mid = part(t, 256, 512);
+  DLManagedTensorVersioned *t = dlb_test_counting_floats(1024), *mid = part(t, 256, 512);
   DLManagedTensorVersioned *p = pin(r, mid), *all = pin(r, t);
   CHECK_EQ_INT(r->e.calls(r->reg), 3);
   CHECK_EQ_INT(live_registrations(r), 3);
@@ -124,7 +115,7 @@ DLB_TEST(hip_pin_view_then_whole) {
  * first does not cover and holds the first's registration too, since its
  * span uses it. A span covered by both registers nothing. */
 static void overlapping_views(const rt *r) {
-  DLManagedTensorVersioned *t = cpu_tensor(1024);
+  DLManagedTensorVersioned *t = dlb_test_counting_floats(1024);
   DLManagedTensorVersioned *a = part(t, 0, 600), *b = part(t, 400, 1024);
   DLManagedTensorVersioned *pa = pin(r, a), *pb = pin(r, b);
   CHECK_EQ_INT(r->e.calls(r->reg), 2);
@@ -162,7 +153,7 @@ DLB_TEST(hip_pin_overlapping_views) {
  * is large enough for pageable memory to be staged. */
 static void copies_in_place(const rt *r) {
   enum { N = 1 << 18 };
-  DLManagedTensorVersioned *t = cpu_tensor(N), *mid = part(t, N / 4, N / 2);
+  DLManagedTensorVersioned *t = dlb_test_counting_floats(N), *mid = part(t, N / 4, N / 2);
   DLManagedTensorVersioned *p = pin(r, mid), *all = pin(r, t);
   CHECK_EQ_INT(live_registrations(r), 3);
   int64_t shape[1] = {N};
@@ -201,7 +192,7 @@ DLB_TEST(hip_pin_overlap_copies_in_place) {
  * with its error, a gap registered already is unregistered, and the
  * view's registration is left as it was, usable. */
 static void gap_refused(const rt *r) {
-  DLManagedTensorVersioned *t = cpu_tensor(1024), *mid = part(t, 256, 512);
+  DLManagedTensorVersioned *t = dlb_test_counting_floats(1024), *mid = part(t, 256, 512);
   DLManagedTensorVersioned *p = pin(r, mid), *all = NULL;
   for (int nth = 1; nth <= 2; nth++) {
     long unregs = r->e.calls(r->unreg);
@@ -266,7 +257,7 @@ static void others_unregister(const rt *r, void *p) {
  * a gap they registered in part is refused as before, and the gap of ours
  * registered meanwhile is undone. */
 static void gap_pinned_by_others(const rt *r) {
-  DLManagedTensorVersioned *t = cpu_tensor(1024), *mid = part(t, 256, 512);
+  DLManagedTensorVersioned *t = dlb_test_counting_floats(1024), *mid = part(t, 256, 512);
   float *v = t->dl_tensor.data;
   others_register(r, v + 512, 512 * sizeof(float));
   DLManagedTensorVersioned *p = pin(r, mid), *all = pin(r, t);
@@ -350,7 +341,7 @@ static void release_views(loop_ctx *c) {
  * whole (4); and, for the pins whose span uses more than one
  * registration, the list of them (2). */
 static void allocation_failures(const rt *r) {
-  DLManagedTensorVersioned *t = cpu_tensor(1024);
+  DLManagedTensorVersioned *t = dlb_test_counting_floats(1024);
   loop_ctx c = loop_views(r, t);
   CHECK_EQ_INT(dlb_test_oom_loop(pin_views_then_whole, &c), 9 + 4 + 2);
   release_views(&c);
@@ -371,7 +362,7 @@ DLB_TEST(hip_pin_overlap_allocation_failures) {
 /* Every runtime call failing in turn: nothing is left registered, and no
  * context is left pushed. */
 static void every_call_failing(const rt *r) {
-  DLManagedTensorVersioned *t = cpu_tensor(1024);
+  DLManagedTensorVersioned *t = dlb_test_counting_floats(1024);
   loop_ctx c = loop_views(r, t);
   int fired = 0;
   for (int n = 1; n < 1000; n++) {
