@@ -154,8 +154,10 @@ dlb_status dlb_share_recv(int sock, uint64_t flags,
     if (!stream || n == 0 || len == want) break;
   }
   /* A stream's message is read whole before it is judged, so that a
-   * refusal leaves the stream at the next message; only a prefix whose
-   * length cannot be leaves it where it cannot be followed. */
+   * refusal leaves the stream at the next message (a sender that stops
+   * after the prefix is waited for, as for any message); only a prefix
+   * whose length is impossible leaves the stream where it cannot be
+   * followed. */
   size_t total = len;
   int total_ok = 0;
   dlb_status rest = DLB_OK;
