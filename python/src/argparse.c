@@ -257,27 +257,27 @@ static int dlbpy_too_many_dims(const char *what, Py_ssize_t n) {
   return -1;
 }
 
-/* The n items seq's __len__ gives, read by index: iterating instead would
- * never end for a __getitem__ that never raises IndexError. */
-static PyObject *dlbpy_items_by_index(PyObject *seq, Py_ssize_t n,
-                                      const char *what) {
-  PyObject *tuple = PyTuple_New(n);
-  for (Py_ssize_t i = 0; tuple != NULL && i < n; i++) {
-    PyObject *item = PySequence_GetItem(seq, i);
-    if (item == NULL) {
-      if (PyErr_ExceptionMatches(PyExc_IndexError)) {
+PyObject *dlbpy_items_by_index(PyObject *seq, Py_ssize_t n,
+                               const char *what) {
+  /* Grown item by item: a __len__ that lies costs no memory it names. */
+  PyObject *items = PyList_New(0);
+  for (Py_ssize_t i = 0; items != NULL && i < n; i++) {
+    PyObject *item = ((i + 1) & 0x3fff) == 0 && PyErr_CheckSignals() < 0
+                         ? NULL
+                         : PySequence_GetItem(seq, i);
+    if (item == NULL || PyList_Append(items, item) < 0) {
+      if (item == NULL && PyErr_ExceptionMatches(PyExc_IndexError)) {
         PyErr_Clear();
         PyErr_Format(PyExc_ValueError,
                      "%s has length %zd by its __len__, but its item %zd "
                      "raised IndexError",
                      what, n, i);
       }
-      Py_CLEAR(tuple);
-    } else {
-      PyTuple_SET_ITEM(tuple, i, item);
+      Py_CLEAR(items);
     }
+    Py_XDECREF(item);
   }
-  return tuple;
+  return items;
 }
 
 /* The items of an iterable without a length, one more than
@@ -309,6 +309,15 @@ static PyObject *dlbpy_items_by_iteration(PyObject *seq, const char *what) {
 }
 
 PyObject *dlbpy_dims_tuple(PyObject *seq, const char *what) {
+  /* Tuples and lists, the common case, are copied (a tuple is taken as it
+   * is) without running Python code. */
+  if (PyTuple_Check(seq) || PyList_Check(seq)) {
+    if (PySequence_Fast_GET_SIZE(seq) > DLB_MAX_NDIM) {
+      dlbpy_too_many_dims(what, PySequence_Fast_GET_SIZE(seq));
+      return NULL;
+    }
+    return PySequence_Tuple(seq);
+  }
   /* The length first: a sequence of 2**40 items (a Tensor) is refused
    * before a tuple of them is built. */
   Py_ssize_t n = PySequence_Size(seq);
@@ -322,7 +331,11 @@ PyObject *dlbpy_dims_tuple(PyObject *seq, const char *what) {
     dlbpy_too_many_dims(what, n);
     return NULL;
   }
-  return dlbpy_items_by_index(seq, n, what);
+  PyObject *items = dlbpy_items_by_index(seq, n, what);
+  if (items == NULL) return NULL;
+  PyObject *tuple = PyList_AsTuple(items);
+  Py_DECREF(items);
+  return tuple;
 }
 
 int dlbpy_parse_shape(PyObject *obj, int32_t *ndim, int64_t *shape) {

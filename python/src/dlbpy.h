@@ -240,6 +240,12 @@ int dlbpy_is_one_int(PyObject *obj);
  * most DLB_MAX_NDIM + 1 items. */
 PyObject *dlbpy_dims_tuple(PyObject *seq, const char *what);
 
+/* A list of the n items seq's __len__ gives, read by index (iterating
+ * would never end for a __getitem__ that never raises IndexError), grown
+ * item by item and noticing Ctrl-C: ValueError naming what when an item
+ * below n raises IndexError. */
+PyObject *dlbpy_items_by_index(PyObject *seq, Py_ssize_t n, const char *what);
+
 /* An int, or an object with __index__ (bool refused), as int64.
  * TypeError for other types, OverflowError beyond 64 bits. */
 int dlbpy_parse_int64(PyObject *obj, const char *what, int64_t *out);

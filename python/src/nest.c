@@ -310,26 +310,10 @@ static PyObject *dlbpy_nest_snapshot(dlbpy_nest *nest, PyObject *seq,
     dlbpy_nest_ragged(nest, dim, found);
     return NULL;
   }
-  /* Grown item by item: a __len__ that lies costs no memory it names. */
-  PyObject *items = PyList_New(0);
-  for (Py_ssize_t i = 0; items != NULL && i < n; i++) {
-    PyObject *item =
-        dlbpy_nest_tick(nest) < 0 ? NULL : PySequence_GetItem(seq, i);
-    if (item == NULL || PyList_Append(items, item) < 0) {
-      if (item == NULL && PyErr_ExceptionMatches(PyExc_IndexError)) {
-        char here[DLBPY_NEST_TEXT];
-        dlbpy_nest_where(nest, dim, false, here);
-        PyErr_Clear();
-        PyErr_Format(PyExc_ValueError,
-                     "asarray(): %s has length %zd by its __len__, but its "
-                     "item %zd raised IndexError",
-                     here, n, i);
-      }
-      Py_CLEAR(items);
-    }
-    Py_XDECREF(item);
-  }
-  return items;
+  char here[DLBPY_NEST_TEXT], what[DLBPY_NEST_TEXT + 16];
+  dlbpy_nest_where(nest, dim, false, here);
+  PyOS_snprintf(what, sizeof what, "asarray(): %s", here);
+  return dlbpy_items_by_index(seq, n, what);
 }
 
 /* obj (an array) imported as a tensor the CPU can read: a copy when its
