@@ -551,6 +551,9 @@ PyObject *dlbpy_synchronize(PyObject *module, PyObject *x);
 
 /* Whether copying t is worth running without the GIL (large copies). */
 bool dlbpy_copy_is_large(const DLTensor *t);
+/* dlb_copy(src, dst), without the GIL when dst is large: the caller's
+ * references keep both tensors' memory alive while other threads run. */
+dlb_status dlbpy_copy_tensor(const DLTensor *src, const DLTensor *dst);
 /* Copies at least this large run without the GIL: below it, releasing and
  * taking the GIL back costs more than other threads gain. */
 #define DLBPY_NOGIL_COPY_BYTES ((int64_t)1 << 18)

@@ -481,15 +481,8 @@ static int dlbpy_write(const DLTensor *src, int src_padded,
   int64_t strides[DLB_MAX_NDIM];
   DLTensor from;
   if (dlbpy_broadcast_to(src, dst, &from, strides) < 0) return -1;
-  dlb_status s;
   /* The caller holds references to both tensors' owners. */
-  if (dlbpy_copy_is_large(dst)) {
-    Py_BEGIN_ALLOW_THREADS
-    s = dlb_copy(&from, dst);
-    Py_END_ALLOW_THREADS
-  } else {
-    s = dlb_copy(&from, dst);
-  }
+  dlb_status s = dlbpy_copy_tensor(&from, dst);
   return s == DLB_OK ? 0 : dlbpy_fail(s, PyExc_ValueError, "t[...] = value");
 }
 

@@ -510,14 +510,8 @@ static int dlbpy_nest_fill_array(dlbpy_nest *nest,
     int64_t strides[DLB_MAX_NDIM];
     s = dlb_compact_strides(t->ndim, t->shape, 0, strides);
     DLTensor dst = {*p, {kDLCPU, 0}, t->ndim, dtype, t->shape, strides, 0};
-    if (s == DLB_OK && dlbpy_copy_is_large(t)) {
-      /* The tensors are this call's own. */
-      Py_BEGIN_ALLOW_THREADS
-      s = dlb_copy(t, &dst);
-      Py_END_ALLOW_THREADS
-    } else if (s == DLB_OK) {
-      s = dlb_copy(t, &dst);
-    }
+    /* The tensors are this call's own. */
+    if (s == DLB_OK) s = dlbpy_copy_tensor(t, &dst);
     if (s != DLB_OK) return dlbpy_fail(s, PyExc_ValueError, "asarray()");
     *p += numel * (int64_t)itemsize;
     return 0;

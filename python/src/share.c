@@ -66,15 +66,8 @@ PyObject *dlbpy_tensor_share_memory(PyObject *self, PyObject *unused) {
   DLManagedTensorVersioned *shared;
   if (dlbpy_shared_alloc(t->dtype, t->ndim, t->shape, &shared) < 0)
     return NULL;
-  dlb_status s;
   /* The caller's reference keeps src's data alive while threads run. */
-  if (dlbpy_copy_is_large(t)) {
-    Py_BEGIN_ALLOW_THREADS
-    s = dlb_copy(t, &shared->dl_tensor);
-    Py_END_ALLOW_THREADS
-  } else {
-    s = dlb_copy(t, &shared->dl_tensor);
-  }
+  dlb_status s = dlbpy_copy_tensor(t, &shared->dl_tensor);
   if (s != DLB_OK) {
     dlb_tensor_release(shared);
     return dlbpy_raise(s, PyExc_ValueError, "share_memory()");

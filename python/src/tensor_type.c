@@ -148,6 +148,15 @@ bool dlbpy_copy_is_large(const DLTensor *t) {
          numel >= DLBPY_NOGIL_COPY_BYTES / item;
 }
 
+dlb_status dlbpy_copy_tensor(const DLTensor *src, const DLTensor *dst) {
+  if (!dlbpy_copy_is_large(dst)) return dlb_copy(src, dst);
+  dlb_status s;
+  Py_BEGIN_ALLOW_THREADS
+  s = dlb_copy(src, dst);
+  Py_END_ALLOW_THREADS
+  return s;
+}
+
 int dlbpy_copy_to(const DLManagedTensorVersioned *mt, DLDevice device,
                   PyObject *exc, DLManagedTensorVersioned **out) {
   DLManagedTensorVersioned *copy = NULL;
