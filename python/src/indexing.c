@@ -75,7 +75,7 @@ static int dlbpy_parse_index(PyObject *key, int32_t ndim, dlbpy_index *ix) {
   PyObject *const *items = &key;
   Py_ssize_t n = 1;
   if (PyTuple_Check(key)) {
-    items = &PyTuple_GET_ITEM(key, 0);
+    items = PySequence_Fast_ITEMS(key); /* also when it is empty */
     n = PyTuple_GET_SIZE(key);
   }
   Py_ssize_t ellipsis = -1, consumed = 0, nnew = 0;

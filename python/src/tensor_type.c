@@ -401,7 +401,7 @@ static int dlbpy_int_args(const char *fname, PyObject *const *args,
     PyOS_snprintf(what, sizeof what, "%s()'s sequence", fname);
     seq = dlbpy_dims_tuple(args[0], what);
     if (seq == NULL) return -1;
-    items = &PyTuple_GET_ITEM(seq, 0);
+    items = PySequence_Fast_ITEMS(seq); /* also when it is empty */
     n = PyTuple_GET_SIZE(seq);
   }
   int rc = 0;
