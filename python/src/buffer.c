@@ -359,7 +359,23 @@ int dlbpy_buffer_wrap(Py_buffer *view, const DLTensor *desc, uint64_t flags,
   return s == DLB_OK ? 0 : dlbpy_fail(s, exc, what);
 }
 
+/* NumPy's datetime64 and timedelta64 scalars export their 8 bytes as a
+ * buffer of unsigned bytes, which would import as a uint8 vector of the
+ * raw value; DLPack has no type for them (NumPy refuses their arrays). */
+static int dlbpy_refuse_time_scalar(PyObject *obj) {
+  for (PyTypeObject *t = Py_TYPE(obj); t != NULL; t = t->tp_base) {
+    if (strcmp(t->tp_name, "numpy.datetime64") == 0 ||
+        strcmp(t->tp_name, "numpy.timedelta64") == 0) {
+      PyErr_Format(PyExc_BufferError,
+                   "%s scalars have no DLPack type", t->tp_name);
+      return -1;
+    }
+  }
+  return 0;
+}
+
 int dlbpy_import_buffer(PyObject *obj, DLManagedTensorVersioned **out) {
+  if (dlbpy_refuse_time_scalar(obj) < 0) return -1;
   /* Raw allocation: the last release may run without the GIL. */
   Py_buffer *view = PyMem_RawMalloc(sizeof *view);
   if (view == NULL) {

@@ -246,6 +246,28 @@ def test_asarray_refuses_buffers_dlpack_cannot_describe():
         dlbridge.asarray(memoryview(np.zeros(2, dtype="O")))
 
 
+
+class _Stamp(np.datetime64):
+    pass
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        np.datetime64("2020-01-01"),
+        np.timedelta64(5, "s"),
+        _Stamp("2021-03-04"),
+        [np.datetime64("2020-01-01", "s")],
+    ],
+    ids=["datetime64", "timedelta64", "subclass", "in-a-list"],
+)
+def test_asarray_refuses_numpy_time_scalars(value):
+    # NumPy exports their 8 bytes as unsigned bytes; they are no uint8 vector.
+    with pytest.raises(BufferError, match=r"numpy\.(datetime|timedelta)64 scalars"):
+        dlbridge.asarray(value)
+    # Bytes scalars stay bytes, as bytes do.
+    assert dlbridge.asarray(np.bytes_(b"ab")).tolist() == [97, 98]
+
 def test_buffer_import_releases_the_buffer_when_the_last_view_goes():
     ba = bytearray(8)
     t = dlbridge.asarray(ba)
