@@ -15,7 +15,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
 .PHONY: all deps deps-c build demo check test-c test-cli test-bench test-install test-asan \
         test-aarch64 test-python test-python-asan test-wheel test-docs docs python bench \
-        clean test-fuzz-replay fuzz test-tsan test-valgrind coverage
+        clean test-fuzz-replay fuzz test-tsan test-valgrind test-gpu-dry coverage
 
 all: build
 
@@ -108,8 +108,17 @@ docs: build
 test-docs: build python
 	tests/docs/check_docs.py --build $(BUILD) --python $(VPY)
 
+# tests/gpu/run.sh, the check for a machine with a GPU, run whole against
+# the emulated driver, so that it still builds and runs its programs when a
+# GPU is at hand (peers without a CUDA build are skipped).
+GPUDRY := build-gpu-dry
+test-gpu-dry: build python
+	rm -rf $(GPUDRY)
+	DLBRIDGE_CUDA_LIBRARY=$(CURDIR)/$(BUILD)/tests/emu/libcuda.so.1 \
+	  PYTHON=$(CURDIR)/$(VPY) tests/gpu/run.sh $(GPUDRY)
+
 check: test-c test-cli test-bench test-aarch64 test-install test-asan test-python test-python-asan \
-       test-wheel test-docs test-fuzz-replay test-tsan test-valgrind
+       test-wheel test-docs test-fuzz-replay test-tsan test-valgrind test-gpu-dry
 
 # Every benchmark in one run (bench/run_bench.py): copy bandwidth against
 # memcpy, NumPy and PyTorch; exchange cost through the module; the C-level
@@ -122,7 +131,7 @@ bench: python build
 	DLBRIDGE_PYTHON=$(VPY) $(BUILD)/tools/dlbridge bench
 
 clean:
-	rm -rf $(BUILD) $(ASAN) $(ASANPY) $(FUZZ) $(TSAN) $(AARCH64) build-cov build-cov-py
+	rm -rf $(BUILD) $(ASAN) $(ASANPY) $(FUZZ) $(TSAN) $(AARCH64) $(GPUDRY) build-cov build-cov-py
 
 # ---- fuzzing (tests/fuzz, docs/reliability.md) ----------------------------
 FUZZ         := build-fuzz

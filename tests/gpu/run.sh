@@ -619,7 +619,7 @@ int main(void) {
 EOF
 
 if step 20 "compile ipc_check.c" cc -std=c11 -D_GNU_SOURCE -O2 -Wall -o "$OUT/ipc_check" \
-     "$OUT/ipc_check.c" -I"$REPO/include" "$OUT/build/src/libdlbridge.a" \
+     "$OUT/ipc_check.c" -I"$REPO/include" -I"$OUT/build/include" "$OUT/build/src/libdlbridge.a" \
      -ldl -lpthread -lm; then
   step 30 "ipc_check (real driver, 3 processes)" bash -c "'$OUT/ipc_check' > '$OUT/ipc_check.txt' 2>&1"
   cat "$OUT/ipc_check.txt" >> "$LOG"
@@ -760,6 +760,14 @@ def kind(ptr):
     return (d.device_type, d.device_id)
 
 
+def cuda_torch():
+    # A PyTorch without CUDA (the dry run's) cannot take part: skipped.
+    import torch
+    if not torch.cuda.is_available():
+        raise ImportError("this PyTorch has no CUDA")
+    return torch
+
+
 def run(area, name, fn):
     try:
         ok, detail = fn()
@@ -775,7 +783,7 @@ N = 1 << 20
 
 
 def managed_into_torch():
-    import torch
+    torch = cuda_torch()
     t = alloc(CUDA_MANAGED, N)
     ptr = t.contents.dl_tensor.data
     host_view(t, N)[:] = 1.5
@@ -822,7 +830,7 @@ def pinned_into_jax():
 
 
 def classify_torch():
-    import torch
+    torch = cuda_torch()
     d = torch.empty(N, device="cuda")
     p = torch.empty(N).pin_memory()
     c = torch.empty(N)
@@ -850,13 +858,13 @@ def classify_jax():
     import jax.numpy as jnp
     gpus = [d for d in jax.devices() if d.platform == "gpu"]
     if not gpus:
-        return False, "no JAX GPU device"
+        raise ImportError("this JAX has no GPU device")
     x = jax.device_put(jnp.ones(N), gpus[0])
     return kind(x.unsafe_buffer_pointer()) == (CUDA, 0), kind(x.unsafe_buffer_pointer())
 
 
 def torch_stream_handoff():
-    import torch
+    torch = cuda_torch()
     producer, consumer = torch.cuda.Stream(), torch.cuda.Stream()
     x = torch.zeros(N, device="cuda")
     torch.cuda.synchronize()
