@@ -28,7 +28,11 @@ static int run(const char *const *argv, int quiet) {
   fflush(stdout);
   fflush(stderr);
   pid_t pid = fork();
-  if (pid < 0) return 127;
+  if (pid < 0) {
+    fprintf(stderr, "%s bench: cannot start %s: %s\n", CLI_NAME, argv[0],
+            strerror(errno));
+    return 127;
+  }
   if (pid == 0) {
     if (quiet) dup2(STDERR_FILENO, STDOUT_FILENO);
     execvp(argv[0], (char *const *)(uintptr_t)argv);

@@ -208,6 +208,15 @@ with="DLBRIDGE_PYTHON=true"
 expect bench-reps-most 0 '' -- bench --reps 101
 expect bench-reps-too-many 2 "--reps is '102'; must be 1 to 101" -- bench --reps 102
 with=
+fail_fork="$build/tests/cli/libfail_fork.so"
+if [ -e "$fail_fork" ]; then
+  # A benchmark that cannot be started is named, with the reason.
+  with="LD_PRELOAD=$fail_fork DLBRIDGE_PYTHON=true"
+  expect bench-fork-fails 1 'dlbridge bench: cannot start .*: Resource temporarily unavailable$' -- bench --quick
+  with=
+else
+  echo "cli: $fail_fork not built: skipped the failing fork"
+fi
 expect info-extra 2 'too many arguments' -- info extra
 # bench waits for the benchmarks even with SIGCHLD ignored (inherited
 # through exec), here a stand-in Python that exits at once, 0 or 1.
