@@ -318,7 +318,7 @@ static int dlbpy_try_import_via_api(dlbpy_state *st,
   }
   if (m->version.major != DLPACK_MAJOR_VERSION) {
     unsigned major = m->version.major, minor = m->version.minor;
-    dlb_tensor_release(m);
+    dlbpy_release(m);
     PyErr_Format(PyExc_BufferError,
                  "the DLPack exchange table of %.100s made a version %u.%u "
                  "tensor; dlbridge reads major version %d only",
@@ -349,7 +349,9 @@ static int dlbpy_try_import_via_api(dlbpy_state *st,
       return -1;
     }
     if (stream != NULL) {
-      dlb_tensor_release(m);
+      /* Through the guard: a deleter that leaves an exception set would
+       * have __dlpack__ called with it pending. */
+      dlbpy_release(m);
       return 0;
     }
   }

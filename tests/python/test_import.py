@@ -501,6 +501,30 @@ def test_exchange_table_with_pending_device_work_falls_back_to_dlpack(helper):
     assert p.calls == []
 
 
+def test_exchange_table_tensor_given_back_with_a_deleter_that_raises(helper, monkeypatch):
+    # The table's tensor goes back (device memory with work on another
+    # stream) through a deleter that leaves an exception set: it is
+    # reported, and __dlpack__ is not called with it pending (which raised
+    # SystemError, "returned a result with an exception set").
+    seen = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: seen.append(u.exc_value))
+    a = np.arange(3, dtype=np.float32)
+
+    class OnAStream:
+        __dlpack_c_exchange_api__ = helper.fake_exchange(0x5000)
+
+        def __init__(self):
+            self.capsule = capsule_of(a, device=(KDLCUDAMANAGED, 0),
+                                      deleter="leave_error")
+
+        def __dlpack__(self, **kwargs):
+            return capsule_of(a, device=(KDLCUDAMANAGED, 0))
+
+    t = dlbridge.from_dlpack(OnAStream())
+    assert t.device == "cuda_managed" and t.tolist() == [0.0, 1.0, 2.0]
+    assert [str(e) for e in seen] == ["left set by the deleter"]
+
+
 @pytest.mark.parametrize("during", ["table", "requires_grad"])
 def test_exchange_table_dropped_by_the_producer_mid_import_stays_alive(helper, during):
     # Producer code that runs during an import through its table (the
