@@ -17,6 +17,8 @@
  *   decref_with_error(lst)   drop lst's items while an exception is set and
  *                            check the exception survives
  *   capi_*(...)              the C API of dlbridge_capi.h
+ *   careless_buffer(n)       a buffer exporter with items of n bytes and
+ *                            no format
  *   oom_*(...)               allocation N failing in turn: the core's
  *                            allocator and CPython's three domains
  */
@@ -756,6 +758,69 @@ static PyObject *get_buffer(PyObject *self, PyObject *args) {
 }
 
 /* ------------------------------------------------------------------------
+ * A careless buffer exporter
+ * ---------------------------------------------------------------------- */
+
+/* careless_buffer(itemsize): 64 bytes exported as one dimension of
+ * itemsize-byte items with format NULL (which means 'B'), whatever the
+ * request: an exporter that ignores PyBUF_FORMAT. */
+typedef struct {
+  PyObject_HEAD
+  Py_ssize_t itemsize;
+  Py_ssize_t count;
+  char data[64];
+} careless_object;
+
+static PyTypeObject *careless_type;
+
+static int careless_getbuffer(PyObject *self, Py_buffer *view, int flags) {
+  careless_object *c = (careless_object *)self;
+  (void)flags;
+  view->buf = c->data;
+  view->obj = self;
+  Py_INCREF(self);
+  view->len = c->count * c->itemsize;
+  view->readonly = 0;
+  view->itemsize = c->itemsize;
+  view->format = NULL;
+  view->ndim = 1;
+  view->shape = &c->count;
+  view->strides = &c->itemsize;
+  view->suboffsets = NULL;
+  view->internal = NULL;
+  return 0;
+}
+
+static PyType_Slot careless_slots[] = {
+    {Py_bf_getbuffer, (void *)careless_getbuffer},
+    {0, NULL},
+};
+
+static PyType_Spec careless_spec = {
+    .name = "dlbridge._testhelper.CarelessBuffer",
+    .basicsize = sizeof(careless_object),
+    .flags = Py_TPFLAGS_DEFAULT,
+    .slots = careless_slots,
+};
+
+static PyObject *careless_buffer(PyObject *self, PyObject *arg) {
+  (void)self;
+  Py_ssize_t itemsize = PyLong_AsSsize_t(arg);
+  if (itemsize == -1 && PyErr_Occurred()) return NULL;
+  if (itemsize < 1 || itemsize > 64) {
+    PyErr_SetString(PyExc_ValueError, "itemsize is 1 to 64");
+    return NULL;
+  }
+  careless_object *c =
+      (careless_object *)careless_type->tp_alloc(careless_type, 0);
+  if (c == NULL) return NULL;
+  c->itemsize = itemsize;
+  c->count = (Py_ssize_t)sizeof c->data / itemsize;
+  memset(c->data, 0, sizeof c->data);
+  return (PyObject *)c;
+}
+
+/* ------------------------------------------------------------------------
  * The C API
  * ---------------------------------------------------------------------- */
 
@@ -1030,11 +1095,16 @@ static PyMethodDef helper_methods[] = {
     {"oom_arm", oom_arm, METH_VARARGS, NULL},
     {"oom_disarm", oom_disarm, METH_NOARGS, NULL},
     {"oom_live", oom_live, METH_NOARGS, NULL},
+    {"careless_buffer", careless_buffer, METH_O, NULL},
     {NULL, NULL, 0, NULL},
 };
 
 static int helper_exec(PyObject *module) {
   (void)module;
+  if (careless_type == NULL) {
+    careless_type = (PyTypeObject *)PyType_FromSpec(&careless_spec);
+    if (careless_type == NULL) return -1;
+  }
   return import_dlbridge();
 }
 
