@@ -525,6 +525,33 @@ def test_exchange_table_tensor_given_back_with_a_deleter_that_raises(helper, mon
     assert [str(e) for e in seen] == ["left set by the deleter"]
 
 
+@pytest.mark.parametrize("stream", [0, 0x5000])
+def test_exchange_table_stream_query_that_leaves_an_exception_is_refused(helper, stream):
+    # current_work_stream succeeding with an exception set is a broken
+    # producer, as the table's own export doing so is: the import returned
+    # a tensor with the exception set, or called __dlpack__ with it
+    # pending (SystemError either way).
+    a = np.arange(3, dtype=np.float32)
+
+    class Broken:
+        __dlpack_c_exchange_api__ = helper.fake_exchange(stream, True)
+
+        def __init__(self):
+            self.capsule = capsule_of(a, device=(KDLCUDAMANAGED, 0))
+
+        def __dlpack__(self, **kwargs):
+            return capsule_of(a, device=(KDLCUDAMANAGED, 0))
+
+    try:
+        with pytest.raises(BufferError, match="current_work_stream .* exception set"):
+            dlbridge.from_dlpack(Broken())
+        assert deleted() == 1
+    finally:
+        helper.fake_exchange(0)
+    # The interpreter is left clean: the next import works.
+    assert dlbridge.from_dlpack(np.arange(2.0)).tolist() == [0.0, 1.0]
+
+
 @pytest.mark.parametrize("during", ["table", "requires_grad"])
 def test_exchange_table_dropped_by_the_producer_mid_import_stays_alive(helper, during):
     # Producer code that runs during an import through its table (the

@@ -466,8 +466,10 @@ static PyObject *exchange_to_py(PyObject *self, PyObject *args,
 /* A producer's exchange table for tests: from_py_object takes the helper
  * capsule in obj.capsule (consuming it), and succeeds with an exception
  * left set when obj.leave_error is true (a broken producer);
- * current_work_stream reports the stream set by fake_exchange(stream). */
+ * current_work_stream reports the stream set by fake_exchange(stream), and
+ * succeeds with an exception left set after fake_exchange(stream, True). */
 static void *fake_stream;
+static int fake_stream_leaves_error;
 
 static int fake_from_py(void *py_object, DLManagedTensorVersioned **out) {
   PyObject *capsule = PyObject_GetAttrString(py_object, "capsule");
@@ -514,6 +516,8 @@ static int fake_stream_of(DLDeviceType type, int32_t id, void **out) {
   (void)type;
   (void)id;
   *out = fake_stream;
+  if (fake_stream_leaves_error)
+    PyErr_SetString(PyExc_KeyError, "left behind by current_work_stream");
   return 0;
 }
 
@@ -527,10 +531,14 @@ static const DLPackExchangeAPI fake_api = {
     .current_work_stream = fake_stream_of,
 };
 
-static PyObject *fake_exchange(PyObject *self, PyObject *arg) {
+static PyObject *fake_exchange(PyObject *self, PyObject *args) {
   (void)self;
-  fake_stream = PyLong_AsVoidPtr(arg);
+  PyObject *stream;
+  int leave_error = 0;
+  if (!PyArg_ParseTuple(args, "O|p", &stream, &leave_error)) return NULL;
+  fake_stream = PyLong_AsVoidPtr(stream);
   if (fake_stream == NULL && PyErr_Occurred()) return NULL;
+  fake_stream_leaves_error = leave_error;
   return PyCapsule_New((void *)(uintptr_t)&fake_api, "dlpack_exchange_api",
                        NULL);
 }
@@ -577,6 +585,7 @@ static PyObject *fake_exchange_owned(PyObject *self, PyObject *unused) {
   (void)self;
   (void)unused;
   fake_stream = NULL;
+  fake_stream_leaves_error = 0;
   DLPackExchangeAPI *api = PyMem_RawMalloc(sizeof *api);
   if (api == NULL) return PyErr_NoMemory();
   memcpy(api, &fake_api, sizeof *api);
@@ -1077,7 +1086,7 @@ static PyMethodDef helper_methods[] = {
     {"exchange_stream", exchange_stream, METH_VARARGS, NULL},
     {"exchange_to_py", (PyCFunction)(void (*)(void))exchange_to_py,
      METH_VARARGS | METH_KEYWORDS, NULL},
-    {"fake_exchange", fake_exchange, METH_O, NULL},
+    {"fake_exchange", fake_exchange, METH_VARARGS, NULL},
     {"fake_exchange_owned", fake_exchange_owned, METH_NOARGS, NULL},
     {"release_in_thread_holding_gil", release_in_thread_holding_gil,
      METH_VARARGS, NULL},
