@@ -222,7 +222,9 @@ PyObject *dlbpy_tensor_cuda_array_interface(PyObject *self, void *closure) {
  * structs) of view->itemsize bytes in native byte order. */
 static int dlbpy_format_dtype(const char *format, Py_ssize_t itemsize,
                               DLDataType *out) {
-  const char *f = format == NULL ? "B" : format;
+  /* Named in messages too: no format means bytes. */
+  if (format == NULL) format = "B";
+  const char *f = format;
   int native = 1;
   switch (*f) {
     case '@':

@@ -105,7 +105,7 @@ static PyObject *dlbpy_capi_from_managed(DLManagedTensorVersioned *m) {
   }
   if (m->version.major != DLPACK_MAJOR_VERSION) {
     unsigned major = m->version.major, minor = m->version.minor;
-    dlb_tensor_release(m);
+    dlbpy_release(m);
     PyErr_Format(PyExc_BufferError,
                  "DLBridge_FromManaged: version is %u.%u; dlbridge reads "
                  "major version %d only",

@@ -59,7 +59,7 @@ static int dlbpy_xapi_to_py_object(DLManagedTensorVersioned *tensor,
                                    void **out_py_object) {
   if (tensor == NULL || out_py_object == NULL) {
     /* Steals tensor, errors included. */
-    dlb_tensor_release(tensor);
+    dlbpy_release(tensor);
     PyErr_SetString(PyExc_ValueError,
                     "managed_tensor_to_py_object_no_sync: tensor and "
                     "out_py_object must not be NULL");
@@ -67,7 +67,7 @@ static int dlbpy_xapi_to_py_object(DLManagedTensorVersioned *tensor,
   }
   if (tensor->version.major != DLPACK_MAJOR_VERSION) {
     unsigned major = tensor->version.major, minor = tensor->version.minor;
-    dlb_tensor_release(tensor);
+    dlbpy_release(tensor);
     PyErr_Format(PyExc_BufferError,
                  "managed_tensor_to_py_object_no_sync: version is %u.%u; "
                  "dlbridge reads major version %d only",

@@ -288,6 +288,23 @@ static int dlbpy_table_failed(PyObject *obj) {
   return 0;
 }
 
+/* A table function that succeeded with an exception set is a broken
+ * producer: the exception would surface later, far from its cause (a
+ * result returned with it set is a SystemError). Releases m, the table's
+ * tensor, and raises BufferError naming fn; returns -1. */
+static int dlbpy_table_left_error(PyObject *obj, const char *fn,
+                                  DLManagedTensorVersioned *m) {
+  dlbpy_saved_error left;
+  dlbpy_error_save(&left);
+  dlbpy_release(m);
+  dlbpy_error_discard(&left);
+  PyErr_Format(PyExc_BufferError,
+               "%s of the DLPack exchange table of %.100s succeeded with an "
+               "exception set",
+               fn, Py_TYPE(obj)->tp_name);
+  return -1;
+}
+
 /* The exchange table's route. Returns 1 with *out set, 0 when __dlpack__
  * must answer instead (the table declined, or may have skipped a check),
  * -1 on error. */
@@ -303,22 +320,12 @@ static int dlbpy_try_import_via_api(dlbpy_state *st,
                  Py_TYPE(obj)->tp_name);
     return -1;
   }
-  /* Success with an exception set is a broken producer: the exception
-   * would surface later, far from its cause. */
-  if (PyErr_Occurred()) {
-    dlbpy_saved_error left;
-    dlbpy_error_save(&left);
-    dlbpy_release(m);
-    dlbpy_error_discard(&left);
-    PyErr_Format(PyExc_BufferError,
-                 "the DLPack exchange table of %.100s returned a tensor with "
-                 "an exception set",
-                 Py_TYPE(obj)->tp_name);
-    return -1;
-  }
+  if (PyErr_Occurred())
+    return dlbpy_table_left_error(obj, "managed_tensor_from_py_object_no_sync",
+                                  m);
   if (m->version.major != DLPACK_MAJOR_VERSION) {
     unsigned major = m->version.major, minor = m->version.minor;
-    dlb_tensor_release(m);
+    dlbpy_release(m);
     PyErr_Format(PyExc_BufferError,
                  "the DLPack exchange table of %.100s made a version %u.%u "
                  "tensor; dlbridge reads major version %d only",
@@ -348,8 +355,12 @@ static int dlbpy_try_import_via_api(dlbpy_state *st,
       dlbpy_release_keeping_error(m);
       return -1;
     }
+    if (PyErr_Occurred())
+      return dlbpy_table_left_error(obj, "current_work_stream", m);
     if (stream != NULL) {
-      dlb_tensor_release(m);
+      /* Through the guard: a deleter that leaves an exception set would
+       * have __dlpack__ called with it pending. */
+      dlbpy_release(m);
       return 0;
     }
   }

@@ -246,7 +246,6 @@ def test_asarray_refuses_buffers_dlpack_cannot_describe():
         dlbridge.asarray(memoryview(np.zeros(2, dtype="O")))
 
 
-
 class _Stamp(np.datetime64):
     pass
 
@@ -267,6 +266,21 @@ def test_asarray_refuses_numpy_time_scalars(value):
         dlbridge.asarray(value)
     # Bytes scalars stay bytes, as bytes do.
     assert dlbridge.asarray(np.bytes_(b"ab")).tolist() == [97, 98]
+
+
+@pytest.mark.parametrize("itemsize", [3, 5, 16])
+def test_buffer_without_a_format_is_bytes(helper, itemsize):
+    # No format means 'B': an exporter that leaves it out with items no
+    # integer has is refused by name (the message printed the absent format
+    # as a C string, a NULL dereference), wherever a buffer is read.
+    buf = helper.careless_buffer(itemsize)
+    for read in (dlbridge.asarray, lambda b: dlbridge.asarray([b, b]),
+                 lambda b: dlbridge.zeros(64 // itemsize).__setitem__(..., b)):
+        with pytest.raises(BufferError, match="format 'B' with item size %d" % itemsize):
+            read(buf)
+    t = dlbridge.asarray(helper.careless_buffer(1))
+    assert t.dtype == "uint8" and t.shape == (64,)
+
 
 def test_buffer_import_releases_the_buffer_when_the_last_view_goes():
     ba = bytearray(8)

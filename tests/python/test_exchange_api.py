@@ -2,6 +2,7 @@
 helper, and PyTorch's table consumed by dlbridge."""
 
 import gc
+import sys
 
 import pytest
 
@@ -136,6 +137,31 @@ def test_to_py_object_steals_and_validates(helper):
     assert deleted() == 2
     with pytest.raises(BufferError, match="shape"):
         helper.exchange_to_py(Tensor, data=a, shape=(4, -2))
+    assert deleted() == 3
+
+
+def test_refused_versions_report_what_their_deleter_raised(helper, monkeypatch):
+    # A tensor of another major version is refused and its deleter run at
+    # once: an exception the deleter leaves set is reported as unraisable,
+    # not dropped under the refusal (to_py_object, DLBridge_FromManaged,
+    # and a producer's table handing one to from_dlpack).
+    seen = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: seen.append(str(u.exc_value)))
+    a = np.arange(4, dtype=np.float32)
+    with pytest.raises(BufferError, match="version"):
+        helper.exchange_to_py(Tensor, data=a, shape=(4,), version=(2, 0), deleter="leave_error")
+    with pytest.raises(BufferError, match="version"):
+        helper.capi_from(data=a, shape=(4,), version=(0, 9), deleter="leave_error")
+
+    class Producer:
+        __dlpack_c_exchange_api__ = helper.fake_exchange(0)
+
+        def __init__(self):
+            self.capsule = capsule_of(a, version=(2, 0), deleter="leave_error")
+
+    with pytest.raises(BufferError, match="version"):
+        dlbridge.from_dlpack(Producer())
+    assert seen == ["left set by the deleter"] * 3
     assert deleted() == 3
 
 

@@ -501,6 +501,57 @@ def test_exchange_table_with_pending_device_work_falls_back_to_dlpack(helper):
     assert p.calls == []
 
 
+def test_exchange_table_tensor_given_back_with_a_deleter_that_raises(helper, monkeypatch):
+    # The table's tensor goes back (device memory with work on another
+    # stream) through a deleter that leaves an exception set: it is
+    # reported, and __dlpack__ is not called with it pending (which raised
+    # SystemError, "returned a result with an exception set").
+    seen = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: seen.append(u.exc_value))
+    a = np.arange(3, dtype=np.float32)
+
+    class OnAStream:
+        __dlpack_c_exchange_api__ = helper.fake_exchange(0x5000)
+
+        def __init__(self):
+            self.capsule = capsule_of(a, device=(KDLCUDAMANAGED, 0),
+                                      deleter="leave_error")
+
+        def __dlpack__(self, **kwargs):
+            return capsule_of(a, device=(KDLCUDAMANAGED, 0))
+
+    t = dlbridge.from_dlpack(OnAStream())
+    assert t.device == "cuda_managed" and t.tolist() == [0.0, 1.0, 2.0]
+    assert [str(e) for e in seen] == ["left set by the deleter"]
+
+
+@pytest.mark.parametrize("stream", [0, 0x5000])
+def test_exchange_table_stream_query_that_leaves_an_exception_is_refused(helper, stream):
+    # current_work_stream succeeding with an exception set is a broken
+    # producer, as the table's own export doing so is: the import returned
+    # a tensor with the exception set, or called __dlpack__ with it
+    # pending (SystemError either way).
+    a = np.arange(3, dtype=np.float32)
+
+    class Broken:
+        __dlpack_c_exchange_api__ = helper.fake_exchange(stream, True)
+
+        def __init__(self):
+            self.capsule = capsule_of(a, device=(KDLCUDAMANAGED, 0))
+
+        def __dlpack__(self, **kwargs):
+            return capsule_of(a, device=(KDLCUDAMANAGED, 0))
+
+    try:
+        with pytest.raises(BufferError, match="current_work_stream .* exception set"):
+            dlbridge.from_dlpack(Broken())
+        assert deleted() == 1
+    finally:
+        helper.fake_exchange(0)
+    # The interpreter is left clean: the next import works.
+    assert dlbridge.from_dlpack(np.arange(2.0)).tolist() == [0.0, 1.0]
+
+
 @pytest.mark.parametrize("during", ["table", "requires_grad"])
 def test_exchange_table_dropped_by_the_producer_mid_import_stays_alive(helper, during):
     # Producer code that runs during an import through its table (the

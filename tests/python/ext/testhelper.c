@@ -17,6 +17,8 @@
  *   decref_with_error(lst)   drop lst's items while an exception is set and
  *                            check the exception survives
  *   capi_*(...)              the C API of dlbridge_capi.h
+ *   careless_buffer(n)       a buffer exporter with items of n bytes and
+ *                            no format
  *   oom_*(...)               allocation N failing in turn: the core's
  *                            allocator and CPython's three domains
  */
@@ -464,8 +466,10 @@ static PyObject *exchange_to_py(PyObject *self, PyObject *args,
 /* A producer's exchange table for tests: from_py_object takes the helper
  * capsule in obj.capsule (consuming it), and succeeds with an exception
  * left set when obj.leave_error is true (a broken producer);
- * current_work_stream reports the stream set by fake_exchange(stream). */
+ * current_work_stream reports the stream set by fake_exchange(stream), and
+ * succeeds with an exception left set after fake_exchange(stream, True). */
 static void *fake_stream;
+static int fake_stream_leaves_error;
 
 static int fake_from_py(void *py_object, DLManagedTensorVersioned **out) {
   PyObject *capsule = PyObject_GetAttrString(py_object, "capsule");
@@ -512,6 +516,8 @@ static int fake_stream_of(DLDeviceType type, int32_t id, void **out) {
   (void)type;
   (void)id;
   *out = fake_stream;
+  if (fake_stream_leaves_error)
+    PyErr_SetString(PyExc_KeyError, "left behind by current_work_stream");
   return 0;
 }
 
@@ -525,10 +531,14 @@ static const DLPackExchangeAPI fake_api = {
     .current_work_stream = fake_stream_of,
 };
 
-static PyObject *fake_exchange(PyObject *self, PyObject *arg) {
+static PyObject *fake_exchange(PyObject *self, PyObject *args) {
   (void)self;
-  fake_stream = PyLong_AsVoidPtr(arg);
+  PyObject *stream;
+  int leave_error = 0;
+  if (!PyArg_ParseTuple(args, "O|p", &stream, &leave_error)) return NULL;
+  fake_stream = PyLong_AsVoidPtr(stream);
   if (fake_stream == NULL && PyErr_Occurred()) return NULL;
+  fake_stream_leaves_error = leave_error;
   return PyCapsule_New((void *)(uintptr_t)&fake_api, "dlpack_exchange_api",
                        NULL);
 }
@@ -575,6 +585,7 @@ static PyObject *fake_exchange_owned(PyObject *self, PyObject *unused) {
   (void)self;
   (void)unused;
   fake_stream = NULL;
+  fake_stream_leaves_error = 0;
   DLPackExchangeAPI *api = PyMem_RawMalloc(sizeof *api);
   if (api == NULL) return PyErr_NoMemory();
   memcpy(api, &fake_api, sizeof *api);
@@ -753,6 +764,69 @@ static PyObject *get_buffer(PyObject *self, PyObject *args) {
       view.itemsize, "obj_is_exporter", view.obj == obj ? Py_True : Py_False);
   PyBuffer_Release(&view);
   return r;
+}
+
+/* ------------------------------------------------------------------------
+ * A careless buffer exporter
+ * ---------------------------------------------------------------------- */
+
+/* careless_buffer(itemsize): 64 bytes exported as one dimension of
+ * itemsize-byte items with format NULL (which means 'B'), whatever the
+ * request: an exporter that ignores PyBUF_FORMAT. */
+typedef struct {
+  PyObject_HEAD
+  Py_ssize_t itemsize;
+  Py_ssize_t count;
+  char data[64];
+} careless_object;
+
+static PyTypeObject *careless_type;
+
+static int careless_getbuffer(PyObject *self, Py_buffer *view, int flags) {
+  careless_object *c = (careless_object *)self;
+  (void)flags;
+  view->buf = c->data;
+  view->obj = self;
+  Py_INCREF(self);
+  view->len = c->count * c->itemsize;
+  view->readonly = 0;
+  view->itemsize = c->itemsize;
+  view->format = NULL;
+  view->ndim = 1;
+  view->shape = &c->count;
+  view->strides = &c->itemsize;
+  view->suboffsets = NULL;
+  view->internal = NULL;
+  return 0;
+}
+
+static PyType_Slot careless_slots[] = {
+    {Py_bf_getbuffer, (void *)careless_getbuffer},
+    {0, NULL},
+};
+
+static PyType_Spec careless_spec = {
+    .name = "dlbridge._testhelper.CarelessBuffer",
+    .basicsize = sizeof(careless_object),
+    .flags = Py_TPFLAGS_DEFAULT,
+    .slots = careless_slots,
+};
+
+static PyObject *careless_buffer(PyObject *self, PyObject *arg) {
+  (void)self;
+  Py_ssize_t itemsize = PyLong_AsSsize_t(arg);
+  if (itemsize == -1 && PyErr_Occurred()) return NULL;
+  if (itemsize < 1 || itemsize > 64) {
+    PyErr_SetString(PyExc_ValueError, "itemsize is 1 to 64");
+    return NULL;
+  }
+  careless_object *c =
+      (careless_object *)careless_type->tp_alloc(careless_type, 0);
+  if (c == NULL) return NULL;
+  c->itemsize = itemsize;
+  c->count = (Py_ssize_t)sizeof c->data / itemsize;
+  memset(c->data, 0, sizeof c->data);
+  return (PyObject *)c;
 }
 
 /* ------------------------------------------------------------------------
@@ -1012,7 +1086,7 @@ static PyMethodDef helper_methods[] = {
     {"exchange_stream", exchange_stream, METH_VARARGS, NULL},
     {"exchange_to_py", (PyCFunction)(void (*)(void))exchange_to_py,
      METH_VARARGS | METH_KEYWORDS, NULL},
-    {"fake_exchange", fake_exchange, METH_O, NULL},
+    {"fake_exchange", fake_exchange, METH_VARARGS, NULL},
     {"fake_exchange_owned", fake_exchange_owned, METH_NOARGS, NULL},
     {"release_in_thread_holding_gil", release_in_thread_holding_gil,
      METH_VARARGS, NULL},
@@ -1030,11 +1104,16 @@ static PyMethodDef helper_methods[] = {
     {"oom_arm", oom_arm, METH_VARARGS, NULL},
     {"oom_disarm", oom_disarm, METH_NOARGS, NULL},
     {"oom_live", oom_live, METH_NOARGS, NULL},
+    {"careless_buffer", careless_buffer, METH_O, NULL},
     {NULL, NULL, 0, NULL},
 };
 
 static int helper_exec(PyObject *module) {
   (void)module;
+  if (careless_type == NULL) {
+    careless_type = (PyTypeObject *)PyType_FromSpec(&careless_spec);
+    if (careless_type == NULL) return -1;
+  }
   return import_dlbridge();
 }
 
