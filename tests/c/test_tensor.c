@@ -507,6 +507,46 @@ DLB_TEST(tensor_spare_block_freed_at_thread_exit) {
   CHECK_EQ_INT(count, 4);
 }
 
+/* A tensor released by another thread-specific destructor after the one
+ * that frees the thread's spare ran: its block is freed in the next round
+ * of destructors, not kept as a spare nobody frees (the leak check of the
+ * sanitizer build and valgrind see it otherwise). */
+static pthread_key_t late_key;
+
+static void release_late(void *t) { dlb_tensor_release(t); }
+
+static void *release_in_a_late_destructor(void *arg) {
+  int *count = arg;
+  DLManagedTensorVersioned *t = NULL;
+  /* A release first, so the thread has registered its spare, which the
+   * tensor left to the late destructor then takes. */
+  foreign *f = foreign_new(count);
+  CHECK_OK(dlb_tensor_adopt(&f->m, &t));
+  dlb_tensor_release(t);
+  f = foreign_new(count);
+  CHECK_OK(dlb_tensor_adopt(&f->m, &t));
+  CHECK(pthread_setspecific(late_key, t) == 0);
+  return NULL;
+}
+
+DLB_TEST(tensor_spare_block_freed_after_late_destructors) {
+  int count = 0;
+  /* The spare's key first (a release registers it), then this test's, so
+   * that this test's destructor runs after the spare's. */
+  DLManagedTensorVersioned *t = NULL;
+  foreign *f = foreign_new(&count);
+  CHECK_OK(dlb_tensor_adopt(&f->m, &t));
+  dlb_tensor_release(t);
+  CHECK(pthread_key_create(&late_key, release_late) == 0);
+  for (int i = 0; i < 4; i++) {
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, release_in_a_late_destructor, &count) ==
+          0);
+    CHECK(pthread_join(th, NULL) == 0);
+  }
+  CHECK_EQ_INT(count, 9);
+}
+
 /* ---- legacy ------------------------------------------------------------ */
 
 DLB_TEST(tensor_from_legacy_calls_deleter_once) {
