@@ -88,6 +88,13 @@ DLB_TEST(copy_plan_streams_from_the_threshold_on) {
   CHECK(p.row == plain);
   dlb__copy_plan_build(&p, b, far_dst, a, NULL, 2, odd, 4);
   CHECK(p.row == stream);
+  /* Rows apart in src too stream from DLB__STREAM_ROW_MIN bytes on. */
+  int64_t apart[2] = {row + 16, 1}, rows_at[2] = {shape[0], row},
+          rows_below[2] = {shape[0] * 2, row - 1};
+  dlb__copy_plan_build(&p, b, apart, a, apart, 2, rows_at, 4);
+  CHECK(p.row == stream);
+  dlb__copy_plan_build(&p, b, apart, a, apart, 2, rows_below, 4);
+  CHECK(p.row == plain);
   /* Whole lines read from rows apart in src, into compact dst: plain. */
   int64_t sparse_src[2] = {row + 16, 1};
   dlb__copy_plan_build(&p, b, NULL, a, sparse_src, 2, short_rows, 4);
@@ -161,6 +168,73 @@ DLB_TEST(copy_plan_runs_contiguous_rows_in_src_order) {
   CHECK_EQ_INT(p.src_stride[0], 512);
 }
 
+/* A transposed pair goes to the tile kernel, two dimensions included,
+ * when src steps DLB__TILE_MIN_STRIDE bytes or more along dst's rows and
+ * less along the other dimension; below that, or at it on the other
+ * dimension, rows run. (The plan only: the memory is never touched.) */
+DLB_TEST(copy_plan_tiles_from_the_minimum_stride_on) {
+  dlb__copy_plan p;
+  static char a[1], b[1];
+  /* dst (32, 16) float32, compact; src steps 1 element along dst's
+   * columns and s along its rows. */
+  int64_t shape[2] = {32, 16};
+  const int64_t line = DLB__TILE_MIN_STRIDE / 4;
+  int64_t at[2] = {1, line}, below[2] = {1, line - 1};
+  dlb__copy_plan_build(&p, b, NULL, a, at, 2, shape, 4);
+  CHECK_EQ_INT(p.kind, DLB__COPY_TILE);
+  CHECK_EQ_INT(p.ndim, 2);
+  CHECK(p.tile != NULL && p.row == NULL);
+  dlb__copy_plan_build(&p, b, NULL, a, below, 2, shape, 4);
+  CHECK_EQ_INT(p.kind, DLB__COPY_ROWS);
+  CHECK(p.row != NULL && p.tile == NULL);
+  /* The other dimension a line apart in src: no pair to transpose. */
+  int64_t other_at[2] = {line, line + 1}, other_below[2] = {line - 1, line + 1};
+  dlb__copy_plan_build(&p, b, NULL, a, other_at, 2, shape, 4);
+  CHECK_EQ_INT(p.kind, DLB__COPY_ROWS);
+  dlb__copy_plan_build(&p, b, NULL, a, other_below, 2, shape, 4);
+  CHECK_EQ_INT(p.kind, DLB__COPY_TILE);
+}
+
+/* A dst that names each element once is written in address order: the
+ * loops are flipped to walk it forwards and sorted outermost = largest
+ * step, so a reversed copy is one forward block copy and a transposed
+ * dst is written a unit at a time. Rows contiguous on both sides stay
+ * the innermost loop when others go in src's order, broadcast ones too. */
+DLB_TEST(copy_plan_writes_dst_in_address_order) {
+  dlb__copy_plan p;
+  static float x[1000], y[1000];
+  int64_t n[1] = {1000}, back[1] = {-1};
+  dlb__copy_plan_build(&p, (char *)(y + 999), back, (const char *)(x + 999),
+                       back, 1, n, 4);
+  CHECK_EQ_INT(p.ndim, 1);
+  CHECK_EQ_INT(p.dst_stride[0], 4);
+  CHECK_EQ_INT(p.src_stride[0], 4);
+  CHECK(p.dst == (char *)y);
+  CHECK(p.src == (const char *)x);
+  CHECK(p.row == dlb__row_kernel(4, 4, 4, 0));
+  /* dst (4, 6) transposed in memory, src compact. */
+  int64_t shape[2] = {4, 6}, dstr[2] = {1, 4};
+  dlb__copy_plan_build(&p, (char *)y, dstr, (const char *)x, NULL, 2, shape,
+                       4);
+  CHECK_EQ_INT(p.kind, DLB__COPY_ROWS);
+  CHECK_EQ_INT(p.ndim, 2);
+  CHECK_EQ_INT(p.shape[1], 4);
+  CHECK_EQ_INT(p.dst_stride[1], 4);
+  CHECK_EQ_INT(p.src_stride[1], 24);
+  CHECK_EQ_INT(p.dst_stride[0], 16);
+  /* Rows of 64 units, one src row broadcast to four dst rows. */
+  int64_t rows[2] = {4, 64}, bcast[2] = {0, 1};
+  static float z[256];
+  dlb__copy_plan_build(&p, (char *)z, NULL, (const char *)x, bcast, 2, rows,
+                       4);
+  CHECK_EQ_INT(p.ndim, 2);
+  CHECK_EQ_INT(p.shape[1], 64);
+  CHECK_EQ_INT(p.dst_stride[1], 4);
+  CHECK_EQ_INT(p.src_stride[1], 4);
+  CHECK_EQ_INT(p.src_stride[0], 0);
+  CHECK(p.row == dlb__row_kernel(4, 4, 4, 0));
+}
+
 /* Tile plans loop over their planes in src's order. A streamed one
  * leaves its fence to the plan; a small one has none to do. */
 DLB_TEST(copy_plan_fences_streamed_tiles) {
@@ -181,6 +255,16 @@ DLB_TEST(copy_plan_fences_streamed_tiles) {
   CHECK_EQ_INT(p.src_stride[2], 4);
   CHECK_EQ_INT(p.dst_stride[3], 4);
   CHECK_EQ_INT(p.fence, 1);
+  /* (32, 32, 32, 64): DLB__STREAM_MIN bytes exactly, and a plane less. */
+  int64_t at[4] = {32, 32, 32, 64}, below[4] = {32, 32, 32, 63};
+  int64_t as[4] = {32, 32 * 32, 1, 32 * 32 * 32};
+  CHECK_EQ_INT(32 * 32 * 32 * 64 * 4, DLB__STREAM_MIN);
+  dlb__copy_plan_build(&p, b, NULL, a, as, 4, at, 4);
+  CHECK_EQ_INT(p.kind, DLB__COPY_TILE);
+  CHECK_EQ_INT(p.fence, 1);
+  dlb__copy_plan_build(&p, b, NULL, a, as, 4, below, 4);
+  CHECK_EQ_INT(p.kind, DLB__COPY_TILE);
+  CHECK_EQ_INT(p.fence, 0);
   int64_t small[4] = {32, 32, 32, 32}, ss[4] = {32, 32 * 32, 1, 32 * 32 * 32};
   dlb__copy_plan_build(&p, b, NULL, a, ss, 4, small, 4);
   CHECK_EQ_INT(p.kind, DLB__COPY_TILE);
@@ -596,6 +680,10 @@ DLB_TEST(copy_plan_runs_gathers_ahead_over_gaps_between_rows) {
   int64_t step15[2] = {1500 + DLB__AHEAD_CHUNK, 15};
   dlb__copy_plan_build(&p, b, NULL, a, step15, 2, rows, 4);
   CHECK_EQ_INT(p.ahead_units, 64);
+  /* A step of one line exactly, with a chunk's gap between rows. */
+  int64_t step16[2] = {1600 + DLB__AHEAD_CHUNK / 4, 16};
+  dlb__copy_plan_build(&p, b, NULL, a, step16, 2, rows, 4);
+  CHECK_EQ_INT(p.ahead_units, 0);
   /* Units a line apart or more: every unit is its own line anyway. */
   int64_t wide[2] = {8192, 16};
   dlb__copy_plan_build(&p, b, NULL, a, wide, 2, shape, 4);
