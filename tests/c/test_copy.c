@@ -755,6 +755,30 @@ DLB_TEST(copy_large_contiguous_and_strided_on_threads) {
   free(b);
 }
 
+/* A copy that splits into two parts only (two rows, each gathered from
+ * every second byte) still shares out. */
+DLB_TEST(copy_two_parts_share_out) {
+  const int64_t n = (int64_t)3 << 19; /* 1.5 MiB per row */
+  uint8_t *a = malloc((size_t)(2 * n)), *b = malloc((size_t)(2 * n));
+  CHECK(a != NULL && b != NULL);
+  fill_random(a, (size_t)(2 * n), 5);
+  memset(b, 0, (size_t)(2 * n));
+  dlb_copy_set_threads(2);
+  int64_t shape[2] = {2, n}, str[2] = {1, 2};
+  DLTensor src = tensor(a, dt(kDLUInt, 8, 1), 2, shape, str, 0);
+  DLTensor dst = tensor(b, dt(kDLUInt, 8, 1), 2, shape, NULL, 0);
+  CHECK_OK(dlb_copy(&src, &dst));
+  CHECK(dlb__copy_last_threads() > 1);
+  for (int64_t r = 0; r < 2; r++)
+    for (int64_t i = 0; i < n; i++)
+      if (b[r * n + i] != a[2 * i + r])
+        dlb_test_failed(__FILE__, __LINE__, "b[%lld][%lld]", (long long)r,
+                        (long long)i);
+  dlb_copy_set_threads(0);
+  free(a);
+  free(b);
+}
+
 /* Contiguous copies share out between DLB__COPY_PARALLEL_MIN_CONTIGUOUS
  * and DLB__STREAM_MIN bytes, stay on one thread from there (streamed
  * copies on two threads ran slower) and share out again from
