@@ -336,6 +336,37 @@ DLB_TEST(copy_zero_stride_dst_keeps_last_row_major_value) {
   CHECK_EQ_INT(b[0], 12);
 }
 
+/* However large, such a copy runs on the calling thread, in row-major
+ * order: 4 MiB of rows into one row of dst (and into every second row,
+ * the rows overlapping by half), with the threads offered. */
+DLB_TEST(copy_large_zero_stride_dst_stays_on_one_thread) {
+  const int64_t rows = 16384, cols = 256;
+  uint8_t *a = malloc((size_t)(rows * cols));
+  uint8_t *b = calloc(1, (size_t)(rows * cols));
+  CHECK(a != NULL && b != NULL);
+  fill_random(a, (size_t)(rows * cols), 3);
+  dlb_copy_set_threads(2);
+  int64_t shape[2] = {rows, cols}, one_row[2] = {0, 1}, half[2] = {128, 1};
+  DLTensor src = tensor(a, dt(kDLUInt, 8, 1), 2, shape, NULL, 0);
+  DLTensor dst = tensor(b, dt(kDLUInt, 8, 1), 2, shape, one_row, 0);
+  CHECK_OK(dlb_copy(&src, &dst));
+  CHECK_EQ_INT(dlb__copy_last_threads(), 1);
+  CHECK(memcmp(b, a + (rows - 1) * cols, (size_t)cols) == 0);
+  dst.strides = half;
+  CHECK_OK(dlb_copy(&src, &dst));
+  CHECK_EQ_INT(dlb__copy_last_threads(), 1);
+  /* Each 128 bytes of dst hold the second half of the row written to it
+   * first, then the first half of the next: the next one wins. */
+  for (int64_t r = 0; r < rows; r++)
+    if (memcmp(b + r * 128, a + r * cols, 128) != 0)
+      dlb_test_failed(__FILE__, __LINE__, "dst bytes at %lld",
+                      (long long)(r * 128));
+  CHECK(memcmp(b + rows * 128, a + (rows - 1) * cols + 128, 128) == 0);
+  dlb_copy_set_threads(0);
+  free(a);
+  free(b);
+}
+
 DLB_TEST(copy_zero_stride_src_broadcasts) {
   double v[3] = {1.5, -2.5, 3.5};
   double out[4 * 3];

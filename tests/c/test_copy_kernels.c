@@ -195,6 +195,25 @@ DLB_TEST(copy_plan_tiles_from_the_minimum_stride_on) {
   CHECK_EQ_INT(p.kind, DLB__COPY_TILE);
 }
 
+/* Elements copy in units of the largest of 16, 8, 4, 2 and 1 bytes that
+ * divides their size: a compact copy of any of them is one block copy of
+ * those units. */
+DLB_TEST(copy_plan_units_divide_the_element) {
+  dlb__copy_plan p;
+  static char a[1], b[1];
+  const size_t sizes[] = {1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32, 48};
+  const size_t units[] = {1, 2, 1, 4, 1, 2, 8, 4, 16, 8, 16, 16};
+  int64_t shape[2] = {3, 5};
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+    dlb__copy_plan_build(&p, b, NULL, a, NULL, 2, shape, sizes[i]);
+    CHECK_EQ_INT(p.unit, units[i]);
+    CHECK_EQ_INT(p.ndim, 1);
+    CHECK_EQ_INT(p.shape[0], 15 * (int64_t)(sizes[i] / units[i]));
+    CHECK(p.row == dlb__row_kernel(units[i], (int64_t)units[i],
+                                   (int64_t)units[i], 0));
+  }
+}
+
 /* A dst that names each element once is written in address order: the
  * loops are flipped to walk it forwards and sorted outermost = largest
  * step, so a reversed copy is one forward block copy and a transposed
