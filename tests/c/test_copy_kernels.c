@@ -193,6 +193,28 @@ DLB_TEST(copy_plan_tiles_from_the_minimum_stride_on) {
   CHECK_EQ_INT(p.kind, DLB__COPY_ROWS);
   dlb__copy_plan_build(&p, b, NULL, a, other_below, 2, shape, 4);
   CHECK_EQ_INT(p.kind, DLB__COPY_TILE);
+  /* Three dimensions, dst (16, 16, 32) compact: the dimension src walks
+   * in order (first or second) moves next to dst's last to make the
+   * plane, the other stays outside it. */
+  int64_t cube[3] = {16, 16, 32};
+  int64_t first[3] = {1, 528, 16}, second[3] = {528, 1, 16};
+  dlb__copy_plan_build(&p, b, NULL, a, first, 3, cube, 4);
+  CHECK_EQ_INT(p.kind, DLB__COPY_TILE);
+  CHECK_EQ_INT(p.ndim, 3);
+  CHECK_EQ_INT(p.src_stride[0], 528 * 4);
+  CHECK_EQ_INT(p.dst_stride[0], 32 * 4);
+  CHECK_EQ_INT(p.src_stride[1], 4);
+  CHECK_EQ_INT(p.dst_stride[1], 512 * 4);
+  CHECK_EQ_INT(p.src_stride[2], 64);
+  CHECK_EQ_INT(p.dst_stride[2], 4);
+  dlb__copy_plan_build(&p, b, NULL, a, second, 3, cube, 4);
+  CHECK_EQ_INT(p.kind, DLB__COPY_TILE);
+  CHECK_EQ_INT(p.ndim, 3);
+  CHECK_EQ_INT(p.src_stride[0], 528 * 4);
+  CHECK_EQ_INT(p.dst_stride[0], 512 * 4);
+  CHECK_EQ_INT(p.src_stride[1], 4);
+  CHECK_EQ_INT(p.dst_stride[1], 32 * 4);
+  CHECK_EQ_INT(p.dst_stride[2], 4);
 }
 
 /* Elements copy in units of the largest of 16, 8, 4, 2 and 1 bytes that
