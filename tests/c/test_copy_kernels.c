@@ -184,6 +184,8 @@ DLB_TEST(copy_plan_tiles_from_the_minimum_stride_on) {
   CHECK_EQ_INT(p.kind, DLB__COPY_TILE);
   CHECK_EQ_INT(p.ndim, 2);
   CHECK(p.tile != NULL && p.row == NULL);
+  /* The plane has unit steps on its fast sides: the kernel for them. */
+  CHECK(p.tile == dlb__tile_kernel(4, 4, 4, 0));
   dlb__copy_plan_build(&p, b, NULL, a, below, 2, shape, 4);
   CHECK_EQ_INT(p.kind, DLB__COPY_ROWS);
   CHECK(p.row != NULL && p.tile == NULL);
@@ -207,6 +209,7 @@ DLB_TEST(copy_plan_tiles_from_the_minimum_stride_on) {
   CHECK_EQ_INT(p.dst_stride[1], 512 * 4);
   CHECK_EQ_INT(p.src_stride[2], 64);
   CHECK_EQ_INT(p.dst_stride[2], 4);
+  CHECK(p.tile == dlb__tile_kernel(4, 4, 4, 0));
   dlb__copy_plan_build(&p, b, NULL, a, second, 3, cube, 4);
   CHECK_EQ_INT(p.kind, DLB__COPY_TILE);
   CHECK_EQ_INT(p.ndim, 3);
@@ -721,7 +724,11 @@ DLB_TEST(copy_plan_runs_gathers_ahead_over_gaps_between_rows) {
   int64_t step15[2] = {1500 + DLB__AHEAD_CHUNK, 15};
   dlb__copy_plan_build(&p, b, NULL, a, step15, 2, rows, 4);
   CHECK_EQ_INT(p.ahead_units, 64);
-  /* A step of one line exactly, with a chunk's gap between rows. */
+  /* Bytes gathered 63 apart still run ahead; a line apart exactly, with
+   * a chunk's gap between rows, not. */
+  int64_t step63[2] = {6300 + DLB__AHEAD_CHUNK, 63};
+  dlb__copy_plan_build(&p, b, NULL, a, step63, 2, rows, 1);
+  CHECK_EQ_INT(p.ahead_units, DLB__AHEAD_CHUNK / 63 / 16 * 16);
   int64_t step16[2] = {1600 + DLB__AHEAD_CHUNK / 4, 16};
   dlb__copy_plan_build(&p, b, NULL, a, step16, 2, rows, 4);
   CHECK_EQ_INT(p.ahead_units, 0);
