@@ -155,6 +155,18 @@ DLB_TEST(copy_plan_runs_contiguous_rows_in_src_order) {
   dlb__copy_cap_isa(-1);
   CHECK_EQ_INT(p.fence, 0);
   CHECK(p.row == dlb__row_kernel(4, 4, 4, 0));
+  /* Three loops around the rows, in dst's order the reverse of src's:
+   * dst[a][b][c][:] = X[c][b][a][:] for X of (4, 3, 2, 64) float32. */
+  int64_t three[4] = {2, 3, 4, 64}, xstr[4] = {64, 128, 384, 1};
+  dlb__copy_plan_build(&p, b, NULL, a, xstr, 4, three, 4);
+  CHECK_EQ_INT(p.kind, DLB__COPY_ROWS);
+  CHECK_EQ_INT(p.ndim, 4);
+  CHECK_EQ_INT(p.src_stride[0], 384 * 4);
+  CHECK_EQ_INT(p.src_stride[1], 128 * 4);
+  CHECK_EQ_INT(p.src_stride[2], 64 * 4);
+  CHECK_EQ_INT(p.dst_stride[0], 64 * 4);
+  CHECK_EQ_INT(p.dst_stride[2], 768 * 4);
+  CHECK_EQ_INT(p.shape[3], 64);
   /* Rows dst may name twice keep dst's row-major order. */
   int64_t twice[4] = {16, 64, 32, 64}, tstr[4] = {0, 2048, 64, 1};
   dlb__copy_plan_build(&p, b, tstr, a, sstr, 4, twice, 4);
@@ -740,6 +752,51 @@ DLB_TEST(copy_plan_runs_gathers_ahead_over_gaps_between_rows) {
   int64_t one[1] = {1366}, step3[1] = {3};
   dlb__copy_plan_build(&p, b, NULL, a, step3, 1, one, 4);
   CHECK_EQ_INT(p.ahead_units, 0);
+}
+
+/* A row run in chunks ends where the row does: its last chunk, shorter
+ * than the others, writes nothing past it (dst rows here have a margin
+ * between them that must stay as it was). */
+DLB_TEST(copy_gathers_ahead_stop_at_the_end_of_each_row) {
+  enum { ROWS = 8, N = 2000, PITCH = 16384, MARGIN = 1000 };
+  unsigned char *src = malloc((size_t)ROWS * PITCH);
+  unsigned char *dst = malloc((size_t)ROWS * (N + MARGIN));
+  CHECK(src != NULL && dst != NULL);
+  fill(src, (size_t)ROWS * PITCH, 4);
+  memset(dst, 0xa5, (size_t)ROWS * (N + MARGIN));
+  int64_t shape[2] = {ROWS, N}, sstr[2] = {PITCH, 3}, dstr[2] = {N + MARGIN, 1};
+  dlb__copy_plan p;
+  dlb__copy_plan_build(&p, (char *)dst, dstr, (const char *)src, sstr, 2,
+                       shape, 1);
+  /* Chunks of fewer units than a row, which is not a whole number of
+   * them. */
+  CHECK(p.ahead_units > 0 && p.ahead_units < N && N % p.ahead_units != 0);
+  DLTensor s, d;
+  memset(&s, 0, sizeof s);
+  s.data = src;
+  s.device.device_type = kDLCPU;
+  s.ndim = 2;
+  s.dtype.code = kDLUInt;
+  s.dtype.bits = 8;
+  s.dtype.lanes = 1;
+  s.shape = shape;
+  s.strides = sstr;
+  d = s;
+  d.data = dst;
+  d.strides = dstr;
+  CHECK_OK(dlb_copy(&s, &d));
+  for (int64_t r = 0; r < ROWS; r++) {
+    for (int64_t j = 0; j < N; j++)
+      if (dst[r * (N + MARGIN) + j] != src[r * PITCH + 3 * j])
+        dlb_test_failed(__FILE__, __LINE__, "element (%lld, %lld)",
+                        (long long)r, (long long)j);
+    for (int64_t j = N; j < N + MARGIN; j++)
+      if (dst[r * (N + MARGIN) + j] != 0xa5)
+        dlb_test_failed(__FILE__, __LINE__, "margin byte %lld of row %lld",
+                        (long long)(j - N), (long long)r);
+  }
+  free(src);
+  free(dst);
 }
 
 /* The chunked rows copy what whole rows do: slices with gaps between rows,
