@@ -201,6 +201,16 @@ DLB_TEST(copy_plan_tiles_from_the_minimum_stride_on) {
   dlb__copy_plan_build(&p, b, NULL, a, below, 2, shape, 4);
   CHECK_EQ_INT(p.kind, DLB__COPY_ROWS);
   CHECK(p.row != NULL && p.tile == NULL);
+  /* src walking its in-order dimension backwards: flipped to walk it
+   * forwards, the same kernel. (Real memory: the plan moves src.) */
+  static float m[32 * 16];
+  int64_t back[2] = {-1, line};
+  dlb__copy_plan_build(&p, b, NULL, (const char *)(m + 31), back, 2, shape,
+                       4);
+  CHECK_EQ_INT(p.kind, DLB__COPY_TILE);
+  CHECK_EQ_INT(p.src_stride[0], 4);
+  CHECK(p.src == (const char *)m);
+  CHECK(p.tile == dlb__tile_kernel(4, 4, 4, 0));
   /* The other dimension a line apart in src: no pair to transpose. */
   int64_t other_at[2] = {line, line + 1}, other_below[2] = {line - 1, line + 1};
   dlb__copy_plan_build(&p, b, NULL, a, other_at, 2, shape, 4);
@@ -267,6 +277,28 @@ DLB_TEST(copy_plan_writes_dst_in_address_order) {
   CHECK_EQ_INT(p.src_stride[0], 4);
   CHECK(p.dst == (char *)y);
   CHECK(p.src == (const char *)x);
+  CHECK(p.row == dlb__row_kernel(4, 4, 4, 0));
+  /* Both sides column-major, or with a dimension of one element: one
+   * forward block copy too. */
+  int64_t cm_shape[2] = {5, 3}, cm[2] = {1, 5};
+  dlb__copy_plan_build(&p, (char *)y, cm, (const char *)x, cm, 2, cm_shape, 4);
+  CHECK_EQ_INT(p.ndim, 1);
+  CHECK_EQ_INT(p.shape[0], 15);
+  CHECK(p.row == dlb__row_kernel(4, 4, 4, 0));
+  /* The same gathering every second element of src: one strided row. */
+  int64_t cm2[2] = {2, 10};
+  dlb__copy_plan_build(&p, (char *)y, cm, (const char *)x, cm2, 2, cm_shape,
+                       4);
+  CHECK_EQ_INT(p.ndim, 1);
+  CHECK_EQ_INT(p.shape[0], 15);
+  CHECK_EQ_INT(p.dst_stride[0], 4);
+  CHECK_EQ_INT(p.src_stride[0], 8);
+  int64_t one_row[2] = {1, 1000};
+  dlb__copy_plan_build(&p, (char *)y, NULL, (const char *)x, NULL, 2, one_row,
+                       4);
+  CHECK(p.parallel);
+  CHECK_EQ_INT(p.ndim, 1);
+  CHECK_EQ_INT(p.shape[0], 1000);
   CHECK(p.row == dlb__row_kernel(4, 4, 4, 0));
   /* dst (4, 6) transposed in memory, src compact. */
   int64_t shape[2] = {4, 6}, dstr[2] = {1, 4};
