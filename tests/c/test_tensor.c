@@ -513,19 +513,28 @@ DLB_TEST(tensor_spare_block_freed_at_thread_exit) {
  * sanitizer build and valgrind see it otherwise). */
 static pthread_key_t late_key;
 
-static void release_late(void *t) { dlb_tensor_release(t); }
+/* Releases the tensor, then makes and releases another one. */
+static void release_late(void *t) {
+  dlb_tensor_release(t);
+  static int32_t buf[1];
+  int64_t shape[1] = {1};
+  DLTensor desc = {buf, CPU, 1, I32, shape, NULL, 0};
+  DLManagedTensorVersioned *u = NULL;
+  CHECK_OK(dlb_tensor_wrap(&desc, 0, NULL, NULL, &u));
+  dlb_tensor_release(u);
+}
 
 static void *release_in_a_late_destructor(void *arg) {
   int *count = arg;
-  DLManagedTensorVersioned *t = NULL;
-  /* A release first, so the thread has registered its spare, which the
-   * tensor left to the late destructor then takes. */
+  DLManagedTensorVersioned *t = NULL, *u = NULL;
+  /* The thread has a spare when it exits (so its destructor has one to
+   * free) and a tensor left to the late destructor. */
   foreign *f = foreign_new(count);
   CHECK_OK(dlb_tensor_adopt(&f->m, &t));
-  dlb_tensor_release(t);
   f = foreign_new(count);
-  CHECK_OK(dlb_tensor_adopt(&f->m, &t));
-  CHECK(pthread_setspecific(late_key, t) == 0);
+  CHECK_OK(dlb_tensor_adopt(&f->m, &u));
+  dlb_tensor_release(t);
+  CHECK(pthread_setspecific(late_key, u) == 0);
   return NULL;
 }
 
