@@ -84,6 +84,10 @@ static void spare_free(void *unused) {
   (void)unused;
   dlb__tensor *t = spare_block;
   spare_block = NULL;
+  /* Another key's destructor may release a tensor after this ran: it
+   * registers again, so its block is freed in the next round of
+   * destructors instead of staying a spare that nothing frees. */
+  spare_registered = 0;
   dlb__free(t);
 }
 

@@ -336,6 +336,37 @@ DLB_TEST(copy_zero_stride_dst_keeps_last_row_major_value) {
   CHECK_EQ_INT(b[0], 12);
 }
 
+/* However large, such a copy runs on the calling thread, in row-major
+ * order: 4 MiB of rows into one row of dst (and into every second row,
+ * the rows overlapping by half), with the threads offered. */
+DLB_TEST(copy_large_zero_stride_dst_stays_on_one_thread) {
+  const int64_t rows = 16384, cols = 256;
+  uint8_t *a = malloc((size_t)(rows * cols));
+  uint8_t *b = calloc(1, (size_t)(rows * cols));
+  CHECK(a != NULL && b != NULL);
+  fill_random(a, (size_t)(rows * cols), 3);
+  dlb_copy_set_threads(2);
+  int64_t shape[2] = {rows, cols}, one_row[2] = {0, 1}, half[2] = {128, 1};
+  DLTensor src = tensor(a, dt(kDLUInt, 8, 1), 2, shape, NULL, 0);
+  DLTensor dst = tensor(b, dt(kDLUInt, 8, 1), 2, shape, one_row, 0);
+  CHECK_OK(dlb_copy(&src, &dst));
+  CHECK_EQ_INT(dlb__copy_last_threads(), 1);
+  CHECK(memcmp(b, a + (rows - 1) * cols, (size_t)cols) == 0);
+  dst.strides = half;
+  CHECK_OK(dlb_copy(&src, &dst));
+  CHECK_EQ_INT(dlb__copy_last_threads(), 1);
+  /* Each 128 bytes of dst hold the second half of the row written to it
+   * first, then the first half of the next: the next one wins. */
+  for (int64_t r = 0; r < rows; r++)
+    if (memcmp(b + r * 128, a + r * cols, 128) != 0)
+      dlb_test_failed(__FILE__, __LINE__, "dst bytes at %lld",
+                      (long long)(r * 128));
+  CHECK(memcmp(b + rows * 128, a + (rows - 1) * cols + 128, 128) == 0);
+  dlb_copy_set_threads(0);
+  free(a);
+  free(b);
+}
+
 DLB_TEST(copy_zero_stride_src_broadcasts) {
   double v[3] = {1.5, -2.5, 3.5};
   double out[4 * 3];
@@ -751,6 +782,30 @@ DLB_TEST(copy_large_contiguous_and_strided_on_threads) {
   for (int64_t i = 0; i < n / 3; i++)
     if (b[i] != a[3 * i])
       dlb_test_failed(__FILE__, __LINE__, "b[%lld]", (long long)i);
+  free(a);
+  free(b);
+}
+
+/* A copy that splits into two parts only (two rows, each gathered from
+ * every second byte) still shares out. */
+DLB_TEST(copy_two_parts_share_out) {
+  const int64_t n = (int64_t)3 << 19; /* 1.5 MiB per row */
+  uint8_t *a = malloc((size_t)(2 * n)), *b = malloc((size_t)(2 * n));
+  CHECK(a != NULL && b != NULL);
+  fill_random(a, (size_t)(2 * n), 5);
+  memset(b, 0, (size_t)(2 * n));
+  dlb_copy_set_threads(2);
+  int64_t shape[2] = {2, n}, str[2] = {1, 2};
+  DLTensor src = tensor(a, dt(kDLUInt, 8, 1), 2, shape, str, 0);
+  DLTensor dst = tensor(b, dt(kDLUInt, 8, 1), 2, shape, NULL, 0);
+  CHECK_OK(dlb_copy(&src, &dst));
+  CHECK(dlb__copy_last_threads() > 1);
+  for (int64_t r = 0; r < 2; r++)
+    for (int64_t i = 0; i < n; i++)
+      if (b[r * n + i] != a[2 * i + r])
+        dlb_test_failed(__FILE__, __LINE__, "b[%lld][%lld]", (long long)r,
+                        (long long)i);
+  dlb_copy_set_threads(0);
   free(a);
   free(b);
 }

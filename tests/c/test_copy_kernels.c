@@ -88,6 +88,13 @@ DLB_TEST(copy_plan_streams_from_the_threshold_on) {
   CHECK(p.row == plain);
   dlb__copy_plan_build(&p, b, far_dst, a, NULL, 2, odd, 4);
   CHECK(p.row == stream);
+  /* Rows apart in src too stream from DLB__STREAM_ROW_MIN bytes on. */
+  int64_t apart[2] = {row + 16, 1}, rows_at[2] = {shape[0], row},
+          rows_below[2] = {shape[0] * 2, row - 1};
+  dlb__copy_plan_build(&p, b, apart, a, apart, 2, rows_at, 4);
+  CHECK(p.row == stream);
+  dlb__copy_plan_build(&p, b, apart, a, apart, 2, rows_below, 4);
+  CHECK(p.row == plain);
   /* Whole lines read from rows apart in src, into compact dst: plain. */
   int64_t sparse_src[2] = {row + 16, 1};
   dlb__copy_plan_build(&p, b, NULL, a, sparse_src, 2, short_rows, 4);
@@ -148,6 +155,18 @@ DLB_TEST(copy_plan_runs_contiguous_rows_in_src_order) {
   dlb__copy_cap_isa(-1);
   CHECK_EQ_INT(p.fence, 0);
   CHECK(p.row == dlb__row_kernel(4, 4, 4, 0));
+  /* Three loops around the rows, in dst's order the reverse of src's:
+   * dst[a][b][c][:] = X[c][b][a][:] for X of (4, 3, 2, 64) float32. */
+  int64_t three[4] = {2, 3, 4, 64}, xstr[4] = {64, 128, 384, 1};
+  dlb__copy_plan_build(&p, b, NULL, a, xstr, 4, three, 4);
+  CHECK_EQ_INT(p.kind, DLB__COPY_ROWS);
+  CHECK_EQ_INT(p.ndim, 4);
+  CHECK_EQ_INT(p.src_stride[0], 384 * 4);
+  CHECK_EQ_INT(p.src_stride[1], 128 * 4);
+  CHECK_EQ_INT(p.src_stride[2], 64 * 4);
+  CHECK_EQ_INT(p.dst_stride[0], 64 * 4);
+  CHECK_EQ_INT(p.dst_stride[2], 768 * 4);
+  CHECK_EQ_INT(p.shape[3], 64);
   /* Rows dst may name twice keep dst's row-major order. */
   int64_t twice[4] = {16, 64, 32, 64}, tstr[4] = {0, 2048, 64, 1};
   dlb__copy_plan_build(&p, b, tstr, a, sstr, 4, twice, 4);
@@ -159,6 +178,149 @@ DLB_TEST(copy_plan_runs_contiguous_rows_in_src_order) {
   dlb__copy_plan_build(&p, b, NULL, a, gstr, 4, shape, 4);
   CHECK_EQ_INT(p.shape[0], 16);
   CHECK_EQ_INT(p.src_stride[0], 512);
+}
+
+/* A transposed pair goes to the tile kernel, two dimensions included,
+ * when src steps DLB__TILE_MIN_STRIDE bytes or more along dst's rows and
+ * less along the other dimension; below that, or at it on the other
+ * dimension, rows run. (The plan only: the memory is never touched.) */
+DLB_TEST(copy_plan_tiles_from_the_minimum_stride_on) {
+  dlb__copy_plan p;
+  static char a[1], b[1];
+  /* dst (32, 16) float32, compact; src steps 1 element along dst's
+   * columns and s along its rows. */
+  int64_t shape[2] = {32, 16};
+  const int64_t line = DLB__TILE_MIN_STRIDE / 4;
+  int64_t at[2] = {1, line}, below[2] = {1, line - 1};
+  dlb__copy_plan_build(&p, b, NULL, a, at, 2, shape, 4);
+  CHECK_EQ_INT(p.kind, DLB__COPY_TILE);
+  CHECK_EQ_INT(p.ndim, 2);
+  CHECK(p.tile != NULL && p.row == NULL);
+  /* The plane has unit steps on its fast sides: the kernel for them. */
+  CHECK(p.tile == dlb__tile_kernel(4, 4, 4, 0));
+  dlb__copy_plan_build(&p, b, NULL, a, below, 2, shape, 4);
+  CHECK_EQ_INT(p.kind, DLB__COPY_ROWS);
+  CHECK(p.row != NULL && p.tile == NULL);
+  /* src walking its in-order dimension backwards: flipped to walk it
+   * forwards, the same kernel. (Real memory: the plan moves src.) */
+  static float m[32 * 16];
+  int64_t back[2] = {-1, line};
+  dlb__copy_plan_build(&p, b, NULL, (const char *)(m + 31), back, 2, shape,
+                       4);
+  CHECK_EQ_INT(p.kind, DLB__COPY_TILE);
+  CHECK_EQ_INT(p.src_stride[0], 4);
+  CHECK(p.src == (const char *)m);
+  CHECK(p.tile == dlb__tile_kernel(4, 4, 4, 0));
+  /* The other dimension a line apart in src: no pair to transpose. */
+  int64_t other_at[2] = {line, line + 1}, other_below[2] = {line - 1, line + 1};
+  dlb__copy_plan_build(&p, b, NULL, a, other_at, 2, shape, 4);
+  CHECK_EQ_INT(p.kind, DLB__COPY_ROWS);
+  dlb__copy_plan_build(&p, b, NULL, a, other_below, 2, shape, 4);
+  CHECK_EQ_INT(p.kind, DLB__COPY_TILE);
+  /* Three dimensions, dst (16, 16, 32) compact: the dimension src walks
+   * in order (first or second) moves next to dst's last to make the
+   * plane, the other stays outside it. */
+  int64_t cube[3] = {16, 16, 32};
+  int64_t first[3] = {1, 528, 16}, second[3] = {528, 1, 16};
+  dlb__copy_plan_build(&p, b, NULL, a, first, 3, cube, 4);
+  CHECK_EQ_INT(p.kind, DLB__COPY_TILE);
+  CHECK_EQ_INT(p.ndim, 3);
+  CHECK_EQ_INT(p.src_stride[0], 528 * 4);
+  CHECK_EQ_INT(p.dst_stride[0], 32 * 4);
+  CHECK_EQ_INT(p.src_stride[1], 4);
+  CHECK_EQ_INT(p.dst_stride[1], 512 * 4);
+  CHECK_EQ_INT(p.src_stride[2], 64);
+  CHECK_EQ_INT(p.dst_stride[2], 4);
+  CHECK(p.tile == dlb__tile_kernel(4, 4, 4, 0));
+  dlb__copy_plan_build(&p, b, NULL, a, second, 3, cube, 4);
+  CHECK_EQ_INT(p.kind, DLB__COPY_TILE);
+  CHECK_EQ_INT(p.ndim, 3);
+  CHECK_EQ_INT(p.src_stride[0], 528 * 4);
+  CHECK_EQ_INT(p.dst_stride[0], 512 * 4);
+  CHECK_EQ_INT(p.src_stride[1], 4);
+  CHECK_EQ_INT(p.dst_stride[1], 32 * 4);
+  CHECK_EQ_INT(p.dst_stride[2], 4);
+}
+
+/* Elements copy in units of the largest of 16, 8, 4, 2 and 1 bytes that
+ * divides their size: a compact copy of any of them is one block copy of
+ * those units. */
+DLB_TEST(copy_plan_units_divide_the_element) {
+  dlb__copy_plan p;
+  static char a[1], b[1];
+  const size_t sizes[] = {1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32, 48};
+  const size_t units[] = {1, 2, 1, 4, 1, 2, 8, 4, 16, 8, 16, 16};
+  int64_t shape[2] = {3, 5};
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+    dlb__copy_plan_build(&p, b, NULL, a, NULL, 2, shape, sizes[i]);
+    CHECK_EQ_INT(p.unit, units[i]);
+    CHECK_EQ_INT(p.ndim, 1);
+    CHECK_EQ_INT(p.shape[0], 15 * (int64_t)(sizes[i] / units[i]));
+    CHECK(p.row == dlb__row_kernel(units[i], (int64_t)units[i],
+                                   (int64_t)units[i], 0));
+  }
+}
+
+/* A dst that names each element once is written in address order: the
+ * loops are flipped to walk it forwards and sorted outermost = largest
+ * step, so a reversed copy is one forward block copy and a transposed
+ * dst is written a unit at a time. Rows contiguous on both sides stay
+ * the innermost loop when others go in src's order, broadcast ones too. */
+DLB_TEST(copy_plan_writes_dst_in_address_order) {
+  dlb__copy_plan p;
+  static float x[1000], y[1000];
+  int64_t n[1] = {1000}, back[1] = {-1};
+  dlb__copy_plan_build(&p, (char *)(y + 999), back, (const char *)(x + 999),
+                       back, 1, n, 4);
+  CHECK_EQ_INT(p.ndim, 1);
+  CHECK_EQ_INT(p.dst_stride[0], 4);
+  CHECK_EQ_INT(p.src_stride[0], 4);
+  CHECK(p.dst == (char *)y);
+  CHECK(p.src == (const char *)x);
+  CHECK(p.row == dlb__row_kernel(4, 4, 4, 0));
+  /* Both sides column-major, or with a dimension of one element: one
+   * forward block copy too. */
+  int64_t cm_shape[2] = {5, 3}, cm[2] = {1, 5};
+  dlb__copy_plan_build(&p, (char *)y, cm, (const char *)x, cm, 2, cm_shape, 4);
+  CHECK_EQ_INT(p.ndim, 1);
+  CHECK_EQ_INT(p.shape[0], 15);
+  CHECK(p.row == dlb__row_kernel(4, 4, 4, 0));
+  /* The same gathering every second element of src: one strided row. */
+  int64_t cm2[2] = {2, 10};
+  dlb__copy_plan_build(&p, (char *)y, cm, (const char *)x, cm2, 2, cm_shape,
+                       4);
+  CHECK_EQ_INT(p.ndim, 1);
+  CHECK_EQ_INT(p.shape[0], 15);
+  CHECK_EQ_INT(p.dst_stride[0], 4);
+  CHECK_EQ_INT(p.src_stride[0], 8);
+  int64_t one_row[2] = {1, 1000};
+  dlb__copy_plan_build(&p, (char *)y, NULL, (const char *)x, NULL, 2, one_row,
+                       4);
+  CHECK(p.parallel);
+  CHECK_EQ_INT(p.ndim, 1);
+  CHECK_EQ_INT(p.shape[0], 1000);
+  CHECK(p.row == dlb__row_kernel(4, 4, 4, 0));
+  /* dst (4, 6) transposed in memory, src compact. */
+  int64_t shape[2] = {4, 6}, dstr[2] = {1, 4};
+  dlb__copy_plan_build(&p, (char *)y, dstr, (const char *)x, NULL, 2, shape,
+                       4);
+  CHECK_EQ_INT(p.kind, DLB__COPY_ROWS);
+  CHECK_EQ_INT(p.ndim, 2);
+  CHECK_EQ_INT(p.shape[1], 4);
+  CHECK_EQ_INT(p.dst_stride[1], 4);
+  CHECK_EQ_INT(p.src_stride[1], 24);
+  CHECK_EQ_INT(p.dst_stride[0], 16);
+  /* Rows of 64 units, one src row broadcast to four dst rows. */
+  int64_t rows[2] = {4, 64}, bcast[2] = {0, 1};
+  static float z[256];
+  dlb__copy_plan_build(&p, (char *)z, NULL, (const char *)x, bcast, 2, rows,
+                       4);
+  CHECK_EQ_INT(p.ndim, 2);
+  CHECK_EQ_INT(p.shape[1], 64);
+  CHECK_EQ_INT(p.dst_stride[1], 4);
+  CHECK_EQ_INT(p.src_stride[1], 4);
+  CHECK_EQ_INT(p.src_stride[0], 0);
+  CHECK(p.row == dlb__row_kernel(4, 4, 4, 0));
 }
 
 /* Tile plans loop over their planes in src's order. A streamed one
@@ -181,6 +343,16 @@ DLB_TEST(copy_plan_fences_streamed_tiles) {
   CHECK_EQ_INT(p.src_stride[2], 4);
   CHECK_EQ_INT(p.dst_stride[3], 4);
   CHECK_EQ_INT(p.fence, 1);
+  /* (32, 32, 32, 64): DLB__STREAM_MIN bytes exactly, and a plane less. */
+  int64_t at[4] = {32, 32, 32, 64}, below[4] = {32, 32, 32, 63};
+  int64_t as[4] = {32, 32 * 32, 1, 32 * 32 * 32};
+  CHECK_EQ_INT(32 * 32 * 32 * 64 * 4, DLB__STREAM_MIN);
+  dlb__copy_plan_build(&p, b, NULL, a, as, 4, at, 4);
+  CHECK_EQ_INT(p.kind, DLB__COPY_TILE);
+  CHECK_EQ_INT(p.fence, 1);
+  dlb__copy_plan_build(&p, b, NULL, a, as, 4, below, 4);
+  CHECK_EQ_INT(p.kind, DLB__COPY_TILE);
+  CHECK_EQ_INT(p.fence, 0);
   int64_t small[4] = {32, 32, 32, 32}, ss[4] = {32, 32 * 32, 1, 32 * 32 * 32};
   dlb__copy_plan_build(&p, b, NULL, a, ss, 4, small, 4);
   CHECK_EQ_INT(p.kind, DLB__COPY_TILE);
@@ -596,6 +768,14 @@ DLB_TEST(copy_plan_runs_gathers_ahead_over_gaps_between_rows) {
   int64_t step15[2] = {1500 + DLB__AHEAD_CHUNK, 15};
   dlb__copy_plan_build(&p, b, NULL, a, step15, 2, rows, 4);
   CHECK_EQ_INT(p.ahead_units, 64);
+  /* Bytes gathered 63 apart still run ahead; a line apart exactly, with
+   * a chunk's gap between rows, not. */
+  int64_t step63[2] = {6300 + DLB__AHEAD_CHUNK, 63};
+  dlb__copy_plan_build(&p, b, NULL, a, step63, 2, rows, 1);
+  CHECK_EQ_INT(p.ahead_units, DLB__AHEAD_CHUNK / 63 / 16 * 16);
+  int64_t step16[2] = {1600 + DLB__AHEAD_CHUNK / 4, 16};
+  dlb__copy_plan_build(&p, b, NULL, a, step16, 2, rows, 4);
+  CHECK_EQ_INT(p.ahead_units, 0);
   /* Units a line apart or more: every unit is its own line anyway. */
   int64_t wide[2] = {8192, 16};
   dlb__copy_plan_build(&p, b, NULL, a, wide, 2, shape, 4);
@@ -604,6 +784,51 @@ DLB_TEST(copy_plan_runs_gathers_ahead_over_gaps_between_rows) {
   int64_t one[1] = {1366}, step3[1] = {3};
   dlb__copy_plan_build(&p, b, NULL, a, step3, 1, one, 4);
   CHECK_EQ_INT(p.ahead_units, 0);
+}
+
+/* A row run in chunks ends where the row does: its last chunk, shorter
+ * than the others, writes nothing past it (dst rows here have a margin
+ * between them that must stay as it was). */
+DLB_TEST(copy_gathers_ahead_stop_at_the_end_of_each_row) {
+  enum { ROWS = 8, N = 2000, PITCH = 16384, MARGIN = 1000 };
+  unsigned char *src = malloc((size_t)ROWS * PITCH);
+  unsigned char *dst = malloc((size_t)ROWS * (N + MARGIN));
+  CHECK(src != NULL && dst != NULL);
+  fill(src, (size_t)ROWS * PITCH, 4);
+  memset(dst, 0xa5, (size_t)ROWS * (N + MARGIN));
+  int64_t shape[2] = {ROWS, N}, sstr[2] = {PITCH, 3}, dstr[2] = {N + MARGIN, 1};
+  dlb__copy_plan p;
+  dlb__copy_plan_build(&p, (char *)dst, dstr, (const char *)src, sstr, 2,
+                       shape, 1);
+  /* Chunks of fewer units than a row, which is not a whole number of
+   * them. */
+  CHECK(p.ahead_units > 0 && p.ahead_units < N && N % p.ahead_units != 0);
+  DLTensor s, d;
+  memset(&s, 0, sizeof s);
+  s.data = src;
+  s.device.device_type = kDLCPU;
+  s.ndim = 2;
+  s.dtype.code = kDLUInt;
+  s.dtype.bits = 8;
+  s.dtype.lanes = 1;
+  s.shape = shape;
+  s.strides = sstr;
+  d = s;
+  d.data = dst;
+  d.strides = dstr;
+  CHECK_OK(dlb_copy(&s, &d));
+  for (int64_t r = 0; r < ROWS; r++) {
+    for (int64_t j = 0; j < N; j++)
+      if (dst[r * (N + MARGIN) + j] != src[r * PITCH + 3 * j])
+        dlb_test_failed(__FILE__, __LINE__, "element (%lld, %lld)",
+                        (long long)r, (long long)j);
+    for (int64_t j = N; j < N + MARGIN; j++)
+      if (dst[r * (N + MARGIN) + j] != 0xa5)
+        dlb_test_failed(__FILE__, __LINE__, "margin byte %lld of row %lld",
+                        (long long)(j - N), (long long)r);
+  }
+  free(src);
+  free(dst);
 }
 
 /* The chunked rows copy what whole rows do: slices with gaps between rows,

@@ -440,6 +440,52 @@ DLB_TEST(tensor_block_is_reused_by_the_next_tensor_on_the_thread) {
   CHECK_EQ_INT(count, 3);
 }
 
+/* Wraps an ndim-dimensional view of buf (every extent 1). */
+static DLManagedTensorVersioned *wrap_ones(int32_t ndim, int32_t *buf) {
+  int64_t shape[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
+  DLTensor desc = {buf, CPU, ndim, I32, shape, NULL, 0};
+  DLManagedTensorVersioned *t = NULL;
+  CHECK(ndim <= 9);
+  CHECK_OK(dlb_tensor_wrap(&desc, 0, NULL, NULL, &t));
+  return t;
+}
+
+/* The kept block comes back whether or not malloc would have handed the
+ * same address out again: blocks of about its size are taken from malloc
+ * in between, so a block that was freed instead of kept goes to them.
+ * Tensors of up to 8 dimensions share the spare; the first tensor of 8
+ * dimensions made after one was released is made in its block. */
+DLB_TEST(tensor_spare_block_is_kept_not_freed) {
+  static int32_t buf[1];
+  enum { FILLERS = 48 };
+  for (int32_t ndim = 0; ndim <= 8; ndim += 4) {
+    const int32_t next = ndim == 0 ? 8 : ndim;
+    DLManagedTensorVersioned *a = wrap_ones(ndim, buf);
+    dlb_tensor_release(a);
+    void *filler[FILLERS];
+    for (int i = 0; i < FILLERS; i++) {
+      filler[i] = malloc(sizeof(dlb__tensor) + 16 * (size_t)i);
+      CHECK(filler[i] != NULL);
+    }
+    DLManagedTensorVersioned *b = wrap_ones(next, buf);
+    CHECK(b == a);
+    CHECK_EQ_INT(b->dl_tensor.ndim, next);
+    CHECK_EQ_INT(b->dl_tensor.shape[next - 1], 1);
+    dlb_tensor_release(b);
+    for (int i = 0; i < FILLERS; i++) free(filler[i]);
+  }
+  /* A tensor of 9 dimensions does not fit in the spare: a block of its
+   * own, and the spare stays for the next small tensor. */
+  DLManagedTensorVersioned *a = wrap_ones(2, buf);
+  dlb_tensor_release(a);
+  DLManagedTensorVersioned *big = wrap_ones(9, buf);
+  CHECK(big != a);
+  DLManagedTensorVersioned *b = wrap_ones(8, buf);
+  CHECK(b == a);
+  dlb_tensor_release(b);
+  dlb_tensor_release(big);
+}
+
 static void *import_and_exit(void *arg) {
   int *count = arg;
   DLManagedTensorVersioned *t = NULL;
@@ -459,6 +505,55 @@ DLB_TEST(tensor_spare_block_freed_at_thread_exit) {
     CHECK(pthread_join(th, NULL) == 0);
   }
   CHECK_EQ_INT(count, 4);
+}
+
+/* A tensor released by another thread-specific destructor after the one
+ * that frees the thread's spare ran: its block is freed in the next round
+ * of destructors, not kept as a spare nobody frees (the leak check of the
+ * sanitizer build and valgrind see it otherwise). */
+static pthread_key_t late_key;
+
+/* Releases the tensor, then makes and releases another one. */
+static void release_late(void *t) {
+  dlb_tensor_release(t);
+  static int32_t buf[1];
+  int64_t shape[1] = {1};
+  DLTensor desc = {buf, CPU, 1, I32, shape, NULL, 0};
+  DLManagedTensorVersioned *u = NULL;
+  CHECK_OK(dlb_tensor_wrap(&desc, 0, NULL, NULL, &u));
+  dlb_tensor_release(u);
+}
+
+static void *release_in_a_late_destructor(void *arg) {
+  int *count = arg;
+  DLManagedTensorVersioned *t = NULL, *u = NULL;
+  /* The thread has a spare when it exits (so its destructor has one to
+   * free) and a tensor left to the late destructor. */
+  foreign *f = foreign_new(count);
+  CHECK_OK(dlb_tensor_adopt(&f->m, &t));
+  f = foreign_new(count);
+  CHECK_OK(dlb_tensor_adopt(&f->m, &u));
+  dlb_tensor_release(t);
+  CHECK(pthread_setspecific(late_key, u) == 0);
+  return NULL;
+}
+
+DLB_TEST(tensor_spare_block_freed_after_late_destructors) {
+  int count = 0;
+  /* The spare's key first (a release registers it), then this test's, so
+   * that this test's destructor runs after the spare's. */
+  DLManagedTensorVersioned *t = NULL;
+  foreign *f = foreign_new(&count);
+  CHECK_OK(dlb_tensor_adopt(&f->m, &t));
+  dlb_tensor_release(t);
+  CHECK(pthread_key_create(&late_key, release_late) == 0);
+  for (int i = 0; i < 4; i++) {
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, release_in_a_late_destructor, &count) ==
+          0);
+    CHECK(pthread_join(th, NULL) == 0);
+  }
+  CHECK_EQ_INT(count, 9);
 }
 
 /* ---- legacy ------------------------------------------------------------ */
@@ -638,6 +733,22 @@ DLB_TEST(tensor_legacy_round_trip_of_ours_with_strides_cleared) {
   dlb_tensor_release(back);
 }
 
+/* A scalar has no shape or strides to compare: its legacy struct with
+ * both set to NULL (which ndim 0 allows) still describes the tensor, and
+ * unwraps to it. */
+DLB_TEST(tensor_legacy_round_trip_of_ours_scalar_without_arrays) {
+  DLManagedTensorVersioned *t = NULL, *back = NULL;
+  CHECK_OK(dlb_tensor_alloc(CPU, F32, 0, NULL, &t));
+  DLManagedTensor *l = NULL;
+  CHECK_OK(dlb_tensor_to_legacy(t, &l));
+  l->dl_tensor.shape = NULL;
+  l->dl_tensor.strides = NULL;
+  CHECK_OK(dlb_tensor_from_legacy(l, DLPACK_FLAG_BITMASK_IS_COPIED, &back));
+  CHECK(back == t);
+  CHECK_EQ_INT(back->flags, DLPACK_FLAG_BITMASK_IS_COPIED);
+  dlb_tensor_release(back);
+}
+
 /* A dlbridge tensor whose ndim was raised after it was made: validation
  * refuses it before reading past its own shape and strides; pointed at
  * arrays of the caller's, the same ndim is judged as any tensor. */
@@ -674,6 +785,40 @@ DLB_TEST(tensor_validate_refuses_ndim_past_its_own_arrays) {
   CHECK_STATUS(dlb_managed_validate(t), DLB_E_LAYOUT);
   t->dl_tensor.shape = own_shape;
   CHECK_OK(dlb_managed_validate(t));
+  dlb_tensor_release(t);
+}
+
+/* The bound holds from one dimension up to DLB_MAX_NDIM, the most a
+ * tensor may have; past that, validation refuses ndim itself. A scalar
+ * reads neither array, so its pointers may be moved anywhere, its own
+ * block included. */
+DLB_TEST(tensor_validate_bounds_its_arrays_for_every_ndim) {
+  int64_t shape[1] = {5};
+  DLManagedTensorVersioned *t = NULL, *s = NULL;
+  CHECK_OK(dlb_tensor_alloc(CPU, F32, 1, shape, &t));
+  int64_t *own_shape = t->dl_tensor.shape;
+  t->dl_tensor.shape = (int64_t *)(void *)((char *)own_shape + 4);
+  CHECK_STATUS(dlb_managed_validate(t), DLB_E_LAYOUT);
+  CHECK_ERROR_MENTIONS("ndim is 1, but the shape and strides of this "
+                       "dlbridge tensor run past");
+  t->dl_tensor.shape = own_shape;
+  t->dl_tensor.ndim = DLB_MAX_NDIM;
+  CHECK_STATUS(dlb_managed_validate(t), DLB_E_LAYOUT);
+  CHECK_ERROR_MENTIONS("run past the 16 entries");
+  t->dl_tensor.ndim = DLB_MAX_NDIM + 1;
+  CHECK_STATUS(dlb_managed_validate(t), DLB_E_LAYOUT);
+  CHECK_ERROR_MENTIONS("at most 64");
+  t->dl_tensor.ndim = 1;
+  CHECK_OK(dlb_managed_validate(t));
+  dlb_tensor_release(t);
+
+  CHECK_OK(dlb_tensor_alloc(CPU, F32, 0, NULL, &t));
+  t->dl_tensor.shape = (int64_t *)(void *)t;
+  t->dl_tensor.strides = (int64_t *)(void *)((char *)t + 3);
+  CHECK_OK(dlb_managed_validate(t));
+  CHECK_OK(dlb_tensor_share(t, &s));
+  CHECK_EQ_INT(s->dl_tensor.ndim, 0);
+  dlb_tensor_release(s);
   dlb_tensor_release(t);
 }
 
