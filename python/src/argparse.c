@@ -194,15 +194,17 @@ int dlbpy_parse_device(PyObject *obj, DLDevice *out) {
                    PyTuple_GET_SIZE(obj));
       return -1;
     }
+    /* Numbers past 64 bits are out of range as those past 32 are. */
     int64_t type, id;
-    if (dlbpy_parse_int64(PyTuple_GET_ITEM(obj, 0), "device_type", &type) < 0 ||
-        dlbpy_parse_int64(PyTuple_GET_ITEM(obj, 1), "device_id", &id) < 0)
+    if (dlbpy_parse_int64_saturating(PyTuple_GET_ITEM(obj, 0), "device_type",
+                                     &type) < 0 ||
+        dlbpy_parse_int64_saturating(PyTuple_GET_ITEM(obj, 1), "device_id",
+                                     &id) < 0)
       return -1;
     if (type < INT32_MIN || type > INT32_MAX || id < INT32_MIN ||
         id > INT32_MAX) {
-      PyErr_Format(PyExc_ValueError,
-                   "device (%lld, %lld) is out of range for DLPack",
-                   (long long)type, (long long)id);
+      PyErr_Format(PyExc_ValueError, "device %R is out of range for DLPack",
+                   obj);
       return -1;
     }
     device.device_type = (DLDeviceType)type;

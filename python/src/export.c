@@ -47,9 +47,12 @@ static int dlbpy_parse_dl_device(PyObject *obj, int *given, DLDevice *out) {
                  Py_TYPE(obj)->tp_name);
     return -1;
   }
+  /* Numbers past 64 bits name no device either. */
   int64_t type, id;
-  if (dlbpy_parse_int64(PyTuple_GET_ITEM(obj, 0), "dl_device[0]", &type) < 0 ||
-      dlbpy_parse_int64(PyTuple_GET_ITEM(obj, 1), "dl_device[1]", &id) < 0)
+  if (dlbpy_parse_int64_saturating(PyTuple_GET_ITEM(obj, 0), "dl_device[0]",
+                                   &type) < 0 ||
+      dlbpy_parse_int64_saturating(PyTuple_GET_ITEM(obj, 1), "dl_device[1]",
+                                   &id) < 0)
     return -1;
   DLDevice device;
   device.device_type = (DLDeviceType)(int32_t)type;
@@ -61,9 +64,7 @@ static int dlbpy_parse_dl_device(PyObject *obj, int *given, DLDevice *out) {
     s = dlb_device_normalize(&device);
   if (s != DLB_OK) {
     PyErr_Format(PyExc_BufferError,
-                 "dl_device (%lld, %lld) is not a device dlbridge can export "
-                 "to",
-                 (long long)type, (long long)id);
+                 "dl_device %R is not a device dlbridge can export to", obj);
     return -1;
   }
   *given = 1;

@@ -152,9 +152,13 @@ def test_dl_device_with_copy_false_is_a_buffer_error():
 
 def test_dl_device_unknown_is_a_buffer_error():
     t = dlbridge.arange(3)
-    for dev in ((5, 0), (99, 0), (KDLCUDA, -1), (1 << 40, 0)):
-        with pytest.raises(BufferError, match="dl_device"):
+    # Numbers past 64 bits name no device either: the same error, not an
+    # OverflowError.
+    for dev in ((5, 0), (99, 0), (KDLCUDA, -1), (1 << 40, 0), (1 << 64, 0),
+                (KDLCPU, -(1 << 70))):
+        with pytest.raises(BufferError, match=r"dl_device \(") as info:
             t.__dlpack__(dl_device=dev)
+        assert str(dev[0]) in str(info.value)
 
 
 def test_dl_device_the_core_cannot_reach_is_a_buffer_error():

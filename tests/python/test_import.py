@@ -749,12 +749,18 @@ def test_device_the_core_cannot_reach_is_a_buffer_error(helper):
         (dict(device="cuda:-1"), ValueError),
         (dict(device=(KDLCPU, 0, 0)), TypeError),
         (dict(device=(99, 0)), ValueError),
+        (dict(device=(2**40, 0)), ValueError),
+        (dict(device=(2**64, 0)), ValueError),
+        (dict(device=(KDLCPU, -(2**70))), ValueError),
         (dict(stream=None), TypeError),
     ],
 )
 def test_bad_arguments(kwargs, exc):
-    with pytest.raises(exc):
+    with pytest.raises(exc) as info:
         dlbridge.from_dlpack(np.arange(3.0), **kwargs)
+    # Not a subclass that happens to match: numbers past 64 bits are out of
+    # range as those past 32 are, not an OverflowError.
+    assert type(info.value) is exc
 
 
 def test_x_is_positional_only():
