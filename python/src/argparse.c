@@ -78,6 +78,11 @@ const char *dlbpy_name_text(PyObject *str, const char *what) {
   return text;
 }
 
+int dlbpy_error_replaceable(void) {
+  return PyErr_ExceptionMatches(PyExc_Exception) &&
+         !PyErr_ExceptionMatches(PyExc_MemoryError);
+}
+
 int dlbpy_parse_copy(PyObject *obj, const char *what, int *out) {
   if (obj == NULL || obj == Py_None) *out = -1;
   else if (obj == Py_True) *out = 1;

@@ -209,6 +209,11 @@ int dlbpy_parse_args(const char *fname, PyObject *const *args,
  * would end the name early for the C parsers. */
 const char *dlbpy_name_text(PyObject *str, const char *what);
 
+/* Whether the exception set may be replaced by one that says more: an
+ * Exception, not a MemoryError. Interrupts (KeyboardInterrupt, SystemExit)
+ * and a lack of memory must reach the caller as they are. */
+int dlbpy_error_replaceable(void);
+
 /* copy: None -> -1, False -> 0, True -> 1; anything else TypeError. */
 int dlbpy_parse_copy(PyObject *obj, const char *what, int *out);
 

@@ -154,10 +154,13 @@ static int dlbpy_parse_dtype_text(PyObject *str, PyObject *shown,
   return -1;
 }
 
-/* 1 when type comes from module or one of its submodules. */
+/* 1 when type comes from module or one of its submodules, 0 when not
+ * (or its __module__ cannot be read), -1 with an exception that must not
+ * be replaced (dlbpy_error_replaceable). */
 static int dlbpy_type_from(PyTypeObject *type, const char *module) {
   PyObject *mod = PyObject_GetAttrString((PyObject *)type, "__module__");
   if (mod == NULL) {
+    if (!dlbpy_error_replaceable()) return -1;
     PyErr_Clear();
     return 0;
   }
@@ -165,7 +168,10 @@ static int dlbpy_type_from(PyTypeObject *type, const char *module) {
   if (PyUnicode_Check(mod)) {
     const char *m = PyUnicode_AsUTF8(mod);
     if (m == NULL) {
-      PyErr_Clear();
+      if (dlbpy_error_replaceable())
+        PyErr_Clear();
+      else
+        r = -1;
     } else {
       size_t n = strlen(module);
       r = strncmp(m, module, n) == 0 && (m[n] == '\0' || m[n] == '.');
@@ -242,12 +248,15 @@ static int dlbpy_parse_dtype_type(PyTypeObject *type, DLDataType *out) {
     *out = (DLDataType){kDLComplex, 128, 1};
     return 0;
   }
-  if (!dlbpy_type_from(type, "numpy") && !dlbpy_type_from(type, "ml_dtypes"))
-    return dlbpy_dtype_type_error((PyObject *)type);
+  int from = dlbpy_type_from(type, "numpy");
+  if (from == 0) from = dlbpy_type_from(type, "ml_dtypes");
+  if (from < 0) return -1;
+  if (from == 0) return dlbpy_dtype_type_error((PyObject *)type);
   /* A scalar type's default instance (zero) carries its dtype, which
    * tells the C type behind aliases such as numpy.intc. */
   PyObject *zero = PyObject_CallNoArgs((PyObject *)type);
   if (zero == NULL) {
+    if (!dlbpy_error_replaceable()) return -1;
     PyErr_Clear();
     return dlbpy_dtype_type_error((PyObject *)type);
   }

@@ -27,6 +27,7 @@ static int dlbpy_pin_flags(PyObject *obj, unsigned *out) {
   DLDevice kind;
   if (!PyUnicode_Check(obj) || dlbpy_parse_device(obj, &kind) < 0 ||
       (kind.device_type != kDLCUDAHost && kind.device_type != kDLROCMHost)) {
+    if (PyErr_Occurred() && !dlbpy_error_replaceable()) return -1;
     PyErr_Clear();
     PyErr_Format(PyExc_ValueError, "load_npy(): pin is %R; must be False, "
                  "True, 'cuda_host' or 'rocm_host'", obj);

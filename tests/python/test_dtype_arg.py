@@ -218,6 +218,40 @@ def test_a_numpy_type_without_a_dtype_or_a_default_instance():
             dlbridge.empty(1, dtype=t)
 
 
+class _Interrupt(BaseException):
+    """Stands for KeyboardInterrupt: no Exception, so nothing may swallow it."""
+
+
+@pytest.mark.parametrize("exc", [_Interrupt, MemoryError])
+def test_interrupts_and_memory_errors_while_reading_a_type_propagate(exc):
+    # An error other code may replace (the type is just not numpy's, or
+    # cannot be called) becomes the refusal; these may not be replaced.
+    class Meta(type):
+        @property
+        def __module__(cls):
+            raise exc("module")
+
+    Unreadable = Meta("Unreadable", (), {})
+    with pytest.raises(exc, match="module"):
+        dlbridge.empty(1, dtype=Unreadable)
+
+    class Failing:
+        def __init__(self):
+            raise exc("made")
+
+    Failing.__module__ = "numpy"
+    with pytest.raises(exc, match="made"):
+        dlbridge.empty(1, dtype=Failing)
+    # Ordinary errors still read as "not a dtype".
+    class QuietMeta(type):
+        @property
+        def __module__(cls):
+            raise ValueError("module")
+
+    with pytest.raises(TypeError, match="not the type"):
+        dlbridge.empty(1, dtype=QuietMeta("Quiet", (), {}))
+
+
 @pytest.mark.parametrize("code", ["u16", "i16", "c32", "f1", "u3", "b8", "f4x", "x4",
                                   "i99999999999", "==f4", "<|f4"])
 def test_malformed_codes(code):

@@ -231,3 +231,29 @@ def test_allocation_failures(name, tmp_path):
                   measure=name not in UNMEASURED)
     finally:
         e.close()
+
+
+def test_a_pin_name_that_cannot_be_read_keeps_its_memory_error(tmp_path):
+    # A name outside ASCII needs memory for its UTF-8 form: when that fails,
+    # the MemoryError is what load_npy reports, not a refusal of the name.
+    path = str(tmp_path / "p.npy")
+    np.save(path, np.zeros(2))
+    failures = 0
+    for n in range(1, 100):
+        pin = "cüda_höst_%d" % n  # fresh each time: no UTF-8 form cached
+        helper.oom_arm(n, ALL)
+        try:
+            dlbridge.load_npy(path, pin=pin)
+            error = None
+        except Exception as e:  # noqa: BLE001 (the kind is checked below)
+            error = e
+        finally:
+            counted, failed = helper.oom_disarm()
+        if not failed:
+            assert isinstance(error, ValueError) and "pin is" in str(error)
+            break
+        assert caused_by_memory_error(error), f"allocation {n}: {error!r}"
+        failures += 1
+    else:
+        raise AssertionError("load_npy never got past its allocations")
+    assert failures > 0
