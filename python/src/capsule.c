@@ -313,6 +313,38 @@ PyObject *dlbpy_capsule_legacy(DLManagedTensor *m) {
  * Consuming capsules
  * ---------------------------------------------------------------------- */
 
+int dlbpy_capsule_peek(PyObject *obj, const DLTensor **t) {
+  if (!PyCapsule_CheckExact(obj)) return 0;
+  const char *name = PyCapsule_GetName(obj);
+  if (name == NULL) return PyErr_Occurred() ? -1 : 0;
+  dlb_status s = DLB_OK;
+  const DLTensor *found = NULL;
+  if (strcmp(name, dlbpy_name_versioned) == 0) {
+    const DLManagedTensorVersioned *m = PyCapsule_GetPointer(obj, name);
+    if (m == NULL) return -1;
+    if (m->version.major != DLPACK_MAJOR_VERSION) {
+      PyErr_Format(PyExc_BufferError,
+                   "DLPack capsule: version is %u.%u; dlbridge reads major "
+                   "version %d only",
+                   (unsigned)m->version.major, (unsigned)m->version.minor,
+                   DLPACK_MAJOR_VERSION);
+      return -1;
+    }
+    s = dlb_managed_validate(m);
+    found = &m->dl_tensor;
+  } else if (strcmp(name, dlbpy_name_legacy) == 0) {
+    const DLManagedTensor *m = PyCapsule_GetPointer(obj, name);
+    if (m == NULL) return -1;
+    s = dlb_tensor_validate(&m->dl_tensor);
+    found = &m->dl_tensor;
+  } else {
+    return 0;
+  }
+  if (s != DLB_OK) return dlbpy_fail(s, PyExc_BufferError, "DLPack capsule");
+  *t = found;
+  return 1;
+}
+
 int dlbpy_capsule_consume(PyObject *capsule, PyObject *bad_name_exc,
                           DLManagedTensorVersioned **out) {
   const char *name = PyCapsule_GetName(capsule);

@@ -433,6 +433,15 @@ PyObject *dlbpy_capsule_versioned(DLManagedTensorVersioned *m);
 /* A capsule named "dltensor" holding m. Steals m. */
 PyObject *dlbpy_capsule_legacy(DLManagedTensor *m);
 
+/* Borrows the tensor of an unconsumed DLPack capsule without consuming
+ * it, for calls that only look at or act on its memory (device_of,
+ * prefetch, advise): *t points into the capsule's struct, valid while the
+ * capsule lives unconsumed. Returns 1 with *t set when obj is such a
+ * capsule and its struct validates, 0 when obj is anything else (a used
+ * or foreign capsule included: the import reports what is wrong), -1 with
+ * BufferError for a struct it refuses. */
+int dlbpy_capsule_peek(PyObject *obj, const DLTensor **t);
+
 /* Consumes a DLPack capsule: validates it, takes over its deleter and
  * renames it "used_...". A capsule that fails validation is left unused, so
  * its own destructor still calls the deleter. BufferError for a used or

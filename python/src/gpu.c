@@ -36,6 +36,9 @@ static int dlbpy_gpu_tensor_arg(PyObject *module, const char *fname,
     *t = &((dlbpy_tensor *)obj)->mt->dl_tensor;
     return 0;
   }
+  /* A capsule is looked at, not consumed: it can still be imported. */
+  int peek = dlbpy_capsule_peek(obj, t);
+  if (peek != 0) return peek < 0 ? -1 : 0;
   dlbpy_state *st = dlbpy_state_of_module(module);
   int producer = dlbpy_is_producer(st, obj);
   if (producer < 0) return -1;
@@ -210,6 +213,10 @@ PyObject *dlbpy_device_of(PyObject *module, PyObject *x) {
     if (dlbpy_address_arg(x, &ptr) < 0) return NULL;
     return dlbpy_device_name_of(x, ptr);
   }
+  const DLTensor *peeked;
+  int peek = dlbpy_capsule_peek(x, &peeked);
+  if (peek < 0) return NULL;
+  if (peek) return dlbpy_device_name_of(x, peeked->data);
   dlbpy_state *st = dlbpy_state_of_module(module);
   int producer = dlbpy_is_producer(st, x);
   if (producer < 0) return NULL;

@@ -456,6 +456,38 @@ def test_prefetch_and_advise_steer_managed_memory(emulators):
     )
 
 
+def test_queries_look_at_a_capsule_without_consuming_it(emulators):
+    run(
+        emulators,
+        """
+        cuda = runtime("DLBRIDGE_CUDA_LIBRARY")
+        m = dlbridge.arange(1024, dtype="float32", device="cuda_managed")
+        p = m.data_ptr
+        where = ctypes.c_int(-9)
+        for versioned in (True, False):
+            cap = m.__dlpack__(max_version=(1, 0)) if versioned else m.__dlpack__()
+            assert dlbridge.device_of(cap) == "cuda_managed"
+            dlbridge.prefetch(cap, "cuda:1")
+            assert cuda.emu_prefetch_location(p) == 1
+            dlbridge.advise(cap, "set_read_mostly")
+            assert cuda.emu_advice(p, ctypes.byref(where)) == 1
+            dlbridge.advise(cap, "unset_read_mostly")
+            # Still the capsule it was: imported once, then used up.
+            t = dlbridge.from_dlpack(cap)
+            assert t.data_ptr == p and t.tolist()[:3] == [0.0, 1.0, 2.0]
+            raises(BufferError, lambda: dlbridge.from_dlpack(cap), "consumed")
+            # A used capsule is refused as the import refuses it.
+            raises(BufferError, lambda: dlbridge.device_of(cap), "consumed")
+            raises(BufferError, lambda: dlbridge.prefetch(cap, "cpu"), "consumed")
+        # A struct the import refuses is refused by the queries too, and the
+        # capsule stays unconsumed (its destructor frees it).
+        bad = h.make_capsule(data=p, shape=(-1,), dtype=(2, 32, 1), device=(13, 0))
+        raises(BufferError, lambda: dlbridge.device_of(bad), "shape")
+        raises(BufferError, lambda: dlbridge.prefetch(bad, "cpu"), "shape")
+        """,
+    )
+
+
 def test_prefetch_to_a_gpu_without_concurrent_managed_access(emulators):
     run(
         emulators,
