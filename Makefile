@@ -114,7 +114,7 @@ test-docs: build python
 GPUDRY := build-gpu-dry
 test-gpu-dry: build python
 	rm -rf $(GPUDRY)
-	DLBRIDGE_CUDA_LIBRARY=$(CURDIR)/$(BUILD)/tests/emu/libcuda.so.1 \
+	DLB_GPU_DRY=1 DLBRIDGE_CUDA_LIBRARY=$(CURDIR)/$(BUILD)/tests/emu/libcuda.so.1 \
 	  PYTHON=$(CURDIR)/$(VPY) tests/gpu/run.sh $(GPUDRY)
 
 check: test-c test-cli test-bench test-aarch64 test-install test-asan test-python test-python-asan \

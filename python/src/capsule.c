@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "dlbpy.h"
+#include "internal.h" /* dlb__legacy_check_arrays */
 
 static const char dlbpy_name_versioned[] = "dltensor_versioned";
 static const char dlbpy_name_legacy[] = "dltensor";
@@ -330,12 +331,26 @@ int dlbpy_capsule_peek(PyObject *obj, const DLTensor **t) {
                    DLPACK_MAJOR_VERSION);
       return -1;
     }
+    /* A share of ours is bounded by its source's arrays and memory before
+     * anything reads it, as the import bounds it; a core tensor's arrays
+     * are checked by the validation itself. */
+    if (dlbpy_is_light(m) &&
+        (dlbpy_light_arrays_fit(&m->dl_tensor, m->manager_ctx) < 0 ||
+         dlbpy_light_bounded(&m->dl_tensor, m->flags, m->manager_ctx) < 0))
+      return -1;
     s = dlb_managed_validate(m);
     found = &m->dl_tensor;
   } else if (strcmp(name, dlbpy_name_legacy) == 0) {
     const DLManagedTensor *m = PyCapsule_GetPointer(obj, name);
     if (m == NULL) return -1;
-    s = dlb_tensor_validate(&m->dl_tensor);
+    if (dlbpy_is_light_legacy(m)) {
+      if (dlbpy_light_arrays_fit(&m->dl_tensor, m->manager_ctx) < 0 ||
+          dlbpy_light_bounded(&m->dl_tensor, 0, m->manager_ctx) < 0)
+        return -1;
+    } else {
+      s = dlb__legacy_check_arrays(m);
+    }
+    if (s == DLB_OK) s = dlb_tensor_validate(&m->dl_tensor);
     found = &m->dl_tensor;
   } else {
     return 0;

@@ -23,10 +23,11 @@ static void dlbpy_gpu_name(DLDevice d, char *buf, size_t size) {
 }
 
 /*
- * The tensor obj stands for: a Tensor's own (borrowed; *owned stays NULL),
- * or for any other DLPack producer an import of it (*owned, which the
- * caller releases with dlbpy_release once done with *t). TypeError for
- * other objects.
+ * The tensor obj stands for: a Tensor's own or an unconsumed DLPack
+ * capsule's (borrowed, *owned stays NULL: no Python code may run between
+ * this and the last use of *t), or for any other DLPack producer an import
+ * of it (*owned, which the caller releases with dlbpy_release once done
+ * with *t). TypeError for other objects.
  */
 static int dlbpy_gpu_tensor_arg(PyObject *module, const char *fname,
                                 PyObject *obj, const DLTensor **t,

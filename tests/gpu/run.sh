@@ -20,9 +20,12 @@
 # free, no clock, power or mode changes, never a reset. Finishes well under
 # 9 minutes: the steps' time limits add up to 520 s.
 #
-# PYTHON picks the interpreter (default python3). A dry run without a GPU:
-# DLBRIDGE_CUDA_LIBRARY=$PWD/build/tests/emu/libcuda.so.1 tests/gpu/run.sh
-# runs everything but the peers against the emulated driver.
+# PYTHON picks the interpreter (default python3). A dry run without a GPU
+# (make test-gpu-dry):
+# DLB_GPU_DRY=1 DLBRIDGE_CUDA_LIBRARY=$PWD/build/tests/emu/libcuda.so.1 \
+#   tests/gpu/run.sh
+# runs everything against the emulated driver, skipping the peers that have
+# no CUDA (there, not on a GPU machine).
 set -u
 
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
@@ -499,8 +502,13 @@ if step 30 "compile gpu_check.c" cc -std=c11 -D_GNU_SOURCE -O2 -Wall -o "$OUT/gp
      "$OUT/build/src/libdlbridge.a" \
      -ldl -lpthread -lm; then
   step 60 "gpu_check (real driver)" bash -c "'$OUT/gpu_check' > '$OUT/gpu_check.txt' 2>&1"
+  rc=$?
   cat "$OUT/gpu_check.txt" >> "$LOG"
   grep '^RESULT' "$OUT/gpu_check.txt" >> "$RESULTS"
+  # A crash or a time-out reports no failed check of its own.
+  if [ "$rc" -ne 0 ] && ! grep -q '^RESULT .* FAIL ' "$OUT/gpu_check.txt"; then
+    result c gpu_check FAIL "exit $rc without a failed check (see $LOG)"
+  fi
   grep '^BW' "$OUT/gpu_check.txt" > "$OUT/bandwidth.txt"
 else
   result c gpu_check FAIL "did not compile"
@@ -637,6 +645,7 @@ cat > "$OUT/peers.py" <<'EOF'
 """Exchange with CuPy, PyTorch, JAX and NumPy on the real GPU, through the
 C library (ctypes), and the Python module when it built."""
 import ctypes as C
+import os
 import sys
 import time
 import traceback
@@ -760,10 +769,14 @@ def kind(ptr):
     return (d.device_type, d.device_id)
 
 
+DRY = os.environ.get("DLB_GPU_DRY") == "1"
+
+
 def cuda_torch():
-    # A PyTorch without CUDA (the dry run's) cannot take part: skipped.
+    # In the dry run (the emulated driver), a PyTorch without CUDA cannot
+    # take part: skipped. On a GPU machine its failure is a failure.
     import torch
-    if not torch.cuda.is_available():
+    if DRY and not torch.cuda.is_available():
         raise ImportError("this PyTorch has no CUDA")
     return torch
 
@@ -858,7 +871,9 @@ def classify_jax():
     import jax.numpy as jnp
     gpus = [d for d in jax.devices() if d.platform == "gpu"]
     if not gpus:
-        raise ImportError("this JAX has no GPU device")
+        if DRY:
+            raise ImportError("this JAX has no GPU device")
+        return False, "no JAX GPU device"
     x = jax.device_put(jnp.ones(N), gpus[0])
     return kind(x.unsafe_buffer_pointer()) == (CUDA, 0), kind(x.unsafe_buffer_pointer())
 
@@ -902,11 +917,17 @@ else:
     skip("module", "import", "the module did not build")
 EOF
 
-if step 100 "peers (CuPy, PyTorch, JAX, NumPy)" bash -c \
+step 100 "peers (CuPy, PyTorch, JAX, NumPy)" bash -c \
      "'$PY' '$OUT/peers.py' '$OUT/build/src/libdlbridge.so' '$MODULE_DIR' \
-        > '$OUT/peers.txt' 2>&1"; then :; fi
+        > '$OUT/peers.txt' 2>&1"
+rc=$?
 cat "$OUT/peers.txt" >> "$LOG"
 grep '^RESULT' "$OUT/peers.txt" >> "$RESULTS"
+# Each peer's failure is its own row; a script that stops (a crash, a
+# time-out, an error outside the checks) is one more.
+if [ "$rc" -ne 0 ]; then
+  result peer peers.py FAIL "exit $rc (see $LOG)"
+fi
 
 # ---- table -----------------------------------------------------------------
 {

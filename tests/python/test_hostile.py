@@ -1098,3 +1098,35 @@ def test_own_share_is_never_taken_for_a_copy():
     c = dlbridge.from_dlpack(capsule, copy=True)
     c[0] = 99.0
     assert t.tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+@pytest.mark.parametrize("versioned", [True, False], ids=["versioned", "legacy"])
+@pytest.mark.parametrize("kind", ["share", "copy"])
+def test_queries_refuse_own_capsules_with_ndim_raised(versioned, kind):
+    # device_of, prefetch and advise read a capsule without consuming it:
+    # they bound a struct of ours by its arrays as the import does, before
+    # anything reads past them.
+    t = dlbridge.zeros((1,) * 8, dtype="float32")
+    kwargs = {"max_version": (1, 0)} if versioned else {}
+    if kind == "copy":
+        kwargs["copy"] = True
+    capsule = t.__dlpack__(**kwargs)
+    struct = _struct_of(capsule) if versioned else _legacy_struct_of(capsule)
+    struct.dl_tensor.ndim = 9
+    queries = (dlbridge.device_of,
+               lambda c: dlbridge.prefetch(c, "cpu"),
+               lambda c: dlbridge.advise(c, "set_read_mostly"))
+    for query in queries:
+        with pytest.raises(BufferError, match="ndim is 9, but"):
+            query(capsule)
+    struct.dl_tensor.ndim = 8
+    assert dlbridge.device_of(capsule) == "cpu"
+    assert dlbridge.from_dlpack(capsule).shape == (1,) * 8
+
+
+def test_queries_refuse_an_own_share_moved_past_its_memory():
+    t = dlbridge.zeros(4, dtype="float32")
+    capsule = t.__dlpack__(max_version=(1, 0))
+    _struct_of(capsule).dl_tensor.byte_offset = 1 << 20
+    with pytest.raises(BufferError, match="reach past"):
+        dlbridge.device_of(capsule)
