@@ -93,11 +93,6 @@ void dlb__tensor_deleter(DLManagedTensorVersioned *self);
  * only for tensors with dlb__tensor_deleter. */
 dlb_status dlb__tensor_check_arrays(const DLManagedTensorVersioned *m);
 
-/* The same for a legacy struct: DLB_OK unless it is one dlbridge made
- * (dlb_legacy_is_ours) whose shape or strides would run past the entries
- * made for them. For a look at it that takes nothing over. */
-dlb_status dlb__legacy_check_arrays(const DLManagedTensor *legacy);
-
 /* What validating a tensor measures: its element count and the bytes
  * [lo, hi) its elements occupy, relative to data (dlb_tensor_numel and
  * dlb_tensor_byte_span give the same). */

@@ -457,20 +457,17 @@ static int legacy_unchanged(const DLManagedTensor *legacy,
   return 1;
 }
 
-dlb_status dlb__legacy_check_arrays(const DLManagedTensor *legacy) {
-  if (!dlb_legacy_is_ours(legacy)) return DLB_OK;
-  const dlb__legacy *l = (const dlb__legacy *)(const void *)legacy;
-  return arrays_fit(&legacy->dl_tensor, l, l->dims, 2 * (size_t)l->ndim,
-                    "legacy tensor");
-}
-
 dlb_status dlb_tensor_from_legacy(DLManagedTensor *legacy, uint64_t flags,
                                   DLManagedTensorVersioned **out) {
   if (out == NULL) return dlb__fail(DLB_E_INVAL, "out is NULL");
   if (legacy == NULL) return dlb__fail(DLB_E_INVAL, "legacy is NULL");
-  /* Its shape and strides, if ours, are bounded before anything reads
-   * them. */
-  dlb_status st = dlb__legacy_check_arrays(legacy);
+  dlb_status st = DLB_OK;
+  if (dlb_legacy_is_ours(legacy)) {
+    /* Its shape and strides are ours to bound before anything reads them. */
+    const dlb__legacy *l = (const dlb__legacy *)(const void *)legacy;
+    st = arrays_fit(&legacy->dl_tensor, l, l->dims, 2 * (size_t)l->ndim,
+                    "legacy tensor");
+  }
   if (st == DLB_OK) st = validate_desc(&legacy->dl_tensor, flags);
   if (st != DLB_OK) return st;
   if (dlb_legacy_is_ours(legacy)) {
