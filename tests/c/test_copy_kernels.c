@@ -359,18 +359,26 @@ DLB_TEST(copy_plan_fences_streamed_tiles) {
   CHECK_EQ_INT(p.fence, 0);
 }
 
-static DLTensor flat_u8(void *data, int64_t *shape, uint64_t offset) {
+/* A CPU tensor of unsigned integers of `bits` bits. */
+static DLTensor uint_tensor(void *data, int bits, int32_t ndim,
+                            int64_t *shape, int64_t *strides,
+                            uint64_t offset) {
   DLTensor t;
   memset(&t, 0, sizeof t);
   t.data = data;
   t.device.device_type = kDLCPU;
-  t.ndim = 1;
+  t.ndim = ndim;
   t.dtype.code = kDLUInt;
-  t.dtype.bits = 8;
+  t.dtype.bits = (uint8_t)bits;
   t.dtype.lanes = 1;
   t.shape = shape;
+  t.strides = strides;
   t.byte_offset = offset;
   return t;
+}
+
+static DLTensor flat_u8(void *data, int64_t *shape, uint64_t offset) {
+  return uint_tensor(data, 8, 1, shape, NULL, offset);
 }
 
 /* dlb_copy just below, at and above the threshold, from and to odd
@@ -415,18 +423,8 @@ DLB_TEST(copy_streamed_rows_keep_the_gaps) {
   for (int64_t i = 0; i < rows * cols; i++) src[i] = (uint32_t)(i * 7 + 1);
   for (int64_t i = 0; i < rows * pitch; i++) dst[i] = 0xdeadbeefu;
   int64_t shape[2] = {rows, cols}, dstr[2] = {pitch, 1};
-  DLTensor s, d;
-  memset(&s, 0, sizeof s);
-  s.data = src;
-  s.device.device_type = kDLCPU;
-  s.ndim = 2;
-  s.dtype.code = kDLUInt;
-  s.dtype.bits = 32;
-  s.dtype.lanes = 1;
-  s.shape = shape;
-  d = s;
-  d.data = dst;
-  d.strides = dstr;
+  DLTensor s = uint_tensor(src, 32, 2, shape, NULL, 0);
+  DLTensor d = uint_tensor(dst, 32, 2, shape, dstr, 0);
   dlb_copy_set_threads(1);
   CHECK_OK(dlb_copy(&s, &d));
   for (int64_t r = 0; r < rows; r++)
@@ -803,19 +801,8 @@ DLB_TEST(copy_gathers_ahead_stop_at_the_end_of_each_row) {
   /* Chunks of fewer units than a row, which is not a whole number of
    * them. */
   CHECK(p.ahead_units > 0 && p.ahead_units < N && N % p.ahead_units != 0);
-  DLTensor s, d;
-  memset(&s, 0, sizeof s);
-  s.data = src;
-  s.device.device_type = kDLCPU;
-  s.ndim = 2;
-  s.dtype.code = kDLUInt;
-  s.dtype.bits = 8;
-  s.dtype.lanes = 1;
-  s.shape = shape;
-  s.strides = sstr;
-  d = s;
-  d.data = dst;
-  d.strides = dstr;
+  DLTensor s = uint_tensor(src, 8, 2, shape, sstr, 0);
+  DLTensor d = uint_tensor(dst, 8, 2, shape, dstr, 0);
   CHECK_OK(dlb_copy(&s, &d));
   for (int64_t r = 0; r < ROWS; r++) {
     for (int64_t j = 0; j < N; j++)
@@ -859,21 +846,9 @@ DLB_TEST(copy_gathers_ahead_land_every_unit) {
         int64_t strides[2] = {sr * COLS, sc};
         const int64_t first = (sr < 0 ? ROWS - 1 : 0) * COLS +
                               (sc < 0 ? COLS - 1 : 0);
-        DLTensor s, d;
-        memset(&s, 0, sizeof s);
-        s.data = src;
-        s.device.device_type = kDLCPU;
-        s.ndim = 2;
-        s.dtype.code = kDLUInt;
-        s.dtype.bits = (uint8_t)(8 * u);
-        s.dtype.lanes = 1;
-        s.shape = shape;
-        s.strides = strides;
-        s.byte_offset = (uint64_t)(first * u);
-        d = s;
-        d.data = dst;
-        d.strides = NULL;
-        d.byte_offset = 0;
+        DLTensor s = uint_tensor(src, (int)(8 * u), 2, shape, strides,
+                                 (uint64_t)(first * u));
+        DLTensor d = uint_tensor(dst, (int)(8 * u), 2, shape, NULL, 0);
         memset(dst, 0, (size_t)ROWS * COLS * (size_t)u);
         CHECK_OK(dlb_copy(&s, &d));
         for (int64_t i = 0; i < shape[0]; i++)
