@@ -313,6 +313,25 @@ PyObject *dlbpy_capsule_legacy(DLManagedTensor *m) {
  * Consuming capsules
  * ---------------------------------------------------------------------- */
 
+/* The struct of a capsule named "dltensor_versioned" (name), or NULL with
+ * BufferError when its major version is not ours: a different major means
+ * a different struct past flags, so nothing else is touched and the
+ * capsule's own destructor calls the deleter. */
+static DLManagedTensorVersioned *dlbpy_versioned_of(PyObject *capsule,
+                                                    const char *name) {
+  DLManagedTensorVersioned *m = PyCapsule_GetPointer(capsule, name);
+  if (m == NULL) return NULL;
+  if (m->version.major != DLPACK_MAJOR_VERSION) {
+    PyErr_Format(PyExc_BufferError,
+                 "DLPack capsule: version is %u.%u; dlbridge reads major "
+                 "version %d only",
+                 (unsigned)m->version.major, (unsigned)m->version.minor,
+                 DLPACK_MAJOR_VERSION);
+    return NULL;
+  }
+  return m;
+}
+
 int dlbpy_capsule_peek(PyObject *obj, const DLTensor **t) {
   if (!PyCapsule_CheckExact(obj)) return 0;
   const char *name = PyCapsule_GetName(obj);
@@ -320,16 +339,8 @@ int dlbpy_capsule_peek(PyObject *obj, const DLTensor **t) {
   dlb_status s = DLB_OK;
   const DLTensor *found = NULL;
   if (strcmp(name, dlbpy_name_versioned) == 0) {
-    const DLManagedTensorVersioned *m = PyCapsule_GetPointer(obj, name);
+    const DLManagedTensorVersioned *m = dlbpy_versioned_of(obj, name);
     if (m == NULL) return -1;
-    if (m->version.major != DLPACK_MAJOR_VERSION) {
-      PyErr_Format(PyExc_BufferError,
-                   "DLPack capsule: version is %u.%u; dlbridge reads major "
-                   "version %d only",
-                   (unsigned)m->version.major, (unsigned)m->version.minor,
-                   DLPACK_MAJOR_VERSION);
-      return -1;
-    }
     /* A share of ours is bounded by its source's arrays and memory before
      * anything reads it, as the import bounds it; a core tensor's arrays
      * are checked by the validation itself. */
@@ -366,18 +377,8 @@ int dlbpy_capsule_consume(PyObject *capsule, PyObject *bad_name_exc,
   const char *name = PyCapsule_GetName(capsule);
   if (name == NULL && PyErr_Occurred()) return -1;
   if (name != NULL && strcmp(name, dlbpy_name_versioned) == 0) {
-    DLManagedTensorVersioned *m = PyCapsule_GetPointer(capsule, name);
+    DLManagedTensorVersioned *m = dlbpy_versioned_of(capsule, name);
     if (m == NULL) return -1;
-    /* A different major version means a different struct past flags:
-     * touch nothing; the capsule's own destructor will call the deleter. */
-    if (m->version.major != DLPACK_MAJOR_VERSION) {
-      PyErr_Format(PyExc_BufferError,
-                   "DLPack capsule: version is %u.%u; dlbridge reads major "
-                   "version %d only",
-                   (unsigned)m->version.major, (unsigned)m->version.minor,
-                   DLPACK_MAJOR_VERSION);
-      return -1;
-    }
     /* Renamed before the tensor is taken: once *out owns it, a failing
      * rename would leave the capsule's destructor calling its deleter too.
      * A refused tensor gets the producer's own name pointer back, so that

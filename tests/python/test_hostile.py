@@ -1133,3 +1133,13 @@ def test_queries_refuse_an_own_share_moved_past_its_memory():
     _struct_of(capsule).dl_tensor.byte_offset = 1 << 20
     with pytest.raises(BufferError, match="reach past"):
         dlbridge.device_of(capsule)
+
+
+def test_queries_refuse_a_capsule_of_another_major_version_untouched():
+    t = dlbridge.arange(4, dtype="float32")
+    capsule = t.__dlpack__(max_version=(1, 0))
+    _struct_of(capsule).major = 2
+    with pytest.raises(BufferError, match="version is 2"):
+        dlbridge.device_of(capsule)
+    _struct_of(capsule).major = 1
+    assert dlbridge.from_dlpack(capsule).tolist() == [0.0, 1.0, 2.0, 3.0]
