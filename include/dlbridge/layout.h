@@ -46,6 +46,16 @@ DLB_API dlb_status dlb_tensor_validate(const DLTensor *t);
  */
 DLB_API dlb_status dlb_managed_validate(const DLManagedTensorVersioned *m);
 
+/*
+ * Checks a legacy (unversioned) managed tensor without taking it: its
+ * tensor must pass dlb_tensor_validate(), and one that
+ * dlb_tensor_to_legacy() made (dlb_legacy_is_ours()) must keep its shape
+ * and strides within the arrays made for it (DLB_E_LAYOUT for an ndim or
+ * pointers changed since). What dlb_tensor_from_legacy() accepts with no
+ * flags passes. DLB_E_INVAL for m NULL.
+ */
+DLB_API dlb_status dlb_legacy_validate(const DLManagedTensor *m);
+
 /* Stores in *out the product of shape[0..ndim) (1 for ndim 0).
  * DLB_E_LAYOUT for a negative entry, bad ndim or shape NULL with ndim > 0,
  * DLB_E_INVAL for out NULL, DLB_E_OVERFLOW when the

@@ -353,16 +353,12 @@ int dlbpy_capsule_peek(PyObject *obj, const DLTensor **t) {
   } else if (strcmp(name, dlbpy_name_legacy) == 0) {
     const DLManagedTensor *m = PyCapsule_GetPointer(obj, name);
     if (m == NULL) return -1;
-    if (dlbpy_is_light_legacy(m)) {
-      if (dlbpy_light_arrays_fit(&m->dl_tensor, m->manager_ctx) < 0 ||
-          dlbpy_light_bounded(&m->dl_tensor, 0, m->manager_ctx) < 0)
-        return -1;
-    } else if (dlb_legacy_is_ours(m)) {
-      /* The core's legacy structs are bounded by their import alone,
-       * which the caller does instead. */
-      return 0;
-    }
-    s = dlb_tensor_validate(&m->dl_tensor);
+    /* A share of ours is bounded as above; the core bounds its own. */
+    if (dlbpy_is_light_legacy(m) &&
+        (dlbpy_light_arrays_fit(&m->dl_tensor, m->manager_ctx) < 0 ||
+         dlbpy_light_bounded(&m->dl_tensor, 0, m->manager_ctx) < 0))
+      return -1;
+    s = dlb_legacy_validate(m);
     found = &m->dl_tensor;
   } else {
     return 0;

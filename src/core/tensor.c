@@ -457,17 +457,28 @@ static int legacy_unchanged(const DLManagedTensor *legacy,
   return 1;
 }
 
+/* For a legacy struct of ours, DLB_E_LAYOUT unless its shape and strides
+ * lie in the arrays made for them: ours to bound before anything reads
+ * them. DLB_OK for anyone else's. */
+static dlb_status legacy_arrays_fit(const DLManagedTensor *legacy) {
+  if (!dlb_legacy_is_ours(legacy)) return DLB_OK;
+  const dlb__legacy *l = (const dlb__legacy *)(const void *)legacy;
+  return arrays_fit(&legacy->dl_tensor, l, l->dims, 2 * (size_t)l->ndim,
+                    "legacy tensor");
+}
+
+dlb_status dlb_legacy_validate(const DLManagedTensor *m) {
+  if (m == NULL) return dlb__fail(DLB_E_INVAL, "legacy tensor is NULL");
+  dlb_status st = legacy_arrays_fit(m);
+  if (st != DLB_OK) return st;
+  return dlb_tensor_validate(&m->dl_tensor);
+}
+
 dlb_status dlb_tensor_from_legacy(DLManagedTensor *legacy, uint64_t flags,
                                   DLManagedTensorVersioned **out) {
   if (out == NULL) return dlb__fail(DLB_E_INVAL, "out is NULL");
   if (legacy == NULL) return dlb__fail(DLB_E_INVAL, "legacy is NULL");
-  dlb_status st = DLB_OK;
-  if (dlb_legacy_is_ours(legacy)) {
-    /* Its shape and strides are ours to bound before anything reads them. */
-    const dlb__legacy *l = (const dlb__legacy *)(const void *)legacy;
-    st = arrays_fit(&legacy->dl_tensor, l, l->dims, 2 * (size_t)l->ndim,
-                    "legacy tensor");
-  }
+  dlb_status st = legacy_arrays_fit(legacy);
   if (st == DLB_OK) st = validate_desc(&legacy->dl_tensor, flags);
   if (st != DLB_OK) return st;
   if (dlb_legacy_is_ours(legacy)) {

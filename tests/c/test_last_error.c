@@ -208,6 +208,7 @@ static void tensors_and_views(void) {
   CHECK_OK(dlb_tensor_share(t, &out));
   KEEPS_OK(dlb_tensor_to_legacy(out, &legacy));
   KEEPS(dlb_legacy_is_ours(legacy));
+  KEEPS_OK(dlb_legacy_validate(legacy));
   KEEPS_VOID(dlb_legacy_release(legacy));
 
   KEEPS_OK(dlb_tensor_redescribe(t, &t->dl_tensor, 0, &out));

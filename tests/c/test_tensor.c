@@ -640,6 +640,43 @@ DLB_TEST(tensor_to_legacy_refuses_what_it_cannot_carry) {
   CHECK_EQ_INT(count, 1);
 }
 
+/* dlb_legacy_validate judges without taking: anyone's struct by its
+ * tensor, one of ours also by the arrays made for it, as the import does. */
+DLB_TEST(legacy_validate_bounds_ours_and_takes_nothing) {
+  int count = 0;
+  foreign_legacy *f = foreign_legacy_new(&count);
+  CHECK_STATUS(dlb_legacy_validate(NULL), DLB_E_INVAL);
+  CHECK_ERROR_MENTIONS("legacy tensor is NULL");
+  CHECK_OK(dlb_legacy_validate(&f->m));
+  f->shape[0] = -1;
+  CHECK_STATUS(dlb_legacy_validate(&f->m), DLB_E_LAYOUT);
+  CHECK_ERROR_MENTIONS("shape[0]");
+  CHECK_EQ_INT(count, 0);
+  f->m.deleter(&f->m);
+  CHECK_EQ_INT(count, 1);
+
+  int64_t shape[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+  DLManagedTensorVersioned *t = NULL;
+  CHECK_OK(dlb_tensor_alloc(CPU, F32, 8, shape, &t));
+  DLManagedTensor *l = NULL;
+  CHECK_OK(dlb_tensor_to_legacy(t, &l));
+  CHECK_OK(dlb_legacy_validate(l));
+  /* Nine dimensions would read past the eight shape and stride entries,
+   * where a foreign struct's arrays are its producer's word. */
+  l->dl_tensor.ndim = 9;
+  CHECK_STATUS(dlb_legacy_validate(l), DLB_E_LAYOUT);
+  CHECK_ERROR_MENTIONS("ndim is 9, but");
+  l->dl_tensor.ndim = 8;
+  l->dl_tensor.dtype.bits = 0;
+  CHECK_STATUS(dlb_legacy_validate(l), DLB_E_DTYPE);
+  l->dl_tensor.dtype.bits = 32;
+  /* Untaken: it still converts back to the tensor it came from. */
+  DLManagedTensorVersioned *back = NULL;
+  CHECK_OK(dlb_tensor_from_legacy(l, 0, &back));
+  CHECK(back == t);
+  dlb_tensor_release(back);
+}
+
 DLB_TEST(tensor_to_legacy_keeps_padding_flag_of_byte_types) {
   /* PADDED means nothing for byte-sized elements, so nothing is lost. */
   int count = 0;
