@@ -86,6 +86,18 @@ void json_bool(json *j, int v);
 void json_tristate(json *j, int v);
 void json_double(json *j, double v);
 
+/* The length of the well-formed UTF-8 sequence at p (a byte >= 0x80), or
+ * 0 when it is not one (stray continuation, overlong form, surrogate,
+ * past U+10FFFF, cut short). */
+int cli_utf8_length(const unsigned char *p);
+
+/* s as text outputs print it: control bytes (C0, DEL and the C1 controls),
+ * bytes that are not UTF-8 and backslashes escaped (\n, \t, \r, \\,
+ * \xHH), other UTF-8 as it is; a result past 16 KiB ends in "...". The
+ * answer lives in one of four buffers reused in turn, so one printf may
+ * show up to four. */
+const char *cli_shown(const char *s);
+
 /* "yes", "no" or "unknown" for a capability. */
 const char *cli_tristate(int v);
 

@@ -189,7 +189,7 @@ static int bench_run(const char **values, int argc, char **argv) {
     if (end == values[1] || *end != '\0' || reps < 1 ||
         reps > BENCH_MAX_REPS) {
       fprintf(stderr, "%s bench: --reps is '%s'; must be 1 to %d\n",
-              CLI_NAME, values[1], BENCH_MAX_REPS);
+              CLI_NAME, cli_shown(values[1]), BENCH_MAX_REPS);
       return CLI_USAGE;
     }
   }

@@ -168,12 +168,14 @@ static int select_kinds(const char *list, cli_kind *kinds, int *n) {
                         strncmp(all[i].label, p, len) != 0))
       i++;
     if (i == nall) {
+      char *name = len == 0 ? NULL : strndup(p, len);
       if (len == 0)
         fprintf(stderr, "%s check: --kinds '%s' has an empty name; usable "
-                "here:", CLI_NAME, list);
+                "here:", CLI_NAME, cli_shown(list));
       else
-        fprintf(stderr, "%s check: unknown or unusable kind '%.*s'; usable "
-                "here:", CLI_NAME, (int)len, p);
+        fprintf(stderr, "%s check: unknown or unusable kind '%s'; usable "
+                "here:", CLI_NAME, name != NULL ? cli_shown(name) : "?");
+      free(name);
       for (int k = 0; k < nall; k++) fprintf(stderr, " %s", all[k].label);
       fprintf(stderr, "\n");
       rc = CLI_USAGE;

@@ -32,18 +32,19 @@ static void text_runtime(size_t r) {
   dlb_status s = dlb_runtime_status(runtimes[r].rt);
   if (s != DLB_OK) {
     printf("%-8s %s: %s\n", runtimes[r].name, dlb_status_name(s),
-           dlb_last_error());
+           cli_shown(dlb_last_error()));
     return;
   }
   int count = 0, version = 0;
   (void)dlb_runtime_device_count(runtimes[r].rt, &count);
   (void)dlb_runtime_version(runtimes[r].rt, &version);
   printf("%-8s %d device(s), version %d, from %s\n", runtimes[r].name, count,
-         version, dlb_runtime_library(runtimes[r].rt));
+         version, cli_shown(dlb_runtime_library(runtimes[r].rt)));
   for (int i = 0; i < count; i++) {
     dlb_gpu_info g;
     if (dlb_gpu_get_info((DLDevice){runtimes[r].type, i}, &g) != DLB_OK) {
-      printf("  %s:%d  %s\n", runtimes[r].name, i, dlb_last_error());
+      printf("  %s:%d  %s\n", runtimes[r].name, i,
+             cli_shown(dlb_last_error()));
       continue;
     }
     printf("  %s:%d  %s, %.1f GiB; managed memory %s (concurrent %s), "

@@ -13,8 +13,8 @@ static int inspect_run(const char **values, int argc, char **argv) {
   for (int i = 0; i < argc; i++) {
     dlb_npy_header h;
     if (dlb_npy_read_header(argv[i], &h) != DLB_OK) {
-      fprintf(stderr, "%s inspect: %s: %s\n", CLI_NAME, argv[i],
-              dlb_last_error());
+      fprintf(stderr, "%s inspect: %s: %s\n", CLI_NAME, cli_shown(argv[i]),
+              cli_shown(dlb_last_error()));
       rc = CLI_FAILED;
       continue;
     }
@@ -47,7 +47,8 @@ static int inspect_run(const char **values, int argc, char **argv) {
       json_close(&j, '}');
       continue;
     }
-    printf("%s: dtype %s ('%s'), shape (", argv[i], dtype, h.descr);
+    printf("%s: dtype %s ('%s'), shape (", cli_shown(argv[i]), dtype,
+           cli_shown(h.descr));
     for (int32_t d = 0; d < h.ndim; d++)
       printf("%s%lld", d > 0 ? ", " : "", (long long)h.shape[d]);
     printf("%s), order %s, format %d.%d, data at byte %llu (%llu bytes)\n",

@@ -44,7 +44,7 @@ static int dtype_run(const char **values, int argc, char **argv) {
     char name[DLB_DTYPE_NAME_MAX];
     if (dlb_dtype_parse(argv[i], &t) != DLB_OK ||
         dlb_dtype_format(t, name, sizeof name) != DLB_OK) {
-      fprintf(stderr, "%s dtype: %s\n", CLI_NAME, dlb_last_error());
+      fprintf(stderr, "%s dtype: %s\n", CLI_NAME, cli_shown(dlb_last_error()));
       rc = CLI_FAILED;
       continue;
     }
@@ -91,7 +91,8 @@ static int device_run(const char **values, int argc, char **argv) {
     char name[DLB_DEVICE_NAME_MAX];
     if (dlb_device_parse(argv[i], &d) != DLB_OK ||
         dlb_device_format(d, name, sizeof name) != DLB_OK) {
-      fprintf(stderr, "%s device: %s\n", CLI_NAME, dlb_last_error());
+      fprintf(stderr, "%s device: %s\n", CLI_NAME,
+              cli_shown(dlb_last_error()));
       rc = CLI_FAILED;
       continue;
     }

@@ -24,32 +24,6 @@ void json_close(json *j, char bracket) {
   if (j->depth == 0) putchar('\n');
 }
 
-/* The length of the well-formed UTF-8 sequence at p (a byte >= 0x80), or
- * 0 when it is not one (stray continuation, overlong form, surrogate,
- * past U+10FFFF, cut short). */
-static int utf8_length(const unsigned char *p) {
-  const unsigned char c = p[0];
-  int n;
-  unsigned char lo = 0x80, hi = 0xbf; /* the second byte's range */
-  if (c >= 0xc2 && c <= 0xdf) {
-    n = 2;
-  } else if (c >= 0xe0 && c <= 0xef) {
-    n = 3;
-    if (c == 0xe0) lo = 0xa0;
-    if (c == 0xed) hi = 0x9f;
-  } else if (c >= 0xf0 && c <= 0xf4) {
-    n = 4;
-    if (c == 0xf0) lo = 0x90;
-    if (c == 0xf4) hi = 0x8f;
-  } else {
-    return 0;
-  }
-  if (p[1] < lo || p[1] > hi) return 0;
-  for (int i = 2; i < n; i++)
-    if (p[i] < 0x80 || p[i] > 0xbf) return 0;
-  return n;
-}
-
 /* s as a JSON string. Bytes that are not UTF-8 (a file name may hold
  * any) become U+FFFD, so the output stays JSON. */
 static void quoted(const char *s) {
@@ -62,7 +36,7 @@ static void quoted(const char *s) {
     } else if (*p < 0x80) {
       putchar(*p);
     } else {
-      const int n = utf8_length(p);
+      const int n = cli_utf8_length(p);
       if (n == 0) {
         fputs("\\ufffd", stdout);
       } else {

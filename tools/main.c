@@ -41,7 +41,7 @@ static const cli_cmd *find(const char *name) {
 
 static int unknown_command(const char *name) {
   fprintf(stderr, "%s: unknown command '%s'; valid commands:", CLI_NAME,
-          name);
+          cli_shown(name));
   for (size_t i = 0; i < NCOMMANDS; i++)
     fprintf(stderr, " %s", commands[i]->name);
   fprintf(stderr, "\n");
@@ -64,7 +64,7 @@ void cli_usage(const cli_cmd *cmd, FILE *f) {
 
 static int bad_option(const cli_cmd *cmd, const char *arg) {
   fprintf(stderr, "%s %s: unknown option '%s'; valid options:", CLI_NAME,
-          cmd->name, arg);
+          cmd->name, cli_shown(arg));
   for (int i = 0; i < cmd->nopts; i++)
     fprintf(stderr, " %s", cmd->opts[i].name);
   fprintf(stderr, " --help\n");
@@ -166,7 +166,7 @@ static int dispatch(int argc, char **argv) {
   }
   if (name[0] == '-') {
     fprintf(stderr, "%s: unknown option '%s'; valid before a command: "
-                    "--help -h --version -V\n", CLI_NAME, name);
+                    "--help -h --version -V\n", CLI_NAME, cli_shown(name));
     return CLI_USAGE;
   }
   const cli_cmd *cmd = find(name);

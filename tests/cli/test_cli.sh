@@ -166,6 +166,18 @@ bad=$(printf '%s/bad\377\300\355\240\200.npy' "$scratch")
 good=$(printf '%s/caf\303\251.npy' "$scratch")
 cp "$scratch/c.npy" "$bad" && cp "$scratch/c.npy" "$good"
 expect_json inspect-json-names 0 'j[0]["file"].endswith("/bad\ufffd\ufffd\ufffd\ufffd\ufffd.npy") and j[1]["file"].endswith("/caf\u00e9.npy")' -- inspect --json "$bad" "$good"
+# Text output escapes what could steer a terminal: control bytes (C0, DEL,
+# the C1 controls), bytes that are not UTF-8, and backslashes; other UTF-8
+# comes out as it is. The same holds for messages quoting a file name or
+# a name given on the command line, and a name past 16 KiB is cut.
+odd=$(printf '%s/o\033[2J\n\\\302\233\177\377\303\251.npy' "$scratch")
+cp "$scratch/c.npy" "$odd"
+expect inspect-odd-name 0 '/o\\x1b\[2J\\n\\\\\\xc2\\x9b\\x7f\\xffé\.npy: dtype float32' -- inspect "$odd"
+expect inspect-escaped-message 1 'nope\\x1b\.npy: cannot open .*nope\\x1b\.npy' -- inspect "$(printf '%s/nope\033.npy' "$scratch")"
+expect dtype-escaped 1 'dlbridge dtype: .*a\\x1b\[2J' -- dtype "$(printf 'a\033[2J')"
+expect command-escaped 2 "unknown command 'x\\\\x1b\[2J'" -- "$(printf 'x\033[2J')"
+long=$(python3 -c 'print("\x01" * 5000)')
+expect command-cut 2 "unknown command '(\\\\x01)+\.\.\.'; valid commands" -- "$long"
 expect inspect-big-endian 1 "big\.npy: .*'>f8', big-endian" -- inspect "$scratch/big.npy"
 expect inspect-missing 1 'nope\.npy: cannot open .*No such file' -- inspect "$scratch/nope.npy"
 expect inspect-no-file 2 'missing arguments' -- inspect
