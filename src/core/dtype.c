@@ -107,25 +107,38 @@ dlb_status dlb_dtype_check(DLDataType dtype) {
   return DLB_OK;
 }
 
+/* What a number in a type name turned out to be. */
+enum { NOT_A_NUMBER, A_NUMBER, PAST_MAX };
+
 /* Reads a decimal number without sign or leading zeros from
- * text[0..len), at most max. Returns 0 when it is not one. */
+ * text[0..len): A_NUMBER, stored in *out, when it is at most max,
+ * PAST_MAX when it is larger. */
 static int parse_number(const char *text, size_t len, unsigned max,
                         unsigned *out) {
-  if (len == 0 || (len > 1 && text[0] == '0')) return 0;
+  if (len == 0 || (len > 1 && text[0] == '0')) return NOT_A_NUMBER;
   unsigned long v = 0;
   for (size_t i = 0; i < len; i++) {
-    if (text[i] < '0' || text[i] > '9') return 0;
-    v = v * 10 + (unsigned long)(text[i] - '0');
-    if (v > max) return 0;
+    if (text[i] < '0' || text[i] > '9') return NOT_A_NUMBER;
+    if (v <= max) v = v * 10 + (unsigned long)(text[i] - '0');
   }
+  if (v > max) return PAST_MAX;
   *out = (unsigned)v;
-  return 1;
+  return A_NUMBER;
 }
+
+/* A name that has a code's form but a number past its field's range. */
+typedef struct too_large {
+  const char *field, *digits;
+  size_t len;
+  unsigned max;
+} too_large;
 
 /* Matches name against the names of code: the code's name, its bits when
  * the name carries them (optional for handle, which defaults to the pointer
- * size), then an optional "xN". Returns 0 when the text does not fit. */
-static int match_code(const char *name, unsigned code, DLDataType *out) {
+ * size), then an optional "xN". Returns 0 when the text does not fit, and
+ * also fills *big when it fits but for a number too large for its field. */
+static int match_code(const char *name, unsigned code, DLDataType *out,
+                      too_large *big) {
   size_t n = strlen(code_names[code]);
   if (strncmp(name, code_names[code], n) != 0) return 0;
   const char *p = name + n;
@@ -136,12 +149,22 @@ static int match_code(const char *name, unsigned code, DLDataType *out) {
     if (bits_len != 0) return 0;
   } else if (code == kDLOpaqueHandle && bits_len == 0) {
     bits = PTR_BITS;
-  } else if (!parse_number(p, bits_len, UINT8_MAX, &bits)) {
+  }
+  const int bits_read =
+      bits != 0 ? A_NUMBER : parse_number(p, bits_len, UINT8_MAX, &bits);
+  unsigned lanes = 1;
+  const size_t lanes_len = x != NULL ? strlen(x + 1) : 0;
+  const int lanes_read =
+      x != NULL ? parse_number(x + 1, lanes_len, UINT16_MAX, &lanes) : A_NUMBER;
+  if (bits_read == NOT_A_NUMBER || lanes_read == NOT_A_NUMBER) return 0;
+  if (bits_read == PAST_MAX) {
+    *big = (too_large){"bits", p, bits_len, UINT8_MAX};
     return 0;
   }
-  unsigned lanes = 1;
-  if (x != NULL && !parse_number(x + 1, strlen(x + 1), UINT16_MAX, &lanes))
+  if (lanes_read == PAST_MAX) {
+    *big = (too_large){"lanes", x + 1, lanes_len, UINT16_MAX};
     return 0;
+  }
   out->code = (uint8_t)code;
   out->bits = (uint8_t)bits;
   out->lanes = (uint16_t)lanes;
@@ -157,7 +180,13 @@ dlb_status dlb_dtype_parse(const char *name, DLDataType *out) {
   /* At most one code matches: where one name begins another ("float",
    * "float8_e4m3", "float8_e4m3fn"), the shorter leaves text that is
    * neither bits nor "xN". */
-  while (code < CODE_COUNT && !match_code(name, code, &dt)) code++;
+  too_large big = {NULL, NULL, 0, 0};
+  while (code < CODE_COUNT && !match_code(name, code, &dt, &big)) code++;
+  if (code == CODE_COUNT && big.field != NULL)
+    return dlb__fail(DLB_E_DTYPE,
+                     "dtype \"%.*s\": %s %.*s is past %u, the most a DLPack "
+                     "dtype holds", TEXT_SHOWN, name, big.field,
+                     (int)(big.len < 32 ? big.len : 32), big.digits, big.max);
   if (code == CODE_COUNT)
     return dlb__fail(DLB_E_DTYPE, "dtype \"%.*s\" is not a known type name",
                      TEXT_SHOWN, name);

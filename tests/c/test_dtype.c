@@ -126,9 +126,9 @@ DLB_TEST(dtype_parse_rejects_unknown_names) {
   static const char *const bad[] = {
       "",          "float",       "int",         "uint",        "x4",
       "Float32",   "float32 ",    " float32",    "FLOAT32",     "float_32",
-      "int08",     "int+8",       "int-8",       "int256",      "int1000",
-      "float32x",  "float32x-1",  "float32x+1",  "float32x01",  "float32x65536",
-      "float32x99999999999",      "int8x2x2",    "bool8",       "boolean",
+      "int08",     "int+8",       "int-8",       "int256x",     "int1000x2x",
+      "float32x",  "float32x-1",  "float32x+1",  "float32x01",  "float256_",
+      "float32x65536 ",           "int8x2x2",    "bool8",       "boolean",
       "float8_e4m3f", "float8_e4m3fnx", "float8_e4m3fnu", "float8_e5m3",
       "half",      "double",      "handle_",     "float32\n",   "int8x 2",
   };
@@ -136,11 +136,37 @@ DLB_TEST(dtype_parse_rejects_unknown_names) {
     DLDataType t = sentinel;
     CHECK_STATUS(dlb_dtype_parse(bad[i], &t), DLB_E_DTYPE);
     CHECK_ERROR_MENTIONS(bad[i]);
-    /* None is a type name: widths past 255 and lanes past 65535 are not
-     * read as their value modulo the field's range. */
     CHECK_ERROR_MENTIONS("is not a known type name");
     CHECK_UNTOUCHED(t);
   }
+}
+
+/* Widths past 255 and lanes past 65535 are named as such, not read as
+ * their value modulo the field's range; a number of any length. */
+DLB_TEST(dtype_parse_names_numbers_past_their_field) {
+  static const struct {
+    const char *name, *says;
+  } bad[] = {
+      {"int256", "bits 256 is past 255"},
+      {"uint1000x2", "bits 1000 is past 255"},
+      {"float32x65536", "lanes 65536 is past 65535"},
+      {"float32x99999999999", "lanes 99999999999 is past 65535"},
+      {"int99999999999999999999999", "bits 99999999999999999999999 is past"},
+      {"float8_e4m3fnx65536", "lanes 65536 is past 65535"},
+      {"handlex70000", "lanes 70000 is past 65535"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    DLDataType t = sentinel;
+    CHECK_STATUS(dlb_dtype_parse(bad[i].name, &t), DLB_E_DTYPE);
+    CHECK_ERROR_MENTIONS(bad[i].name);
+    CHECK_ERROR_MENTIONS(bad[i].says);
+    CHECK_ERROR_MENTIONS("the most a DLPack dtype holds");
+    CHECK_UNTOUCHED(t);
+  }
+  /* The largest values are read as what they are. */
+  DLDataType t = sentinel;
+  CHECK_STATUS(dlb_dtype_parse("int255", &t), DLB_E_DTYPE);
+  CHECK_ERROR_MENTIONS("dtype.bits is 255;");
 }
 
 DLB_TEST(dtype_parse_rejects_invalid_types_by_field) {
