@@ -149,6 +149,14 @@ static int dlbpy_parse_dtype_text(PyObject *str, PyObject *shown,
     *out = dtype;
     return 0;
   }
+  /* A name of a type's form with a field DLPack refuses ("int3",
+   * "int300"): the core's reason, after the name it repeats. */
+  const char *why = code == text ? strstr(dlb_last_error(), "\": ") : NULL;
+  if (why != NULL && strstr(why, "known type name") == NULL) {
+    PyErr_Format(PyExc_ValueError, "dtype %R is not known (%s); dtype "
+                 "takes %s", shown, why + 3, DLBPY_DTYPE_FORMS);
+    return -1;
+  }
   PyErr_Format(PyExc_ValueError, "dtype %R is not known; dtype takes %s",
                shown, DLBPY_DTYPE_FORMS);
   return -1;

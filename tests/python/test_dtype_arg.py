@@ -160,6 +160,24 @@ def test_refusals_list_the_accepted_forms(bad, exc):
             assert form in msg
 
 
+@pytest.mark.parametrize("name, why", [
+    ("float3", "(dtype.bits is 3; float needs 8, 16, 32 or 64)"),
+    ("int300", "(bits 300 is past 255, the most a DLPack dtype holds)"),
+    ("float32x70000", "(lanes 70000 is past 65535, the most a DLPack dtype holds)"),
+    ("uint4x3", "(dtype.lanes is 3; 4-bit lanes make a 12-bit element"),
+])
+def test_names_of_a_types_form_say_which_field_is_refused(name, why):
+    with pytest.raises(ValueError) as info:
+        dlbridge.empty(1, dtype=name)
+    msg = str(info.value)
+    assert msg.startswith(f"dtype '{name}' is not known {why}")
+    assert "dtype takes a name such as 'float32'" in msg
+    # A name of no type's form says only what dtype takes.
+    with pytest.raises(ValueError) as info:
+        dlbridge.empty(1, dtype=name + "y")
+    assert str(info.value).startswith(f"dtype '{name}y' is not known; dtype takes")
+
+
 def test_a_numpy_like_type_from_elsewhere_is_not_called():
     calls = []
 
