@@ -22,10 +22,10 @@ receipt after ``set_sharing_pin``; ``share_export``/``share_import`` give
 the handle to other transports. Plain ``pickle`` carries data by value.
 """
 
-import enum as _enum
 import os as _os
 
 from ._dlbridge import (
+    DLDeviceType,
     DLPACK_MAJOR_VERSION,
     DLPACK_MINOR_VERSION,
     StreamError,
@@ -50,27 +50,6 @@ from ._sharing import get_sharing_pin, set_sharing_pin
 
 # The core's version, which the build takes from meson.build.
 from ._dlbridge import core_version as __version__  # noqa: E402
-
-
-class DLDeviceType(_enum.IntEnum):
-    """DLPack device types (``__dlpack_device__()[0]``)."""
-
-    kDLCPU = 1
-    kDLCUDA = 2
-    kDLCUDAHost = 3
-    kDLOpenCL = 4
-    kDLVulkan = 7
-    kDLMetal = 8
-    kDLVPI = 9
-    kDLROCM = 10
-    kDLROCMHost = 11
-    kDLExtDev = 12
-    kDLCUDAManaged = 13
-    kDLOneAPI = 14
-    kDLWebGPU = 15
-    kDLHexagon = 16
-    kDLMAIA = 17
-    kDLTrn = 18
 
 
 def get_include() -> str:

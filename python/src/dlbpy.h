@@ -112,9 +112,18 @@ typedef struct {
   PyObject *kw_mv_stream; /* ("max_version", "stream") */
   PyObject *kw_stream;    /* ("stream",) */
   PyObject *max_version; /* (DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION) */
+  PyObject *device_types; /* DLDeviceType's members by value, None between */
   dlbpy_type_entry cache[DLBPY_CACHE_SIZE];
   unsigned int cache_next;
 } dlbpy_state;
+
+/* Adds DLDeviceType, an IntEnum of DLPack's device types, to module and
+ * keeps its members in st. 0, or -1 with an exception. */
+int dlbpy_device_types_add(PyObject *module, dlbpy_state *st);
+
+/* DLDeviceType's member for type (new), or a plain int for a value DLPack
+ * does not define; NULL with an exception when out of memory. */
+PyObject *dlbpy_device_type_object(dlbpy_state *st, DLDeviceType type);
 
 /* The state of a module made from our definition. */
 dlbpy_state *dlbpy_state_of_module(PyObject *module);

@@ -567,5 +567,9 @@ PyObject *dlbpy_tensor_dlpack(PyObject *self, PyObject *const *args,
 PyObject *dlbpy_tensor_dlpack_device(PyObject *self, PyObject *unused) {
   (void)unused;
   DLDevice d = ((dlbpy_tensor *)self)->mt->dl_tensor.device;
-  return Py_BuildValue("(ii)", (int)d.device_type, (int)d.device_id);
+  PyObject *type =
+      dlbpy_device_type_object(dlbpy_state_of_type(Py_TYPE(self)),
+                               d.device_type);
+  if (type == NULL) return NULL;
+  return Py_BuildValue("(Ni)", type, (int)d.device_id);
 }

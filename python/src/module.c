@@ -297,6 +297,7 @@ static int dlbpy_module_exec(PyObject *module) {
   if (PyModule_AddType(module, (PyTypeObject *)st->stream_error) < 0)
     return -1;
   if (dlbpy_watch_exit() < 0) return -1;
+  if (dlbpy_device_types_add(module, st) < 0) return -1;
   if (dlbpy_tensor_type_add(module, st) < 0) return -1;
   if (dlbpy_capi_add(module) < 0) return -1;
   if (PyModule_AddIntConstant(module, "DLPACK_MAJOR_VERSION",
@@ -314,6 +315,7 @@ static int dlbpy_module_traverse(PyObject *module, visitproc visit,
   dlbpy_state *st = dlbpy_state_of_module(module);
   Py_VISIT(st->tensor_type);
   Py_VISIT(st->stream_error);
+  Py_VISIT(st->device_types);
   for (int i = 0; i < DLBPY_CACHE_SIZE; i++) {
     Py_VISIT(st->cache[i].type);
     Py_VISIT(st->cache[i].api_owner);
@@ -335,6 +337,7 @@ static int dlbpy_module_clear(PyObject *module) {
   Py_CLEAR(st->kw_mv_stream);
   Py_CLEAR(st->kw_stream);
   Py_CLEAR(st->max_version);
+  Py_CLEAR(st->device_types);
   return 0;
 }
 

@@ -172,11 +172,23 @@ def test_dl_device_the_core_cannot_reach_is_a_buffer_error():
 
 
 def test_dlpack_device():
+    # The array API standard's (Enum, int): the member equals the plain int
+    # other producers give, and pickles by name.
+    import enum
+    import pickle
+
     assert dlbridge.arange(3).__dlpack_device__() == (KDLCPU, 0)
-    for kind, did in ((KDLCUDAHOST, 0), (KDLCUDAMANAGED, 0), (KDLROCMHOST, 0), (KDLCUDA, 3), (KDLROCM, 1)):
+    for kind, did, name in ((KDLCUDAHOST, 0, "kDLCUDAHost"), (KDLCUDAMANAGED, 0, "kDLCUDAManaged"),
+                            (KDLROCMHOST, 0, "kDLROCMHost"), (KDLCUDA, 3, "kDLCUDA"),
+                            (KDLROCM, 1, "kDLROCM"), (4, 2, "kDLOpenCL"), (KDLCPU, 0, "kDLCPU")):
         dev = tensor_on(kind, did).__dlpack_device__()
-        assert dev == (kind, did)
-        assert all(type(v) is int for v in dev)
+        assert type(dev) is tuple and dev == (kind, did)
+        assert isinstance(dev[0], enum.IntEnum) and dev[0] is dlbridge.DLDeviceType[name]
+        assert type(dev[1]) is int
+        assert pickle.loads(pickle.dumps(dev[0])) is dev[0]
+    assert dlbridge.DLDeviceType.__module__ == "dlbridge"
+    assert [m.value for m in dlbridge.DLDeviceType] == [
+        1, 2, 3, 4, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18]
 
 
 # ---------------------------------------------------------------------------

@@ -807,7 +807,8 @@ def test_cpu_stream_rules():
         with pytest.raises(ValueError):
             t.__dlpack__(stream=s)
     assert t.__dlpack_device__() == (KDLCPU, 0)
-    assert all(type(v) is int for v in t.__dlpack_device__())
+    device_type, device_id = t.__dlpack_device__()
+    assert device_type is dlbridge.DLDeviceType.kDLCPU and type(device_id) is int
 
 
 def test_dlpack_refcount_like_numpy():
