@@ -162,13 +162,24 @@ dlb__tensor *dlb__tensor_of(const DLManagedTensorVersioned *t) {
   return t->manager_ctx;
 }
 
-/* Whether an array of n int64_t at p, if it starts anywhere in the block
- * [block, hi), lies in its dims [dims, hi): a pointer into a block of ours
- * is ours to bound, one elsewhere is not. */
+/* Whether p points into the block [block, hi) whose dims are [dims, hi):
+ * such a pointer is ours to bound, one elsewhere is not (arrays that start
+ * just past a block may be anyone's). Dims with no entries (a legacy
+ * struct of a 0-dimensional tensor) are the exception: its arrays start
+ * at hi, empty, so hi is ours there. */
+static int in_block(const int64_t *p, const void *block, const int64_t *dims,
+                    const int64_t *hi) {
+  const uintptr_t a = (uintptr_t)p;
+  return a >= (uintptr_t)block &&
+         (a < (uintptr_t)hi || (a == (uintptr_t)hi && dims == hi));
+}
+
+/* Whether an array of n >= 1 int64_t at p, if it starts in the block
+ * (in_block), lies in its dims [dims, hi). */
 static int fits(const int64_t *p, int32_t n, const void *block,
                 const int64_t *dims, const int64_t *hi) {
   const uintptr_t a = (uintptr_t)p;
-  if (a < (uintptr_t)block || a >= (uintptr_t)hi) return 1;
+  if (!in_block(p, block, dims, hi)) return 1;
   return a >= (uintptr_t)dims && a % sizeof(int64_t) == (uintptr_t)dims %
          sizeof(int64_t) && (size_t)n <= (size_t)(hi - p);
 }
@@ -181,13 +192,25 @@ static dlb_status arrays_fit(const DLTensor *dl, const void *block,
   const int32_t ndim = dl->ndim;
   if (ndim <= 0 || ndim > DLB_MAX_NDIM) return DLB_OK; /* validation's */
   const int64_t *hi = dims + entries;
-  if (fits(dl->shape, ndim, block, dims, hi) &&
-      fits(dl->strides, ndim, block, dims, hi))
-    return DLB_OK;
-  return dlb__fail(DLB_E_LAYOUT, "ndim is %d, but the shape and strides "
-                   "of this %s run past the %zu entries made for them: its "
-                   "ndim or their pointers were changed after it was made",
-                   (int)ndim, what, entries);
+  if (!fits(dl->shape, ndim, block, dims, hi) ||
+      !fits(dl->strides, ndim, block, dims, hi))
+    return dlb__fail(DLB_E_LAYOUT, "ndim is %d, but the shape and strides "
+                     "of this %s run past the %zu entries made for them: "
+                     "its ndim or their pointers were changed after it was "
+                     "made", (int)ndim, what, entries);
+  /* Both in dims, they were made side by side, with room to spare: a
+   * raised ndim runs the shape into the strides (and the strides into
+   * entries never written) before it runs past the room. */
+  const uintptr_t s = (uintptr_t)dl->shape, st = (uintptr_t)dl->strides;
+  const uintptr_t gap = s > st ? s - st : st - s;
+  if (in_block(dl->shape, block, dims, hi) &&
+      in_block(dl->strides, block, dims, hi) &&
+      gap < (uintptr_t)ndim * sizeof(int64_t))
+    return dlb__fail(DLB_E_LAYOUT, "ndim is %d, but the shape and strides "
+                     "of this %s, made for fewer dimensions, overlap: its "
+                     "ndim or their pointers were changed after it was made",
+                     (int)ndim, what);
+  return DLB_OK;
 }
 
 dlb_status dlb__tensor_check_arrays(const DLManagedTensorVersioned *m) {

@@ -825,6 +825,54 @@ DLB_TEST(tensor_validate_refuses_ndim_past_its_own_arrays) {
   dlb_tensor_release(t);
 }
 
+/* A tensor's block has room for eight dimensions whatever its ndim, its
+ * strides right after its ndim shape entries: an ndim raised within the
+ * room would read the strides as shape and entries never written as
+ * strides. Shape and strides that overlap are refused; lowered, they are
+ * not. */
+DLB_TEST(tensor_validate_refuses_ndim_raised_within_the_room) {
+  for (int32_t ndim = 0; ndim < 4; ndim++) {
+    int64_t shape[3] = {2, 3, 4};
+    DLManagedTensorVersioned *t = NULL;
+    CHECK_OK(dlb_tensor_alloc(CPU, F32, ndim, shape, &t));
+    CHECK(dlb__tensor_of(t)->dims_room > ndim);
+    t->dl_tensor.ndim = ndim + 1;
+    CHECK_STATUS(dlb_managed_validate(t), DLB_E_LAYOUT);
+    char want[128];
+    snprintf(want, sizeof want, "ndim is %d, but the shape and strides of "
+             "this dlbridge tensor, made for fewer dimensions, overlap",
+             (int)ndim + 1);
+    CHECK_ERROR_MENTIONS(want);
+    if (ndim > 1) {
+      t->dl_tensor.ndim = ndim - 1;
+      CHECK_OK(dlb_managed_validate(t));
+    }
+    t->dl_tensor.ndim = ndim;
+    CHECK_OK(dlb_managed_validate(t));
+    dlb_tensor_release(t);
+  }
+}
+
+/* The legacy struct of a 0-dimensional tensor has no entries: its arrays
+ * start where its block ends, and a raised ndim would read past it. */
+DLB_TEST(tensor_from_legacy_refuses_ndim_raised_on_a_scalar) {
+  DLManagedTensorVersioned *t = NULL, *back = NULL;
+  CHECK_OK(dlb_tensor_alloc(CPU, F32, 0, NULL, &t));
+  DLManagedTensor *l = NULL;
+  CHECK_OK(dlb_tensor_to_legacy(t, &l));
+  CHECK(l->dl_tensor.shape != NULL);
+  l->dl_tensor.ndim = 1;
+  CHECK_STATUS(dlb_legacy_validate(l), DLB_E_LAYOUT);
+  CHECK_ERROR_MENTIONS("ndim is 1, but the shape and strides of this "
+                       "legacy tensor run past the 0 entries");
+  CHECK_STATUS(dlb_tensor_from_legacy(l, 0, &back), DLB_E_LAYOUT);
+  CHECK(back == NULL);
+  l->dl_tensor.ndim = 0;
+  CHECK_OK(dlb_tensor_from_legacy(l, 0, &back));
+  CHECK(back == t);
+  dlb_tensor_release(back);
+}
+
 /* The bound holds from one dimension up to DLB_MAX_NDIM, the most a
  * tensor may have; past that, validation refuses ndim itself. A scalar
  * reads neither array, so its pointers may be moved anywhere, its own

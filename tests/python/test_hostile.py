@@ -1077,6 +1077,25 @@ def test_own_legacy_capsule_with_ndim_raised_is_refused(kind):
         dlbridge.from_dlpack(capsule)
 
 
+@pytest.mark.parametrize("versioned", [True, False], ids=["versioned", "legacy"])
+@pytest.mark.parametrize("shape", [(), (5,), (2, 3)])
+def test_own_copy_capsule_with_ndim_raised_by_one_is_refused(shape, versioned):
+    # The core's struct of a copy has room for more dimensions than it
+    # has (or, legacy and 0-dimensional, none at all): one more would read
+    # its strides as shape, or read past it.
+    t = dlbridge.zeros(shape, dtype="float32")
+    kwargs = {"max_version": (1, 0)} if versioned else {}
+    capsule = t.__dlpack__(copy=True, **kwargs)
+    struct = _struct_of(capsule) if versioned else _legacy_struct_of(capsule)
+    struct.dl_tensor.ndim = len(shape) + 1
+    with pytest.raises(BufferError, match=f"ndim is {len(shape) + 1}, but"):
+        dlbridge.device_of(capsule)
+    with pytest.raises(BufferError, match=f"ndim is {len(shape) + 1}, but"):
+        dlbridge.from_dlpack(capsule)
+    struct.dl_tensor.ndim = len(shape)
+    assert dlbridge.from_dlpack(capsule).shape == shape
+
+
 @pytest.mark.parametrize("step", ["pickle", "reshape"])
 def test_own_share_ndim_check_holds_after_its_source_changed_struct(step):
     # The share points at the arrays it was made with, even after its
