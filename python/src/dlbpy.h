@@ -113,6 +113,11 @@ typedef struct {
   PyObject *kw_stream;    /* ("stream",) */
   PyObject *max_version; /* (DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION) */
   PyObject *device_types; /* DLDeviceType's members by value, None between */
+  /* The memory of the last Tensor deallocated and of the last share of
+   * one released, kept for the next (dlbpy_tensor_new, export.c), or
+   * NULL. */
+  void *spare_tensor;
+  void *spare_light;
   dlbpy_type_entry cache[DLBPY_CACHE_SIZE];
   unsigned int cache_next;
 } dlbpy_state;

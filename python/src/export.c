@@ -173,8 +173,14 @@ static void dlbpy_light_record(dlbpy_light *l, const DLTensor *t) {
 
 static void dlbpy_light_free(void *ctx) {
   dlbpy_light *l = ctx;
+  /* Kept for the next share, as Tensors are (dlbpy_tensor_new). The
+   * source, a Tensor, holds its type and so the module's state. */
+  dlbpy_state *st = dlbpy_state_of_type(Py_TYPE(l->source));
   Py_DECREF(l->source);
-  PyMem_Free(l);
+  if (st != NULL && st->spare_light == NULL)
+    st->spare_light = l;
+  else
+    PyMem_Free(l);
 }
 
 static void dlbpy_light_deleter(DLManagedTensorVersioned *m) {
@@ -214,7 +220,12 @@ static const DLManagedTensorVersioned *dlbpy_share_base(PyObject **tensor) {
 }
 
 static dlbpy_light *dlbpy_light_alloc(PyObject *source) {
-  dlbpy_light *l = PyMem_Malloc(sizeof *l);
+  dlbpy_state *st = dlbpy_state_of_type(Py_TYPE(source));
+  dlbpy_light *l = st != NULL ? st->spare_light : NULL;
+  if (l != NULL)
+    st->spare_light = NULL;
+  else
+    l = PyMem_Malloc(sizeof *l);
   if (l == NULL) {
     PyErr_NoMemory();
     return NULL;

@@ -338,6 +338,10 @@ static int dlbpy_module_clear(PyObject *module) {
   Py_CLEAR(st->kw_stream);
   Py_CLEAR(st->max_version);
   Py_CLEAR(st->device_types);
+  PyObject_Free(st->spare_tensor);
+  st->spare_tensor = NULL;
+  PyMem_Free(st->spare_light);
+  st->spare_light = NULL;
   return 0;
 }
 

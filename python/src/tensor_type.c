@@ -29,7 +29,13 @@ bool dlbpy_tensor_check(PyObject *obj) {
 }
 
 PyObject *dlbpy_tensor_new(dlbpy_state *st, DLManagedTensorVersioned *mt) {
-  dlbpy_tensor *t = PyObject_New(dlbpy_tensor, st->tensor_type);
+  dlbpy_tensor *t = st->spare_tensor;
+  if (t != NULL) {
+    st->spare_tensor = NULL;
+    (void)PyObject_Init((PyObject *)t, st->tensor_type);
+  } else {
+    t = PyObject_New(dlbpy_tensor, st->tensor_type);
+  }
   if (t == NULL) {
     dlbpy_release(mt);
     return NULL;
@@ -83,7 +89,15 @@ static void dlbpy_tensor_free(dlbpy_tensor *t) {
   /* Keeps a pending exception: deallocation happens during unwinding. */
   dlbpy_release(mt);
   dlbpy_release(retired);
-  PyObject_Free(t);
+  /* Kept for the next Tensor: a tensor imported and dropped at once, as
+   * an exchange often is, would otherwise give obmalloc's pool for its
+   * size back and take it again each time. Per interpreter, whose
+   * allocator made it. */
+  dlbpy_state *st = dlbpy_state_of_type(type);
+  if (st != NULL && st->spare_tensor == NULL)
+    st->spare_tensor = t;
+  else
+    PyObject_Free(t);
   Py_DECREF(type);
 }
 

@@ -370,3 +370,37 @@ def test_refused_imports_do_not_leak():
 
     assert grows(loop, 50_000, watched=[bad]) < LIMIT
     assert sys.getrefcount(bad) == before
+
+
+
+def test_a_dropped_tensor_and_share_serve_the_next_ones():
+    # The memory of the last Tensor and of the last share dropped is kept
+    # for the next: a tensor imported and dropped at once, as an exchange
+    # often is, neither gives its allocator's pool back nor takes it again.
+    # So the second of two new ones allocates what the first took back.
+    import tracemalloc
+
+    a = np.arange(4, dtype=np.float32)
+    t = dlbridge.from_dlpack(a)
+    tracemalloc.start()
+    try:
+        def stays(make, out, i):
+            before = tracemalloc.get_traced_memory()[0]
+            out[i] = make()
+            return tracemalloc.get_traced_memory()[0] - before
+
+        for _ in range(3):  # fills both spares
+            dlbridge.from_dlpack(a).__dlpack__(max_version=(1, 0))
+        tensors, capsules = [None, None], [None, None]
+        first = stays(lambda: dlbridge.from_dlpack(a), tensors, 0)
+        second = stays(lambda: dlbridge.from_dlpack(a), tensors, 1)
+        assert second - first == type(t).__basicsize__
+        first = stays(lambda: t.__dlpack__(max_version=(1, 0)), capsules, 0)
+        second = stays(lambda: t.__dlpack__(max_version=(1, 0)), capsules, 1)
+        assert 0 < first < second
+    finally:
+        tracemalloc.stop()
+    # Nothing of the ones before: weak references, tensors, sources.
+    assert all(weakref.getweakrefcount(x) == 0 and x.tolist() == [0.0, 1.0, 2.0, 3.0]
+               for x in tensors)
+    assert [dlbridge.from_dlpack(c).tolist() for c in capsules] == [t.tolist()] * 2
