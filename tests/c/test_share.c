@@ -252,6 +252,7 @@ DLB_TEST(share_read_only_stays_read_only) {
   int fd = -1;
   uint8_t buf[DLB_SHARE_HANDLE_MAX];
   CHECK_STATUS(dlb_share_export(u, buf, sizeof buf, &len, &fd), DLB_E_READONLY);
+  CHECK_ERROR_MENTIONS("imported read-only");
   u->flags = DLPACK_FLAG_BITMASK_READ_ONLY;
   /* The mapping itself is read-only (and shared). */
   CHECK_STR(mapping_perms(u->dl_tensor.data), "r--s");
@@ -337,6 +338,12 @@ DLB_TEST(share_export_refuses_unshared_tensors) {
   s->dl_tensor.shape[0] = 5000;
   CHECK_STATUS(dlb_share_export(s, buf, sizeof buf, &len, &fd), DLB_E_LAYOUT);
   CHECK_ERROR_MENTIONS("of a 4096-byte shared region");
+  /* Or one byte before it. */
+  s->dl_tensor.shape[0] = 2;
+  s->dl_tensor.strides[0] = -1;
+  CHECK_STATUS(dlb_share_export(s, buf, sizeof buf, &len, &fd), DLB_E_LAYOUT);
+  CHECK_ERROR_MENTIONS("occupy bytes [-1, 1) of a 4096-byte shared region");
+  s->dl_tensor.strides[0] = 1;
   s->dl_tensor.shape[0] = 8;
   CHECK_EQ_INT(fd, 77);
   dlb_tensor_release(s);

@@ -109,6 +109,16 @@ DLB_TEST(share_hostile_out_of_bounds_geometry) {
   tamper(216, 100, 8, "elements occupy bytes [0, 9901)");
   tamper(216, (uint64_t)-1, 8, "elements occupy bytes [-99, 1)");
   tamper(56, 4000, 8, "elements occupy bytes [4000, 4100)");
+  {
+    /* Backwards from byte 98: the last element one byte before the
+     * region. */
+    fixture f = fixture_new();
+    put(f.h.bytes, 216, (uint64_t)-1, 8);
+    put(f.h.bytes, 56, 98, 8);
+    expect_refused(f.h.bytes, f.h.len, f.h.fd,
+                   "elements occupy bytes [-1, 99)");
+    fixture_free(&f);
+  }
   tamper(56, (uint64_t)1 << 63, 8, "byte_offset is 9223372036854775808");
   /* Products and sums that overflow int64_t. */
   tamper(216, (uint64_t)1 << 62, 8, "overflow");
@@ -397,6 +407,21 @@ DLB_TEST(share_hostile_data_offset_limits_with_agreeing_memory) {
   put(f.h.bytes, 48, page, 8);
   put(f.h.bytes, 208, 0, 8);
   expect_refused(f.h.bytes, f.h.len, fd, "leaves no data in 4096 bytes");
+  close(fd);
+  fixture_free(&f);
+}
+
+/* A header of another version is no header this library can read. */
+DLB_TEST(share_hostile_memory_header_of_another_version) {
+  fixture f = fixture_new();
+  const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+  int fd = forged_memory(2 * page, page, f.h.bytes + 64);
+  DLManagedTensorVersioned *u = NULL;
+  CHECK_OK(dlb_share_import(f.h.bytes, f.h.len, fd, 0, &u));
+  dlb_tensor_release(u);
+  const uint8_t two = 2;
+  CHECK(pwrite(fd, &two, 1, 8) == 1);
+  expect_refused(f.h.bytes, f.h.len, fd, "no dlbridge header");
   close(fd);
   fixture_free(&f);
 }
