@@ -430,22 +430,19 @@ static void oom_import(emu e, share_handle *h) {
 DLB_TEST(share_ipc_oom_import) { in_child(oom_import); }
 
 /* Two allocations open at once in the importer: each is found again
- * whichever was opened first, and closing one leaves the other open. */
+ * whichever was opened first, and closing one leaves the other open. The
+ * child forks first, so that it holds nothing of the exporter's. */
 DLB_TEST(share_ipc_two_allocations_open_in_one_process) {
   emu e = emu_cuda();
-  DLManagedTensorVersioned *a = cuda_bytes(64);
-  DLManagedTensorVersioned *b = cuda_bytes(128);
-  share_handle ha = share_export(a);
-  share_handle hb = share_export(b);
   int parent = -1, child = -1;
   pid_t pid = fork_child(&parent, &child);
   if (pid == 0) {
     const long opens = e.calls("cuIpcOpenMemHandle_v2");
     DLManagedTensorVersioned *ua = NULL, *ub = NULL, *ua2 = NULL, *ub2 = NULL;
-    CHECK_OK(dlb_share_import(ha.bytes, ha.len, -1, 0, &ua));
-    CHECK_OK(dlb_share_import(hb.bytes, hb.len, -1, 0, &ub));
+    CHECK_OK(dlb_share_recv(child, 0, &ua));
+    CHECK_OK(dlb_share_recv(child, 0, &ub));
     /* The first opened is found past the second. */
-    CHECK_OK(dlb_share_import(ha.bytes, ha.len, -1, 0, &ua2));
+    CHECK_OK(dlb_share_recv(child, 0, &ua2));
     CHECK(ua2->dl_tensor.data == ua->dl_tensor.data);
     CHECK_EQ_INT(e.calls("cuIpcOpenMemHandle_v2") - opens, 2);
     /* Closing the first keeps the second listed: importing it again
@@ -453,7 +450,7 @@ DLB_TEST(share_ipc_two_allocations_open_in_one_process) {
     dlb_tensor_release(ua);
     dlb_tensor_release(ua2);
     CHECK_EQ_INT(e.calls("cuIpcCloseMemHandle"), 1);
-    CHECK_OK(dlb_share_import(hb.bytes, hb.len, -1, 0, &ub2));
+    CHECK_OK(dlb_share_recv(child, 0, &ub2));
     CHECK(ub2->dl_tensor.data == ub->dl_tensor.data);
     CHECK_EQ_INT(e.calls("cuIpcOpenMemHandle_v2") - opens, 2);
     dlb_tensor_release(ub);
@@ -461,6 +458,12 @@ DLB_TEST(share_ipc_two_allocations_open_in_one_process) {
     CHECK_EQ_INT(e.calls("cuIpcCloseMemHandle"), 2);
     _exit(0);
   }
+  DLManagedTensorVersioned *a = cuda_bytes(64);
+  DLManagedTensorVersioned *b = cuda_bytes(128);
+  CHECK_OK(dlb_share_send(parent, a));
+  CHECK_OK(dlb_share_send(parent, b));
+  CHECK_OK(dlb_share_send(parent, a));
+  CHECK_OK(dlb_share_send(parent, b));
   wait_ok(pid);
   close(parent);
   dlb_tensor_release(b);
@@ -470,18 +473,18 @@ DLB_TEST(share_ipc_two_allocations_open_in_one_process) {
 /* A read-only device tensor stays read-only in the importer. */
 DLB_TEST(share_ipc_read_only_stays_read_only) {
   emu e = emu_cuda();
-  DLManagedTensorVersioned *d = cuda_bytes(64);
-  d->flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
-  share_handle h = share_export(d);
   int parent = -1, child = -1;
   pid_t pid = fork_child(&parent, &child);
   if (pid == 0) {
     DLManagedTensorVersioned *u = NULL;
-    CHECK_OK(dlb_share_import(h.bytes, h.len, -1, 0, &u));
+    CHECK_OK(dlb_share_recv(child, 0, &u));
     CHECK((u->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0);
     dlb_tensor_release(u);
     _exit(0);
   }
+  DLManagedTensorVersioned *d = cuda_bytes(64);
+  d->flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
+  CHECK_OK(dlb_share_send(parent, d));
   wait_ok(pid);
   close(parent);
   dlb_tensor_release(d);
