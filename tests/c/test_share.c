@@ -476,6 +476,15 @@ DLB_TEST(share_alloc_refused_by_the_system_leaves_no_descriptor) {
   CHECK_ERROR_MENTIONS("ftruncate of shared memory");
   CHECK(t == NULL);
   CHECK_EQ_INT(dlb_test_count_fds(), fds);
+  /* With stdin closed the memory gets descriptor 0, closed all the same. */
+  int saved = dup(0);
+  CHECK(saved >= 0);
+  CHECK(close(0) == 0);
+  fds = dlb_test_count_fds();
+  CHECK_STATUS(dlb_shared_alloc(share_u8, 1, &n, &t), DLB_E_SYSTEM);
+  CHECK_EQ_INT(dlb_test_count_fds(), fds);
+  CHECK(dup2(saved, 0) == 0);
+  close(saved);
   CHECK(setrlimit(RLIMIT_FSIZE, &lim) == 0);
 }
 
