@@ -214,6 +214,11 @@ static void refused_dict(const char *dict, dlb_status status,
 
 DLB_TEST(npy_refuses_hostile_files) {
   refused(write_raw("t.npy", "\x93NUM", 5), DLB_E_INVAL, "5 bytes");
+  /* A byte short of each version's fixed part. */
+  refused(write_raw("t9.npy", "\x93NUMPY\x01\x00\x00", 9), DLB_E_INVAL,
+          "9 bytes, shorter than the 10 bytes");
+  refused(write_raw("v2s.npy", "\x93NUMPY\x02\x00\x00\x00\x00", 11),
+          DLB_E_INVAL, "11 bytes, shorter than a version 2 header's 12");
   refused(write_raw("m.npy", "\x93NUMPZ\x01\x00\x00\x00", 10), DLB_E_INVAL,
           "magic");
   refused(write_raw("v.npy", "\x93NUMPY\x04\x00\x00\x00", 10), DLB_E_INVAL,
@@ -305,6 +310,18 @@ DLB_TEST(npy_refuses_hostile_files) {
   refused(write_npy("a.npy", 1, "{'descr': '<f8', 'fortran_order': False, "
                     "'shape': (1,)}", 1, six, 8), DLB_E_LAYOUT,
           "8-byte alignment");
+  /* Complex numbers align as their two parts: c8 data at byte 68 maps,
+   * c16 data there does not. */
+  DLManagedTensorVersioned *t = NULL;
+  CHECK_OK(dlb_tensor_map_npy(write_npy("c8.npy", 1, "{'descr': '<c8', "
+                                        "'fortran_order': False, 'shape': "
+                                        "(1,)}", 4, six, 8), 0, &t));
+  CHECK_EQ_INT((uintptr_t)t->dl_tensor.data % 8, 4);
+  CHECK(((const float *)t->dl_tensor.data)[1] == 1.0f);
+  dlb_tensor_release(t);
+  refused(write_npy("c16.npy", 1, "{'descr': '<c16', 'fortran_order': False, "
+                    "'shape': (1,)}", 4, six, 16), DLB_E_LAYOUT,
+          "8-byte alignment of '<c16'");
   make_dir();
   refused(dir, DLB_E_INVAL, "not a regular file");
   /* A FIFO with no writer is refused at once, not waited on. */
@@ -415,6 +432,7 @@ DLB_TEST(npy_refuses_keys_shapes_and_dtypes_by_name) {
       {"<M8", "(dates and times)"},   {"<m8", "(dates and times)"},
       {"|V4", "(raw or structured records)"},
       {"<f12", "(long double)"},      {"<i16", "'<i16'; dlbridge maps"},
+      {"|i1x", "'|i1x'; dlbridge maps"},
   };
   for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++) {
     char dict[128];

@@ -1,9 +1,12 @@
 /* test_share.c -- shared host tensors in one process: allocation, what
  * counts as shared, export and import (views, read-only, empty), the
  * socket transport, and every allocating call failing in turn. */
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
+#include "share/share_internal.h"
 #include "share_util.h"
 
 DLB_TEST(share_alloc_is_shared_zeroed_and_unnamed) {
@@ -249,6 +252,7 @@ DLB_TEST(share_read_only_stays_read_only) {
   int fd = -1;
   uint8_t buf[DLB_SHARE_HANDLE_MAX];
   CHECK_STATUS(dlb_share_export(u, buf, sizeof buf, &len, &fd), DLB_E_READONLY);
+  CHECK_ERROR_MENTIONS("imported read-only");
   u->flags = DLPACK_FLAG_BITMASK_READ_ONLY;
   /* The mapping itself is read-only (and shared). */
   CHECK_STR(mapping_perms(u->dl_tensor.data), "r--s");
@@ -334,6 +338,12 @@ DLB_TEST(share_export_refuses_unshared_tensors) {
   s->dl_tensor.shape[0] = 5000;
   CHECK_STATUS(dlb_share_export(s, buf, sizeof buf, &len, &fd), DLB_E_LAYOUT);
   CHECK_ERROR_MENTIONS("of a 4096-byte shared region");
+  /* Or one byte before it. */
+  s->dl_tensor.shape[0] = 2;
+  s->dl_tensor.strides[0] = -1;
+  CHECK_STATUS(dlb_share_export(s, buf, sizeof buf, &len, &fd), DLB_E_LAYOUT);
+  CHECK_ERROR_MENTIONS("occupy bytes [-1, 1) of a 4096-byte shared region");
+  s->dl_tensor.strides[0] = 1;
   s->dl_tensor.shape[0] = 8;
   CHECK_EQ_INT(fd, 77);
   dlb_tensor_release(s);
@@ -352,5 +362,165 @@ DLB_TEST(share_success_leaves_last_error_alone) {
   CHECK_STR(dlb_last_error(), before);
   close(h.fd);
   dlb_tensor_release(u);
+  dlb_tensor_release(s);
+}
+
+/* A buffer of exactly the handle's size is enough; a byte less is not. */
+DLB_TEST(share_export_fits_a_buffer_of_exactly_its_size) {
+  DLManagedTensorVersioned *s = share_bytes(8);
+  uint8_t buf[224];
+  size_t len = 0;
+  int fd = -1;
+  CHECK_STATUS(dlb_share_export(s, buf, sizeof buf - 1, &len, &fd),
+               DLB_E_RANGE);
+  CHECK_OK(dlb_share_export(s, buf, sizeof buf, &len, &fd));
+  CHECK_EQ_INT(len, sizeof buf);
+  DLManagedTensorVersioned *u = NULL;
+  CHECK_OK(dlb_share_import(buf, len, fd, 0, &u));
+  CHECK(u->dl_tensor.data != NULL);
+  CHECK_EQ_INT(u->dl_tensor.shape[0], 8);
+  close(fd);
+  dlb_tensor_release(u);
+  dlb_tensor_release(s);
+}
+
+/* A tensor that fails validation is refused for what is wrong with it,
+ * before its ndim sizes the handle or its shape is read. */
+DLB_TEST(share_export_validates_before_sizing_the_handle) {
+  DLManagedTensorVersioned *s = share_bytes(8);
+  uint8_t buf[DLB_SHARE_HANDLE_MAX];
+  size_t len = 77;
+  int fd = 77;
+  /* One dimension too many: its handle would not fit DLB_SHARE_HANDLE_MAX,
+   * but the tensor is the problem, not the buffer. */
+  int64_t shape[DLB_MAX_NDIM + 1];
+  for (int d = 0; d <= DLB_MAX_NDIM; d++) shape[d] = 1;
+  DLTensor desc = {s->dl_tensor.data, {kDLCPU, 0}, DLB_MAX_NDIM + 1, share_u8,
+                   shape, NULL, 0};
+  DLManagedTensorVersioned many = {{1, 3}, NULL, NULL, 0, desc};
+  CHECK_STATUS(dlb_share_export(&many, buf, sizeof buf, &len, &fd),
+               DLB_E_LAYOUT);
+  CHECK_ERROR_MENTIONS("ndim");
+  /* No shape at all. */
+  desc.ndim = 1;
+  desc.shape = NULL;
+  DLManagedTensorVersioned none = {{1, 3}, NULL, NULL, 0, desc};
+  CHECK_STATUS(dlb_share_export(&none, buf, sizeof buf, &len, &fd),
+               DLB_E_LAYOUT);
+  CHECK_ERROR_MENTIONS("shape is NULL");
+  CHECK_EQ_INT(len, 77);
+  CHECK_EQ_INT(fd, 77);
+  dlb_tensor_release(s);
+}
+
+/* Descriptor 0 is a descriptor like any other (a process started with
+ * stdin closed may get its memory there). */
+DLB_TEST(share_import_takes_descriptor_0) {
+  DLManagedTensorVersioned *s = share_bytes(8);
+  ((uint8_t *)s->dl_tensor.data)[3] = 42;
+  share_handle h = share_export(s);
+  int saved = dup(0);
+  CHECK(saved >= 0);
+  CHECK(dup2(h.fd, 0) == 0);
+  DLManagedTensorVersioned *u = NULL;
+  CHECK_OK(dlb_share_import(h.bytes, h.len, 0, 0, &u));
+  CHECK_EQ_INT(((uint8_t *)u->dl_tensor.data)[3], 42);
+  CHECK(dup2(saved, 0) == 0);
+  close(saved);
+  close(h.fd);
+  dlb_tensor_release(u);
+  dlb_tensor_release(s);
+}
+
+static uint64_t le64(const uint8_t *p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
+  return v;
+}
+
+/* The header page other processes read before they believe a handle:
+ * magic, version 1, the identity the handle carries, where the data
+ * starts and how many bytes of it follow, and zeros everywhere else. */
+DLB_TEST(share_memory_header_page_layout) {
+  const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  DLManagedTensorVersioned *s = share_bytes((int64_t)page + 1);
+  share_handle h = share_export(s);
+  uint8_t *hdr = malloc(page);
+  CHECK(hdr != NULL);
+  CHECK(pread(h.fd, hdr, page, 0) == (ssize_t)page);
+  CHECK(memcmp(hdr, DLB__SHM_MAGIC, 8) == 0);
+  CHECK_EQ_INT(hdr[8], 1);
+  CHECK(memcmp(hdr + 16, h.bytes + 64, DLB__SHARE_ID_BYTES) == 0);
+  CHECK_EQ_INT(le64(hdr + 32), page);
+  CHECK_EQ_INT(le64(hdr + 40), 2 * page);
+  for (size_t i = 9; i < page; i++)
+    if (i < 16 || i >= DLB__SHM_HEADER_BYTES) CHECK_EQ_INT(hdr[i], 0);
+  free(hdr);
+  close(h.fd);
+  dlb_tensor_release(s);
+}
+
+/* The system refusing the memory (here a file size limit, which
+ * ftruncate obeys) is a status naming the call, and the descriptor made
+ * for it is closed again. */
+DLB_TEST(share_alloc_refused_by_the_system_leaves_no_descriptor) {
+  CHECK(signal(SIGXFSZ, SIG_IGN) != SIG_ERR);
+  struct rlimit lim;
+  CHECK(getrlimit(RLIMIT_FSIZE, &lim) == 0);
+  struct rlimit low = {1 << 20, lim.rlim_max};
+  CHECK(setrlimit(RLIMIT_FSIZE, &low) == 0);
+  int fds = dlb_test_count_fds();
+  int64_t n = 2 << 20;
+  DLManagedTensorVersioned *t = NULL;
+  CHECK_STATUS(dlb_shared_alloc(share_u8, 1, &n, &t), DLB_E_SYSTEM);
+  CHECK_ERROR_MENTIONS("ftruncate of shared memory");
+  CHECK(t == NULL);
+  CHECK_EQ_INT(dlb_test_count_fds(), fds);
+  /* With stdin closed the memory gets descriptor 0, closed all the same. */
+  int saved = dup(0);
+  CHECK(saved >= 0);
+  CHECK(close(0) == 0);
+  fds = dlb_test_count_fds();
+  CHECK_STATUS(dlb_shared_alloc(share_u8, 1, &n, &t), DLB_E_SYSTEM);
+  CHECK_EQ_INT(dlb_test_count_fds(), fds);
+  CHECK(dup2(saved, 0) == 0);
+  close(saved);
+  CHECK(setrlimit(RLIMIT_FSIZE, &lim) == 0);
+}
+
+/* This process's address space in bytes (VmSize). */
+static uint64_t address_space_bytes(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  CHECK(f != NULL);
+  char line[256];
+  unsigned long long kb = 0;
+  while (fgets(line, sizeof line, f) != NULL)
+    if (sscanf(line, "VmSize: %llu kB", &kb) == 1) break;
+  fclose(f);
+  CHECK(kb > 0);
+  return (uint64_t)kb * 1024;
+}
+
+/* Memory that cannot be mapped for want of address space is a shortage,
+ * DLB_E_NOMEM, and the import's own descriptor is closed again. */
+DLB_TEST(share_import_without_address_space_is_nomem) {
+  /* Sanitizers and valgrind reserve address space of their own as they
+   * go: a limit near the current size would fail them, not the import. */
+  if (dlb_test_limit_scale() != 1) return;
+  DLManagedTensorVersioned *s = share_bytes(8 << 20);
+  share_handle h = share_export(s);
+  int fds = dlb_test_count_fds();
+  struct rlimit lim;
+  CHECK(getrlimit(RLIMIT_AS, &lim) == 0);
+  struct rlimit low = {address_space_bytes() + (1 << 20), lim.rlim_max};
+  CHECK(setrlimit(RLIMIT_AS, &low) == 0);
+  DLManagedTensorVersioned *u = NULL;
+  dlb_status st = dlb_share_import(h.bytes, h.len, h.fd, 0, &u);
+  CHECK(setrlimit(RLIMIT_AS, &lim) == 0);
+  CHECK_STATUS(st, DLB_E_NOMEM);
+  CHECK_ERROR_MENTIONS("mapping the received shared memory");
+  CHECK(u == NULL);
+  CHECK_EQ_INT(dlb_test_count_fds(), fds);
+  close(h.fd);
   dlb_tensor_release(s);
 }

@@ -109,6 +109,16 @@ DLB_TEST(share_hostile_out_of_bounds_geometry) {
   tamper(216, 100, 8, "elements occupy bytes [0, 9901)");
   tamper(216, (uint64_t)-1, 8, "elements occupy bytes [-99, 1)");
   tamper(56, 4000, 8, "elements occupy bytes [4000, 4100)");
+  {
+    /* Backwards from byte 98: the last element one byte before the
+     * region. */
+    fixture f = fixture_new();
+    put(f.h.bytes, 216, (uint64_t)-1, 8);
+    put(f.h.bytes, 56, 98, 8);
+    expect_refused(f.h.bytes, f.h.len, f.h.fd,
+                   "elements occupy bytes [-1, 99)");
+    fixture_free(&f);
+  }
   tamper(56, (uint64_t)1 << 63, 8, "byte_offset is 9223372036854775808");
   /* Products and sums that overflow int64_t. */
   tamper(216, (uint64_t)1 << 62, 8, "overflow");
@@ -218,6 +228,11 @@ DLB_TEST(share_hostile_kind_and_descriptor_mismatch) {
   fixture f = fixture_new();
   expect_refused(f.h.bytes, f.h.len, -1, "a host handle needs the memory's "
                  "descriptor; fd is -1");
+  /* A foreign handle without a descriptor is called foreign, not a host
+   * handle lacking its memory. */
+  f.h.bytes[7] = 'X';
+  expect_refused(f.h.bytes, f.h.len, -1, "not a dlbridge handle");
+  f.h.bytes[7] = 'E';
   /* A well-formed device handle offered with a descriptor. */
   put(f.h.bytes, 16, 2, 1);
   put(f.h.bytes, 40, 100, 8);
@@ -321,4 +336,92 @@ DLB_TEST(share_hostile_data_offset_against_the_memory_header) {
                  "header says 4096");
   close(h.fd);
   dlb_tensor_release(t);
+}
+
+/* A handle whose last byte is the last readable byte: the decoder reads
+ * nothing past the length it is given, whole or cut short. */
+DLB_TEST(share_hostile_handle_at_the_end_of_readable_memory) {
+  fixture f = fixture_new();
+  const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  uint8_t *m = mmap(NULL, 2 * page, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  CHECK(m != MAP_FAILED);
+  CHECK(mprotect(m + page, page, PROT_NONE) == 0);
+  uint8_t *end = m + page;
+  memcpy(end - f.h.len, f.h.bytes, f.h.len);
+  DLManagedTensorVersioned *u = NULL;
+  CHECK_OK(dlb_share_import(end - f.h.len, f.h.len, f.h.fd, 0, &u));
+  CHECK_EQ_INT(u->dl_tensor.shape[0], 100);
+  dlb_tensor_release(u);
+  for (size_t n = 0; n < 16; n++) {
+    memcpy(end - n, f.h.bytes, n);
+    expect_refused(end - n, n, f.h.fd, "is truncated");
+  }
+  CHECK(munmap(m, 2 * page) == 0);
+  fixture_free(&f);
+}
+
+/* Sealed memory of size bytes with a dlbridge header giving identity id
+ * and data_offset off, as a hostile sender could make it. */
+static int forged_memory(uint64_t size, uint64_t off, const uint8_t *id) {
+  int fd = memfd_create("forged", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  CHECK(fd >= 0);
+  CHECK(ftruncate(fd, (off_t)size) == 0);
+  uint8_t h[DLB__SHM_HEADER_BYTES];
+  memset(h, 0, sizeof h);
+  memcpy(h, DLB__SHM_MAGIC, 8);
+  h[8] = 1;
+  memcpy(h + 16, id, DLB__SHARE_ID_BYTES);
+  put(h, 32, off, 8);
+  put(h, 40, size - off, 8);
+  CHECK(pwrite(fd, h, sizeof h, 0) == (ssize_t)sizeof h);
+  CHECK(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) == 0);
+  return fd;
+}
+
+/* The data may start at most 16 MiB into the memory, and must leave a
+ * region after it, even for a tensor without elements; memory whose own
+ * header agrees with the handle changes neither. */
+DLB_TEST(share_hostile_data_offset_limits_with_agreeing_memory) {
+  fixture f = fixture_new();
+  const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+  const uint64_t most = (uint64_t)1 << 24;
+  for (int k = 0; k < 2; k++) {
+    const uint64_t off = most + (uint64_t)k * page;
+    int fd = forged_memory(off + page, off, f.h.bytes + 64);
+    put(f.h.bytes, 40, off + page, 8);
+    put(f.h.bytes, 48, off, 8);
+    if (k == 0) {
+      DLManagedTensorVersioned *u = NULL;
+      CHECK_OK(dlb_share_import(f.h.bytes, f.h.len, fd, 0, &u));
+      CHECK_EQ_INT(((volatile uint8_t *)u->dl_tensor.data)[99], 0);
+      dlb_tensor_release(u);
+    } else {
+      expect_refused(f.h.bytes, f.h.len, fd, "of at most 16 MiB");
+    }
+    close(fd);
+  }
+  /* Memory that is all header page: no region for even an empty tensor. */
+  int fd = forged_memory(page, page, f.h.bytes + 64);
+  put(f.h.bytes, 40, page, 8);
+  put(f.h.bytes, 48, page, 8);
+  put(f.h.bytes, 208, 0, 8);
+  expect_refused(f.h.bytes, f.h.len, fd, "leaves no data in 4096 bytes");
+  close(fd);
+  fixture_free(&f);
+}
+
+/* A header of another version is no header this library can read. */
+DLB_TEST(share_hostile_memory_header_of_another_version) {
+  fixture f = fixture_new();
+  const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+  int fd = forged_memory(2 * page, page, f.h.bytes + 64);
+  DLManagedTensorVersioned *u = NULL;
+  CHECK_OK(dlb_share_import(f.h.bytes, f.h.len, fd, 0, &u));
+  dlb_tensor_release(u);
+  const uint8_t two = 2;
+  CHECK(pwrite(fd, &two, 1, 8) == 1);
+  expect_refused(f.h.bytes, f.h.len, fd, "no dlbridge header");
+  close(fd);
+  fixture_free(&f);
 }

@@ -284,7 +284,15 @@ DLB_TEST(share_ipc_refuses_what_cannot_be_exported) {
                                     {1, 3}, NULL, NULL, 0, desc},
                                 buf, sizeof buf, &len, &fd),
                DLB_E_LAYOUT);
-  CHECK_ERROR_MENTIONS("of its 64-byte allocation");
+  CHECK_ERROR_MENTIONS("occupy bytes [0, 65) of its 64-byte allocation");
+  /* A device the runtime does not have, even over memory of one it has. */
+  desc.device.device_id = 5;
+  desc.shape = &n;
+  CHECK_STATUS(dlb_share_export(&(DLManagedTensorVersioned){
+                                    {1, 3}, NULL, NULL, 0, desc},
+                                buf, sizeof buf, &len, &fd),
+               DLB_E_NO_DEVICE);
+  CHECK_ERROR_MENTIONS("cuda:5 requested");
   /* Nothing to share in an empty tensor. */
   int64_t zero = 0;
   DLManagedTensorVersioned *z = NULL;
@@ -381,6 +389,9 @@ DLB_TEST(share_ipc_refuses_a_handle_claiming_more_memory) {
 static void runtime_failures(emu e, share_handle *h) {
   long devices = e.live_kind(EMU_LIVE_DEVICE);
   DLManagedTensorVersioned *u = NULL;
+  /* Counts the library's blocks (none fails): a refused import frees
+   * what it allocated. */
+  dlb_test_failalloc_install(0);
   e.fail("cuIpcOpenMemHandle_v2", 1, 2);
   CHECK_STATUS(dlb_share_import(h->bytes, h->len, -1, 0, &u), DLB_E_NOMEM);
   e.fail("cuIpcOpenEventHandle", 1, 1);
@@ -390,6 +401,8 @@ static void runtime_failures(emu e, share_handle *h) {
   CHECK_EQ_INT(e.calls("cuIpcCloseMemHandle"), 1);
   CHECK_EQ_INT(e.live_kind(EMU_LIVE_DEVICE), devices);
   CHECK(u == NULL);
+  CHECK_EQ_INT(dlb_test_failalloc_live(), 0);
+  dlb_test_failalloc_remove();
 }
 
 DLB_TEST(share_ipc_runtime_failures_leave_nothing_open) {
@@ -415,6 +428,68 @@ static void oom_import(emu e, share_handle *h) {
 }
 
 DLB_TEST(share_ipc_oom_import) { in_child(oom_import); }
+
+/* Two allocations open at once in the importer: each is found again
+ * whichever was opened first, and closing one leaves the other open. The
+ * child forks first, so that it holds nothing of the exporter's. */
+DLB_TEST(share_ipc_two_allocations_open_in_one_process) {
+  emu e = emu_cuda();
+  int parent = -1, child = -1;
+  pid_t pid = fork_child(&parent, &child);
+  if (pid == 0) {
+    const long opens = e.calls("cuIpcOpenMemHandle_v2");
+    DLManagedTensorVersioned *ua = NULL, *ub = NULL, *ua2 = NULL, *ub2 = NULL;
+    CHECK_OK(dlb_share_recv(child, 0, &ua));
+    CHECK_OK(dlb_share_recv(child, 0, &ub));
+    /* The first opened is found past the second. */
+    CHECK_OK(dlb_share_recv(child, 0, &ua2));
+    CHECK(ua2->dl_tensor.data == ua->dl_tensor.data);
+    CHECK_EQ_INT(e.calls("cuIpcOpenMemHandle_v2") - opens, 2);
+    /* Closing the first keeps the second listed: importing it again
+     * opens nothing. */
+    dlb_tensor_release(ua);
+    dlb_tensor_release(ua2);
+    CHECK_EQ_INT(e.calls("cuIpcCloseMemHandle"), 1);
+    CHECK_OK(dlb_share_recv(child, 0, &ub2));
+    CHECK(ub2->dl_tensor.data == ub->dl_tensor.data);
+    CHECK_EQ_INT(e.calls("cuIpcOpenMemHandle_v2") - opens, 2);
+    dlb_tensor_release(ub);
+    dlb_tensor_release(ub2);
+    CHECK_EQ_INT(e.calls("cuIpcCloseMemHandle"), 2);
+    _exit(0);
+  }
+  DLManagedTensorVersioned *a = cuda_bytes(64);
+  DLManagedTensorVersioned *b = cuda_bytes(128);
+  CHECK_OK(dlb_share_send(parent, a));
+  CHECK_OK(dlb_share_send(parent, b));
+  CHECK_OK(dlb_share_send(parent, a));
+  CHECK_OK(dlb_share_send(parent, b));
+  wait_ok(pid);
+  close(parent);
+  dlb_tensor_release(b);
+  dlb_tensor_release(a);
+}
+
+/* A read-only device tensor stays read-only in the importer. */
+DLB_TEST(share_ipc_read_only_stays_read_only) {
+  emu e = emu_cuda();
+  int parent = -1, child = -1;
+  pid_t pid = fork_child(&parent, &child);
+  if (pid == 0) {
+    DLManagedTensorVersioned *u = NULL;
+    CHECK_OK(dlb_share_recv(child, 0, &u));
+    CHECK((u->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0);
+    dlb_tensor_release(u);
+    _exit(0);
+  }
+  DLManagedTensorVersioned *d = cuda_bytes(64);
+  d->flags |= DLPACK_FLAG_BITMASK_READ_ONLY;
+  CHECK_OK(dlb_share_send(parent, d));
+  wait_ok(pid);
+  close(parent);
+  dlb_tensor_release(d);
+  (void)e;
+}
 
 DLB_TEST(share_ipc_after_the_exporter_left) {
   emu e = emu_cuda();
