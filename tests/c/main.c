@@ -129,6 +129,9 @@ static int wait_limited(pid_t pid, long limit_s, int *status) {
         errno != EINTR)
       return -1;
   }
+  /* The test's own processes too: one it forked and left running would
+   * keep the runner's output open after the runner is done. */
+  kill(-pid, SIGKILL);
   kill(pid, SIGKILL);
   while (waitpid(pid, status, 0) < 0)
     if (errno != EINTR) return -1;
@@ -190,14 +193,20 @@ int main(int argc, char **argv) {
       perror("fork");
       return 2;
     }
+    /* Each test leads a process group of its own, so that whatever it
+     * forks ends with it (set on both sides: either may run first). */
     if (pid == 0) {
+      setpgid(0, 0);
       sigprocmask(SIG_SETMASK, &old, NULL);
       tests[i].fn();
       /* exit, not _exit: LeakSanitizer checks the child at exit. */
       exit(0);
     }
+    setpgid(pid, pid);
     int st = 0;
     int waited = wait_limited(pid, limit, &st);
+    /* What the test forked and left running, if anything. */
+    if (waited == 0) kill(-pid, SIGKILL);
     if (waited == 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0) {
       passed++;
       printf("ok   %s\n", tests[i].name);

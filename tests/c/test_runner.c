@@ -15,6 +15,22 @@ DLB_TEST_HIDDEN(runner_hidden_hang, 1) {
   for (;;) pause();
 }
 
+/* Forks a process that never ends, then hangs itself; the child holds the
+ * runner's output open as long as it lives. */
+DLB_TEST_HIDDEN(runner_hidden_hang_with_a_child, 1) {
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  for (;;) pause();
+}
+
+/* Passes at once, leaving a process that never ends. */
+DLB_TEST_HIDDEN(runner_hidden_pass_leaving_a_child, 1) {
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0)
+    for (;;) pause();
+}
+
 /* Passes at once: what a runner that cannot wait would still report. */
 DLB_TEST_HIDDEN(runner_hidden_pass, 1) { CHECK(getpid() > 0); }
 
@@ -98,6 +114,25 @@ DLB_TEST(runner_stops_a_hung_test_at_its_own_limit) {
   runner_result r;
   run_runner("runner_hidden_hang", NULL, 0, &r);
   check_stopped(&r, 1 * dlb_test_limit_scale());
+}
+
+/* A process a test forked ends with the test, hung or passed: left
+ * running, it would hold the runner's output open (this test's read of
+ * it would never end). */
+DLB_TEST(runner_stops_what_a_hung_test_forked) {
+  runner_result r;
+  run_runner("runner_hidden_hang_with_a_child", NULL, 0, &r);
+  CHECK(strstr(r.out, "FAIL runner_hidden_hang_with_a_child (timed out "
+                      "after ") != NULL);
+  CHECK_EQ_INT(r.exit_code, 1);
+  CHECK(r.seconds < 1.0 * dlb_test_limit_scale() + 10.0);
+}
+
+DLB_TEST(runner_ends_what_a_passing_test_left_running) {
+  runner_result r;
+  run_runner("runner_hidden_pass_leaving_a_child", NULL, 0, &r);
+  CHECK(strstr(r.out, "ok   runner_hidden_pass_leaving_a_child\n") != NULL);
+  CHECK_EQ_INT(r.exit_code, 0);
 }
 
 DLB_TEST(runner_limit_from_the_environment_replaces_the_test_s) {
