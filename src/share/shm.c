@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -85,6 +86,16 @@ static dlb_status shm_create(dlb__shm *s, size_t page, size_t data_len) {
   s->fd = memfd_create("dlbridge-shared", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (s->fd < 0)
     return sys_fail(sys_status(errno), "memfd_create", errno);
+  /* ftruncate past the file size limit raises SIGXFSZ, which ends the
+   * process unless it is caught: a refusal is the caller's to handle. */
+  struct rlimit lim;
+  if (getrlimit(RLIMIT_FSIZE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY &&
+      s->file_size > (uint64_t)lim.rlim_cur)
+    return dlb__fail(DLB_E_SYSTEM, "shared memory of %llu bytes (a page of "
+                     "header and the data) exceeds this process's file size "
+                     "limit, %llu bytes (RLIMIT_FSIZE), which ftruncate "
+                     "enforces", (unsigned long long)s->file_size,
+                     (unsigned long long)lim.rlim_cur);
   /* Reserving the pages now turns a shortage into this status instead of
    * a SIGBUS at the first touch of a page that cannot be had. */
   int err = 0;
