@@ -1,5 +1,6 @@
 """dlbridge.from_dlpack: every producer, every field, every misuse."""
 
+import ctypes
 import gc
 import sys
 
@@ -366,6 +367,25 @@ def test_producer_changes_are_seen():
     assert dlbridge.from_dlpack(Changing()).tolist() == [0.0, 1.0, 2.0]
 
 
+def test_changes_of_a_type_without_a_version_tag_are_seen():
+    # From CPython 3.12 a class modified more than 1000 times gets no new
+    # type version tag (it stays 0), so the cache cannot tell that it
+    # changed: it must look again on every call. __slots__ makes the
+    # class's __dlpack__ the one every instance gets, which the cache keeps.
+    class Untagged:
+        __slots__ = ()
+
+        def __dlpack__(self, **kwargs):
+            return np.arange(2.0).__dlpack__(**kwargs)
+
+    for i in range(1100):
+        Untagged.n = i
+        getattr(Untagged, "__dlpack__")  # a look-up assigns a new tag
+    assert dlbridge.from_dlpack(Untagged()).tolist() == [0.0, 1.0]
+    Untagged.__dlpack__ = lambda self, **kw: np.arange(3.0).__dlpack__(**kw)
+    assert dlbridge.from_dlpack(Untagged()).tolist() == [0.0, 1.0, 2.0]
+
+
 def test_instance_attribute_dlpack_is_honoured():
     class WithDict:
         def __dlpack__(self, **kwargs):
@@ -443,6 +463,40 @@ def test_unusable_exchange_tables_are_ignored(helper):
 
     for cls in (WrongName, NotACapsule, IntOnly):
         assert dlbridge.from_dlpack(cls()).tolist() == [0.0, 1.0, 2.0]
+
+
+def _rewritten_table(helper, offset, ctype, value):
+    """The helper's fake exchange table, in memory of its own, with the
+    field at byte offset rewritten."""
+    capsule = helper.fake_exchange_owned()
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    ctype.from_address(get(capsule, b"dlpack_exchange_api") + offset).value = value
+    return capsule
+
+
+@pytest.mark.parametrize("field", ["major 2", "no managed_tensor_from_py_object_no_sync"])
+def test_exchange_tables_of_another_major_or_without_the_import_are_ignored(helper, field):
+    # The fake table would import obj.capsule (zeros): the result says
+    # which route answered. header.version.major is at offset 0, the
+    # import function after the header's prev_api and the allocator.
+    offset, ctype, value = {"major 2": (0, ctypes.c_uint32, 2),
+                            "no managed_tensor_from_py_object_no_sync":
+                                (24, ctypes.c_void_p, None)}[field]
+
+    class Unusable:
+        __dlpack_c_exchange_api__ = _rewritten_table(helper, offset, ctype, value)
+
+        def __init__(self):
+            self.capsule = capsule_of(np.zeros(1, np.float32))
+
+        def __dlpack__(self, **kwargs):
+            return np.arange(3.0).__dlpack__(**kwargs)
+
+    p = Unusable()
+    assert dlbridge.from_dlpack(p).tolist() == [0.0, 1.0, 2.0]
+    del p
+    assert deleted() == 1
 
 
 def test_type_lookups_are_cached_per_type():
