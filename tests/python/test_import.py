@@ -396,6 +396,45 @@ def test_instance_attribute_dlpack_is_honoured():
     assert dlbridge.from_dlpack(p).tolist() == [0.0, 1.0, 2.0, 3.0]
 
 
+def test_dlpack_that_getattribute_replaces_is_honoured():
+    # x.__dlpack__ goes through the type's __getattribute__: the method in
+    # the class is not the one to call, though no instance dict can hide it.
+    class Proxying:
+        __slots__ = ()
+
+        def __dlpack__(self, **kwargs):
+            return np.arange(2.0).__dlpack__(**kwargs)
+
+        def __getattribute__(self, name):
+            if name == "__dlpack__":
+                return lambda **kw: np.arange(4.0).__dlpack__(**kw)
+            return object.__getattribute__(self, name)
+
+    assert dlbridge.from_dlpack(Proxying()).tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_dlpack_that_getattribute_hides_is_not_a_producer():
+    # asarray reads such an object as the sequence it is.
+    class Hiding:
+        def __dlpack__(self, **kwargs):
+            raise AssertionError("hidden by __getattribute__")
+
+        def __getattribute__(self, name):
+            if name == "__dlpack__":
+                raise AttributeError(name)
+            return object.__getattribute__(self, name)
+
+        def __len__(self):
+            return 2
+
+        def __getitem__(self, i):
+            if i >= 2:
+                raise IndexError(i)
+            return float(i)
+
+    assert dlbridge.asarray(Hiding()).tolist() == [0.0, 1.0]
+
+
 def test_producer_returning_a_non_capsule_is_a_buffer_error():
     class Bad:
         def __dlpack__(self, **kwargs):
@@ -661,6 +700,22 @@ def test_exchange_table_added_later_is_used():
 
     assert dlbridge.from_dlpack(Late()).tolist() == [0.0, 1.0]
     Late.__dlpack_c_exchange_api__ = dlbridge.Tensor.__dlpack_c_exchange_api__
+    with pytest.raises(TypeError, match="expected a dlbridge.Tensor"):
+        dlbridge.from_dlpack(Late())
+
+
+def test_exchange_table_added_to_the_metaclass_later_is_used():
+    # The table is looked up on the class, so its metaclass's attributes
+    # count: a change of the metaclass is a change of the class's table.
+    class Meta(type):
+        pass
+
+    class Late(metaclass=Meta):
+        def __dlpack__(self, **kwargs):
+            return np.arange(2.0).__dlpack__(**kwargs)
+
+    assert dlbridge.from_dlpack(Late()).tolist() == [0.0, 1.0]
+    Meta.__dlpack_c_exchange_api__ = dlbridge.Tensor.__dlpack_c_exchange_api__
     with pytest.raises(TypeError, match="expected a dlbridge.Tensor"):
         dlbridge.from_dlpack(Late())
 
