@@ -1076,6 +1076,22 @@ def test_own_legacy_capsule_with_ndim_raised_is_refused(kind):
         dlbridge.from_dlpack(capsule)
 
 
+@pytest.mark.parametrize("legacy", [False, True])
+def test_own_share_of_a_0d_tensor_with_ndim_raised_is_refused(legacy):
+    # A 0-dimensional tensor's shape and strides are empty arrays at a
+    # real address: a share whose ndim was raised would read its shape and
+    # strides from whatever lies there (it was refused only when those
+    # bytes made no valid tensor).
+    t = dlbridge.asarray(5.0)
+    capsule = t.__dlpack__() if legacy else t.__dlpack__(max_version=(1, 0))
+    m = (_legacy_struct_of if legacy else _struct_of)(capsule)
+    assert m.dl_tensor.shape is not None and m.dl_tensor.ndim == 0
+    m.dl_tensor.ndim = 1
+    with pytest.raises(BufferError, match="ndim is 1, but .* 0-dimensional"):
+        dlbridge.from_dlpack(capsule)
+    assert t.tolist() == 5.0
+
+
 @pytest.mark.parametrize("step", ["pickle", "reshape"])
 def test_own_share_ndim_check_holds_after_its_source_changed_struct(step):
     # The share points at the arrays it was made with, even after its
