@@ -357,6 +357,25 @@ def test_a_type_once_answered_without_max_version_is_asked_with_it_again():
     assert not dlbridge.from_dlpack(Picky(np.arange(1.0))).readonly
 
 
+def test_a_new_dlpack_method_is_asked_with_max_version_first():
+    # The form a type answered to belongs to its __dlpack__: another method
+    # put in its place starts over with the versioned struct.
+    class Replaced(StreamOnlyProducer):
+        pass
+
+    assert dlbridge.from_dlpack(Replaced(np.arange(2.0))).tolist() == [0.0, 1.0]
+    calls = []
+
+    def versioned(self, **kwargs):
+        calls.append(kwargs)
+        return self.array.__dlpack__(**kwargs)
+
+    Replaced.__dlpack__ = versioned
+    t = dlbridge.from_dlpack(Replaced(np.arange(3.0)))
+    assert t.tolist() == [0.0, 1.0, 2.0] and not t.readonly
+    assert calls == [dict(max_version=(1, 3))]
+
+
 def test_producer_changes_are_seen():
     class Changing:
         def __dlpack__(self, **kwargs):
