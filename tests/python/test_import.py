@@ -334,6 +334,26 @@ def test_a_type_error_is_retried_without_max_version_even_for_a_known_type():
     assert p.calls[3]["max_version"] == (1, 3)
 
 
+def test_a_type_known_to_take_max_version_keeps_it_after_one_old_answer():
+    class Once(VersionedProducer):
+        refuse = False
+
+        def __dlpack__(self, **kwargs):
+            self.calls.append(kwargs)
+            if Once.refuse and "max_version" in kwargs:
+                Once.refuse = False
+                raise TypeError("not this time")
+            return self.array.__dlpack__(**kwargs)
+
+    p = Once(np.arange(2.0))
+    for refuse in (False, True, False):
+        Once.refuse = refuse
+        assert dlbridge.from_dlpack(p).tolist() == [0.0, 1.0]
+    # The one TypeError was answered without max_version; the type had
+    # taken max_version first, so the next call asks with it again.
+    assert ["max_version" in c for c in p.calls] == [True, True, False, True]
+
+
 def test_a_type_once_answered_without_max_version_is_asked_with_it_again():
     class Picky:
         """Raises its own TypeError for one array when asked for a
