@@ -953,6 +953,24 @@ DLB_TEST(tensor_from_legacy_refuses_ndim_past_its_own_arrays) {
   dlb_tensor_release(back);
 }
 
+/* A 0-dimensional tensor's legacy struct has empty arrays at its block's
+ * end: ndim raised there reads past the block. */
+DLB_TEST(tensor_from_legacy_refuses_ndim_raised_on_a_0d_struct) {
+  DLManagedTensorVersioned *t = NULL, *back = NULL;
+  CHECK_OK(dlb_tensor_alloc(CPU, F32, 0, NULL, &t));
+  DLManagedTensor *l = NULL;
+  CHECK_OK(dlb_tensor_to_legacy(t, &l));
+  l->dl_tensor.ndim = 1;
+  CHECK_STATUS(dlb_tensor_from_legacy(l, 0, &back), DLB_E_LAYOUT);
+  CHECK_ERROR_MENTIONS("ndim is 1, but the shape and strides of this "
+                       "legacy tensor run past the 0 entries");
+  CHECK(back == NULL);
+  l->dl_tensor.ndim = 0;
+  CHECK_OK(dlb_tensor_from_legacy(l, 0, &back));
+  CHECK(back == t);
+  dlb_tensor_release(back);
+}
+
 DLB_TEST(tensor_legacy_round_trip_of_foreign) {
   int count = 0;
   foreign *f = foreign_new(&count);
