@@ -334,6 +334,24 @@ def test_a_type_error_is_retried_without_max_version_even_for_a_known_type():
     assert p.calls[3]["max_version"] == (1, 3)
 
 
+def test_an_old_producer_s_own_error_is_reported_not_the_retry_s_type_error():
+    # A type known to be old is asked without max_version first; its
+    # failure is retried with max_version, whose TypeError only says the
+    # producer is old after all: the first answer is the one raised.
+    class Old(StreamOnlyProducer):
+        refuse = False
+
+        def __dlpack__(self, stream=None):
+            if Old.refuse:
+                raise BufferError("no export today")
+            return self.array.__dlpack__()
+
+    assert dlbridge.from_dlpack(Old(np.arange(2.0))).tolist() == [0.0, 1.0]
+    Old.refuse = True
+    with pytest.raises(BufferError, match="no export today"):
+        dlbridge.from_dlpack(Old(np.arange(2.0)))
+
+
 def test_a_type_known_to_take_max_version_keeps_it_after_one_old_answer():
     class Once(VersionedProducer):
         refuse = False
