@@ -1034,6 +1034,21 @@ def test_own_share_rewritten_within_its_memory_is_taken():
         dlbridge.from_dlpack(capsule)
 
 
+def test_own_share_rewritten_within_its_memory_keeps_what_it_says():
+    # The import is a tensor of the rewritten geometry, not its source's:
+    # reshaping or pickling it (which make it a tensor of the core's) keeps
+    # the elements it had.
+    import pickle
+
+    t = dlbridge.arange(12, dtype="float32").reshape(3, 4)
+    capsule = t.__dlpack__(max_version=(1, 0))
+    _new_arrays(_struct_of(capsule).dl_tensor, (2, 3), (4, 2))
+    u = dlbridge.from_dlpack(capsule)
+    assert u.tolist() == [[0.0, 2.0, 4.0], [4.0, 6.0, 8.0]]
+    assert pickle.loads(pickle.dumps(u)).tolist() == u.tolist()
+    assert u.reshape(6).tolist() == [0.0, 2.0, 4.0, 4.0, 6.0, 8.0]
+
+
 @pytest.mark.parametrize("kind", ["share", "copy"])
 def test_own_capsule_with_strides_cleared_reads_compact(kind):
     t = dlbridge.arange(12, dtype="float32").reshape(3, 4)
