@@ -750,6 +750,59 @@ def test_exchange_table_dropped_by_the_producer_mid_import_stays_alive(helper, d
     assert calls == calls_before
 
 
+@pytest.mark.parametrize(
+    "dtype,floating",
+    [((2, 32, 1), True), ((4, 16, 1), True), ((7, 8, 1), True), ((17, 4, 1), True),
+     ((5, 64, 1), True), ((0, 32, 1), False), ((1, 8, 1), False), ((6, 8, 1), False)],
+    ids=["float32", "bfloat16", "float8_e3m4", "float4_e2m1fn", "complex64", "int32", "uint8",
+         "bool"],
+)
+def test_exchange_table_tensor_that_may_skip_a_check_goes_to_dlpack(helper, dtype, floating):
+    # A foreign table skips the checks of __dlpack__ (PyTorch's refuses a
+    # tensor that requires grad): for every floating dtype, whose tensors
+    # can require grad, and complex ones, __dlpack__ answers instead.
+    data = np.zeros(4, np.uint32)
+
+    class Grad:
+        __dlpack_c_exchange_api__ = helper.fake_exchange(0)
+        requires_grad = True
+
+        def __init__(self):
+            self.capsule = helper.make_capsule(data=data, shape=(2,), dtype=dtype)
+
+        def __dlpack__(self, **kwargs):
+            raise BufferError("refused by __dlpack__")
+
+    if floating:
+        with pytest.raises(BufferError, match="refused by __dlpack__"):
+            dlbridge.from_dlpack(Grad())
+    else:
+        assert dlbridge.from_dlpack(Grad()).shape == (2,)
+    # The table's tensor is released either way.
+    assert deleted() == 1
+
+
+def test_exchange_table_requires_grad_that_raises_is_raised(helper):
+    a = np.arange(3, dtype=np.float32)
+
+    class Broken:
+        __dlpack_c_exchange_api__ = helper.fake_exchange(0)
+
+        def __init__(self):
+            self.capsule = capsule_of(a)
+
+        @property
+        def requires_grad(self):
+            raise RuntimeError("no gradient today")
+
+        def __dlpack__(self, **kwargs):
+            return a.__dlpack__(**kwargs)
+
+    with pytest.raises(RuntimeError, match="no gradient today"):
+        dlbridge.from_dlpack(Broken())
+    assert deleted() == 1
+
+
 def test_exchange_table_added_later_is_used():
     class Late:
         def __dlpack__(self, **kwargs):
