@@ -150,6 +150,7 @@ static dlb__tensor *tensor_new(int32_t ndim) {
   t->managed.manager_ctx = t;
   t->managed.deleter = dlb__tensor_deleter;
   t->managed.dl_tensor.ndim = ndim;
+  t->dims_made = ndim;
   /* Non-NULL even for ndim 0, for consumers that test the pointers. */
   t->managed.dl_tensor.shape = t->dims;
   t->managed.dl_tensor.strides = t->dims + ndim;
@@ -163,30 +164,33 @@ dlb__tensor *dlb__tensor_of(const DLManagedTensorVersioned *t) {
 }
 
 /* Whether an array of n int64_t at p, if it starts anywhere in the block
- * [block, hi), lies in its dims [dims, hi): a pointer into a block of ours
- * is ours to bound, one elsewhere is not. */
+ * [block, end), lies in the entries [dims, hi) made for its shape and
+ * strides: a pointer into a block of ours is ours to bound (the room past
+ * hi holds no entry of this tensor's), one elsewhere is not. */
 static int fits(const int64_t *p, int32_t n, const void *block,
-                const int64_t *dims, const int64_t *hi) {
+                const int64_t *dims, const int64_t *hi, const int64_t *end) {
   const uintptr_t a = (uintptr_t)p;
-  if (a < (uintptr_t)block || a >= (uintptr_t)hi) return 1;
-  return a >= (uintptr_t)dims && a % sizeof(int64_t) == (uintptr_t)dims %
-         sizeof(int64_t) && (size_t)n <= (size_t)(hi - p);
+  if (a < (uintptr_t)block || a >= (uintptr_t)end) return 1;
+  return a >= (uintptr_t)dims && a < (uintptr_t)hi &&
+         a % sizeof(int64_t) == (uintptr_t)dims % sizeof(int64_t) &&
+         (size_t)n <= (size_t)(hi - p);
 }
 
 /* DLB_E_LAYOUT unless shape and strides of a ndim-dimensional tensor fit
- * the dims [dims, dims + entries) of the block starting at block. */
+ * the entries [dims, dims + entries) made for them in the block starting at
+ * block, whose dims have room for room entries. */
 static dlb_status arrays_fit(const DLTensor *dl, const void *block,
-                             const int64_t *dims, size_t entries,
+                             const int64_t *dims, size_t entries, size_t room,
                              const char *what) {
   const int32_t ndim = dl->ndim;
   if (ndim <= 0 || ndim > DLB_MAX_NDIM) return DLB_OK; /* validation's */
-  const int64_t *hi = dims + entries;
-  /* A 0-dimensional struct's arrays are empty and start at the block's
-   * end (a legacy struct's): arrays that start there are still its own. */
+  const int64_t *hi = dims + entries, *end = dims + room;
+  /* A 0-dimensional legacy struct's arrays are empty and start at the
+   * block's end: arrays that start there are still its own. */
   const int own_empty =
-      entries == 0 && (dl->shape == dims || dl->strides == dims);
-  if (!own_empty && fits(dl->shape, ndim, block, dims, hi) &&
-      fits(dl->strides, ndim, block, dims, hi))
+      room == 0 && (dl->shape == dims || dl->strides == dims);
+  if (!own_empty && fits(dl->shape, ndim, block, dims, hi, end) &&
+      fits(dl->strides, ndim, block, dims, hi, end))
     return DLB_OK;
   return dlb__fail(DLB_E_LAYOUT, "ndim is %d, but the shape and strides "
                    "of this %s run past the %zu entries made for them: its "
@@ -197,8 +201,8 @@ static dlb_status arrays_fit(const DLTensor *dl, const void *block,
 dlb_status dlb__tensor_check_arrays(const DLManagedTensorVersioned *m) {
   const dlb__tensor *t = dlb__tensor_of(m);
   if (t == NULL) return DLB_OK;
-  return arrays_fit(&m->dl_tensor, t, t->dims, 2 * (size_t)t->dims_room,
-                    "dlbridge tensor");
+  return arrays_fit(&m->dl_tensor, t, t->dims, 2 * (size_t)t->dims_made,
+                    2 * (size_t)t->dims_room, "dlbridge tensor");
 }
 
 /*
@@ -470,7 +474,7 @@ dlb_status dlb_tensor_from_legacy(DLManagedTensor *legacy, uint64_t flags,
     /* Its shape and strides are ours to bound before anything reads them. */
     const dlb__legacy *l = (const dlb__legacy *)(const void *)legacy;
     st = arrays_fit(&legacy->dl_tensor, l, l->dims, 2 * (size_t)l->ndim,
-                    "legacy tensor");
+                    2 * (size_t)l->ndim, "legacy tensor");
   }
   if (st == DLB_OK) st = validate_desc(&legacy->dl_tensor, flags);
   if (st != DLB_OK) return st;

@@ -948,6 +948,8 @@ def _struct_of(capsule):
 
 _REWRITES = {
     "ndim past its arrays": (lambda m: setattr(m.dl_tensor, "ndim", 40), "ndim is 40"),
+    # Within the room the core's block has: nothing of the tensor's is there.
+    "ndim one past its arrays": (lambda m: setattr(m.dl_tensor, "ndim", 3), "ndim is 3"),
     "negative ndim": (lambda m: setattr(m.dl_tensor, "ndim", -1), "ndim"),
     "zero bits": (lambda m: setattr(m.dl_tensor.dtype, "bits", 0), "bits"),
     "zero lanes": (lambda m: setattr(m.dl_tensor.dtype, "lanes", 0), "lanes"),
@@ -1091,18 +1093,20 @@ def test_own_legacy_capsule_with_ndim_raised_is_refused(kind):
         dlbridge.from_dlpack(capsule)
 
 
-@pytest.mark.parametrize("kind", ["share", "legacy share", "legacy copy"])
+@pytest.mark.parametrize("kind", ["share", "copy", "legacy share", "legacy copy"])
 def test_own_struct_of_a_0d_tensor_with_ndim_raised_is_refused(kind):
     # A 0-dimensional tensor's shape and strides are empty arrays at a
     # real address (the core's legacy struct has them at the end of its
-    # block): a struct whose ndim was raised would read its shape and
-    # strides from whatever lies there (it was refused only when those
-    # bytes made no valid tensor).
+    # block, its tensor at the start of a block's spare room): a struct
+    # whose ndim was raised would read its shape and strides from whatever
+    # lies there (it was refused only when those bytes made no valid
+    # tensor).
     t = dlbridge.asarray(5.0)
     capsule = {"share": lambda: t.__dlpack__(max_version=(1, 0)),
+               "copy": lambda: t.__dlpack__(max_version=(1, 0), copy=True),
                "legacy share": lambda: t.__dlpack__(),
                "legacy copy": lambda: t.__dlpack__(copy=True)}[kind]()
-    m = (_struct_of if kind == "share" else _legacy_struct_of)(capsule)
+    m = (_legacy_struct_of if kind.startswith("legacy") else _struct_of)(capsule)
     assert m.dl_tensor.shape is not None and m.dl_tensor.ndim == 0
     m.dl_tensor.ndim = 1
     with pytest.raises(BufferError, match="ndim is 1, but"):
