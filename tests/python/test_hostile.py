@@ -1036,6 +1036,19 @@ def test_own_share_rewritten_within_its_memory_is_taken():
         dlbridge.from_dlpack(capsule)
 
 
+def test_own_share_may_point_its_shape_at_its_strides():
+    # A core tensor's strides follow its shape in one array: shape pointed
+    # at the strides starts just past the shape's entries, inside the
+    # strides', and reads only those.
+    t = dlbridge.arange(4, dtype="float32").reshape(2, 2)
+    for legacy in (False, True):
+        capsule = t.__dlpack__() if legacy else t.__dlpack__(max_version=(1, 0))
+        m = (_legacy_struct_of if legacy else _struct_of)(capsule).dl_tensor
+        m.shape = m.strides
+        u = dlbridge.from_dlpack(capsule)
+        assert u.shape == (2, 1) and u.tolist() == [[0.0], [2.0]]
+
+
 def test_own_share_rewritten_within_its_memory_keeps_what_it_says():
     # The import is a tensor of the rewritten geometry, not its source's:
     # reshaping or pickling it (which make it a tensor of the core's) keeps
