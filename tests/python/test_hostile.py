@@ -1049,6 +1049,43 @@ def test_own_share_may_point_its_shape_at_its_strides():
         assert u.shape == (2, 1) and u.tolist() == [[0.0], [2.0]]
 
 
+def test_own_share_with_shape_run_past_its_strides_is_refused():
+    # Pointed into the strides' entries, the shape may not read past them.
+    t = dlbridge.arange(4, dtype="float32").reshape(2, 2)
+    capsule = t.__dlpack__(max_version=(1, 0))
+    m = _struct_of(capsule).dl_tensor
+    m.shape = m.strides + 8
+    with pytest.raises(BufferError, match="ndim is 2, but its shape and strides run past"):
+        dlbridge.from_dlpack(capsule)
+
+
+def test_own_share_rewritten_empty_reads_nothing_wherever_its_data_is():
+    # An empty tensor reads no byte, so where its data pointer points is no
+    # reach past the source's memory.
+    t = dlbridge.arange(12, dtype="float32").reshape(3, 4)
+    capsule = t.__dlpack__(max_version=(1, 0))
+    m = _struct_of(capsule).dl_tensor
+    _new_arrays(m, (0, 4), (4, 1))
+    m.data += 4096
+    u = dlbridge.from_dlpack(capsule)
+    assert u.shape == (0, 4) and u.tolist() == []
+
+
+def test_own_capsules_with_a_cleared_deleter_are_dropped_without_a_call():
+    # A consumer that takes the tensor by clearing its deleter instead of
+    # renaming the capsule: the capsule's destructor has nothing to call.
+    # (What the struct held is the consumer's to free now.)
+    t = dlbridge.arange(4, dtype="float32")
+    capsule = t.__dlpack__(max_version=(1, 0), copy=True)
+    _struct_of(capsule).deleter = None
+    del capsule
+    legacy = t.__dlpack__(copy=True)
+    _legacy_struct_of(legacy).deleter = None
+    del legacy
+    gc.collect()
+    assert t.tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
 def test_own_share_rewritten_within_its_memory_keeps_what_it_says():
     # The import is a tensor of the rewritten geometry, not its source's:
     # reshaping or pickling it (which make it a tensor of the core's) keeps
