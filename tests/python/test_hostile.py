@@ -1086,6 +1086,18 @@ def test_own_capsules_with_a_cleared_deleter_are_dropped_without_a_call():
     assert t.tolist() == [0.0, 1.0, 2.0, 3.0]
 
 
+def test_own_share_made_read_only_by_a_consumer_stays_read_only():
+    # The flags a consumer set on a share of a writable tensor are the
+    # import's, also once reshaping makes it a tensor of the core's.
+    t = dlbridge.arange(4, dtype="float32")
+    capsule = t.__dlpack__(max_version=(1, 0))
+    _struct_of(capsule).flags |= READ_ONLY
+    u = dlbridge.from_dlpack(capsule)
+    assert u.readonly
+    assert u.reshape(2, 2).readonly and u.readonly
+    assert not t.readonly
+
+
 def test_own_share_rewritten_within_its_memory_keeps_what_it_says():
     # The import is a tensor of the rewritten geometry, not its source's:
     # reshaping or pickling it (which make it a tensor of the core's) keeps

@@ -1,5 +1,6 @@
 """dlbridge.from_dlpack: every producer, every field, every misuse."""
 
+import contextlib
 import ctypes
 import gc
 import sys
@@ -1005,6 +1006,32 @@ def test_reference_counts_are_unchanged_after_a_round_trip():
     del t, b
     gc.collect()
     assert sys.getrefcount(a) == before
+
+
+def test_reference_counts_of_the_producer_method_and_table_are_unchanged():
+    # The import holds the producer's __dlpack__ and its table's capsule
+    # while the producer's code runs, and lets go of both after.
+    class Slotted:
+        __slots__ = ()
+
+        def __dlpack__(self, **kwargs):
+            return np.arange(2.0).__dlpack__(**kwargs)
+
+    class Tabled(Slotted):
+        __slots__ = ()
+        __dlpack_c_exchange_api__ = dlbridge.Tensor.__dlpack_c_exchange_api__
+
+    method = Slotted.__dict__["__dlpack__"]
+    table = Tabled.__dlpack_c_exchange_api__
+    for cls in (Slotted, Tabled):
+        with pytest.raises(TypeError) if cls is Tabled else contextlib.nullcontext():
+            dlbridge.from_dlpack(cls())
+    before = sys.getrefcount(method), sys.getrefcount(table)
+    for _ in range(10):
+        assert dlbridge.from_dlpack(Slotted()).tolist() == [0.0, 1.0]
+        with pytest.raises(TypeError, match="expected a dlbridge.Tensor"):
+            dlbridge.from_dlpack(Tabled())
+    assert (sys.getrefcount(method), sys.getrefcount(table)) == before
 
 
 def test_reference_counts_are_unchanged_after_an_unconsumed_capsule():
