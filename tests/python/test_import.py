@@ -815,6 +815,23 @@ def test_exchange_table_added_later_is_used():
         dlbridge.from_dlpack(Late())
 
 
+def test_exchange_table_look_up_that_raises_is_raised():
+    # Only an AttributeError says the type has no table; any other error of
+    # the look-up is the import's.
+    class Meta(type):
+        def __getattribute__(cls, name):
+            if name == "__dlpack_c_exchange_api__":
+                raise RuntimeError("table look-up failed")
+            return super().__getattribute__(name)
+
+    class Failing(metaclass=Meta):
+        def __dlpack__(self, **kwargs):
+            return np.arange(2.0).__dlpack__(**kwargs)
+
+    with pytest.raises(RuntimeError, match="table look-up failed"):
+        dlbridge.from_dlpack(Failing())
+
+
 def test_exchange_table_added_to_the_metaclass_later_is_used():
     # The table is looked up on the class, so its metaclass's attributes
     # count: a change of the metaclass is a change of the class's table.
