@@ -311,12 +311,16 @@ int dlbpy_try_light_from_legacy(DLManagedTensor *m, uint64_t flags,
   return 1;
 }
 
-/* Whether an array of n entries at p, if it starts in the array [a, a + k)
- * the share was made with, ends in it too. */
+/* Whether an array of n >= 1 entries at p, if it starts in the array
+ * [a, a + k) the share was made with, ends in it too. A 0-dimensional
+ * source's arrays are empty but not NULL: one that starts there runs past
+ * them at once. */
 static int dlbpy_fits(const int64_t *p, int32_t n, const int64_t *a,
                       int32_t k) {
   const uintptr_t x = (uintptr_t)p, lo = (uintptr_t)a;
-  if (a == NULL || k <= 0 || x < lo || x >= (uintptr_t)(a + k)) return 1;
+  if (a == NULL || k < 0) return 1;
+  if (k == 0) return x != lo;
+  if (x < lo || x >= (uintptr_t)(a + k)) return 1;
   return (x - lo) % sizeof(int64_t) == 0 && (size_t)n <= (size_t)(a + k - p);
 }
 

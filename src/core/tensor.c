@@ -150,6 +150,7 @@ static dlb__tensor *tensor_new(int32_t ndim) {
   t->managed.manager_ctx = t;
   t->managed.deleter = dlb__tensor_deleter;
   t->managed.dl_tensor.ndim = ndim;
+  t->dims_made = ndim;
   /* Non-NULL even for ndim 0, for consumers that test the pointers. */
   t->managed.dl_tensor.shape = t->dims;
   t->managed.dl_tensor.strides = t->dims + ndim;
@@ -162,62 +163,46 @@ dlb__tensor *dlb__tensor_of(const DLManagedTensorVersioned *t) {
   return t->manager_ctx;
 }
 
-/* Whether p points into the block [block, hi) whose dims are [dims, hi):
- * such a pointer is ours to bound, one elsewhere is not (arrays that start
- * just past a block may be anyone's). Dims with no entries (a legacy
- * struct of a 0-dimensional tensor) are the exception: its arrays start
- * at hi, empty, so hi is ours there. */
-static int in_block(const int64_t *p, const void *block, const int64_t *dims,
-                    const int64_t *hi) {
-  const uintptr_t a = (uintptr_t)p;
-  return a >= (uintptr_t)block &&
-         (a < (uintptr_t)hi || (a == (uintptr_t)hi && dims == hi));
-}
-
-/* Whether an array of n >= 1 int64_t at p, if it starts in the block
- * (in_block), lies in its dims [dims, hi). */
+/* Whether an array of n int64_t at p, if it starts anywhere in the block
+ * [block, end), lies in the entries [dims, hi) made for its shape and
+ * strides: a pointer into a block of ours is ours to bound (the room past
+ * hi holds no entry of this tensor's), one elsewhere is not. */
 static int fits(const int64_t *p, int32_t n, const void *block,
-                const int64_t *dims, const int64_t *hi) {
+                const int64_t *dims, const int64_t *hi, const int64_t *end) {
   const uintptr_t a = (uintptr_t)p;
-  if (!in_block(p, block, dims, hi)) return 1;
-  return a >= (uintptr_t)dims && a % sizeof(int64_t) == (uintptr_t)dims %
-         sizeof(int64_t) && (size_t)n <= (size_t)(hi - p);
+  if (a < (uintptr_t)block || a >= (uintptr_t)end) return 1;
+  return a >= (uintptr_t)dims && a < (uintptr_t)hi &&
+         a % sizeof(int64_t) == (uintptr_t)dims % sizeof(int64_t) &&
+         (size_t)n <= (size_t)(hi - p);
 }
 
 /* DLB_E_LAYOUT unless shape and strides of a ndim-dimensional tensor fit
- * the dims [dims, dims + entries) of the block starting at block. */
+ * the entries [dims, dims + entries) made for them in the block starting at
+ * block, whose dims have room for room entries. */
 static dlb_status arrays_fit(const DLTensor *dl, const void *block,
-                             const int64_t *dims, size_t entries,
+                             const int64_t *dims, size_t entries, size_t room,
                              const char *what) {
   const int32_t ndim = dl->ndim;
   if (ndim <= 0 || ndim > DLB_MAX_NDIM) return DLB_OK; /* validation's */
-  const int64_t *hi = dims + entries;
-  if (!fits(dl->shape, ndim, block, dims, hi) ||
-      !fits(dl->strides, ndim, block, dims, hi))
-    return dlb__fail(DLB_E_LAYOUT, "ndim is %d, but the shape and strides "
-                     "of this %s run past the %zu entries made for them: "
-                     "its ndim or their pointers were changed after it was "
-                     "made", (int)ndim, what, entries);
-  /* Both in dims, they were made side by side, with room to spare: a
-   * raised ndim runs the shape into the strides (and the strides into
-   * entries never written) before it runs past the room. */
-  const uintptr_t s = (uintptr_t)dl->shape, st = (uintptr_t)dl->strides;
-  const uintptr_t gap = s > st ? s - st : st - s;
-  if (in_block(dl->shape, block, dims, hi) &&
-      in_block(dl->strides, block, dims, hi) &&
-      gap < (uintptr_t)ndim * sizeof(int64_t))
-    return dlb__fail(DLB_E_LAYOUT, "ndim is %d, but the shape and strides "
-                     "of this %s, made for fewer dimensions, overlap: its "
-                     "ndim or their pointers were changed after it was made",
-                     (int)ndim, what);
-  return DLB_OK;
+  const int64_t *hi = dims + entries, *end = dims + room;
+  /* A 0-dimensional legacy struct's arrays are empty and start at the
+   * block's end: arrays that start there are still its own. */
+  const int own_empty =
+      room == 0 && (dl->shape == dims || dl->strides == dims);
+  if (!own_empty && fits(dl->shape, ndim, block, dims, hi, end) &&
+      fits(dl->strides, ndim, block, dims, hi, end))
+    return DLB_OK;
+  return dlb__fail(DLB_E_LAYOUT, "ndim is %d, but the shape and strides "
+                   "of this %s run past the %zu entries made for them: its "
+                   "ndim or their pointers were changed after it was made",
+                   (int)ndim, what, entries);
 }
 
 dlb_status dlb__tensor_check_arrays(const DLManagedTensorVersioned *m) {
   const dlb__tensor *t = dlb__tensor_of(m);
   if (t == NULL) return DLB_OK;
-  return arrays_fit(&m->dl_tensor, t, t->dims, 2 * (size_t)t->dims_room,
-                    "dlbridge tensor");
+  return arrays_fit(&m->dl_tensor, t, t->dims, 2 * (size_t)t->dims_made,
+                    2 * (size_t)t->dims_room, "dlbridge tensor");
 }
 
 /*
@@ -487,7 +472,7 @@ static dlb_status legacy_arrays_fit(const DLManagedTensor *legacy) {
   if (!dlb_legacy_is_ours(legacy)) return DLB_OK;
   const dlb__legacy *l = (const dlb__legacy *)(const void *)legacy;
   return arrays_fit(&legacy->dl_tensor, l, l->dims, 2 * (size_t)l->ndim,
-                    "legacy tensor");
+                    2 * (size_t)l->ndim, "legacy tensor");
 }
 
 dlb_status dlb_legacy_validate(const DLManagedTensor *m) {

@@ -58,6 +58,7 @@ typedef struct dlb__tensor {
    * one costs one allocation; shares and views point at their base's. */
   dlb__owner own;
   int32_t dims_room; /* dims has room for this many dimensions, twice */
+  int32_t dims_made; /* the ndim its shape and strides were made for */
   /* Whether the default allocator made this block: only such a block may
    * become a thread's spare, which the default's next tensor reuses. */
   int32_t default_block;

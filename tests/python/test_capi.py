@@ -252,3 +252,6 @@ def test_from_legacy_of_our_own_checks_the_flags():
     assert back.nbytes == src.nbytes == 8 and back.tolist() == src.tolist()
     ro = from_legacy(_take_legacy(src.__dlpack__()), READ_ONLY)
     assert ro.readonly and ro.tolist() == src.tolist()
+    # Padding says nothing about whole bytes: a float32 struct takes it.
+    f = dlbridge.arange(4, dtype="float32")
+    assert from_legacy(_take_legacy(f.__dlpack__()), PADDED).tolist() == f.tolist()

@@ -5,6 +5,7 @@ import gc
 
 import pytest
 
+from dlpack_ctypes import DLManagedTensorVersioned
 from support import (
     IS_COPIED,
     KDLCPU,
@@ -112,7 +113,14 @@ def test_shares_never_claim_to_be_copies(helper):
     # A tensor that came from a copy still shares its memory when exported.
     t = dlbridge.from_dlpack(np.arange(3.0), copy=True)
     assert helper.exchange_flags(t)[0] & IS_COPIED == 0
-    u = dlbridge.from_dlpack(t.__dlpack__(max_version=(1, 0)), copy=False)
+    # What a foreign consumer reads in the struct, as well as what an
+    # import of it concludes.
+    cap = t.__dlpack__(max_version=(1, 0))
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    m = DLManagedTensorVersioned.from_address(get(cap, b"dltensor_versioned"))
+    assert m.flags & IS_COPIED == 0
+    u = dlbridge.from_dlpack(cap, copy=False)
     assert u.data_ptr == t.data_ptr
 
 

@@ -949,6 +949,8 @@ def _struct_of(capsule):
 
 _REWRITES = {
     "ndim past its arrays": (lambda m: setattr(m.dl_tensor, "ndim", 40), "ndim is 40"),
+    # Within the room the core's block has: nothing of the tensor's is there.
+    "ndim one past its arrays": (lambda m: setattr(m.dl_tensor, "ndim", 3), "ndim is 3"),
     "negative ndim": (lambda m: setattr(m.dl_tensor, "ndim", -1), "ndim"),
     "zero bits": (lambda m: setattr(m.dl_tensor.dtype, "bits", 0), "bits"),
     "zero lanes": (lambda m: setattr(m.dl_tensor.dtype, "lanes", 0), "lanes"),
@@ -1035,6 +1037,83 @@ def test_own_share_rewritten_within_its_memory_is_taken():
         dlbridge.from_dlpack(capsule)
 
 
+def test_own_share_may_point_its_shape_at_its_strides():
+    # A core tensor's strides follow its shape in one array: shape pointed
+    # at the strides starts just past the shape's entries, inside the
+    # strides', and reads only those.
+    t = dlbridge.arange(4, dtype="float32").reshape(2, 2)
+    for legacy in (False, True):
+        capsule = t.__dlpack__() if legacy else t.__dlpack__(max_version=(1, 0))
+        m = (_legacy_struct_of if legacy else _struct_of)(capsule).dl_tensor
+        m.shape = m.strides
+        u = dlbridge.from_dlpack(capsule)
+        assert u.shape == (2, 1) and u.tolist() == [[0.0], [2.0]]
+
+
+def test_own_share_with_shape_run_past_its_strides_is_refused():
+    # Pointed into the strides' entries, the shape may not read past them.
+    t = dlbridge.arange(4, dtype="float32").reshape(2, 2)
+    capsule = t.__dlpack__(max_version=(1, 0))
+    m = _struct_of(capsule).dl_tensor
+    m.shape = m.strides + 8
+    with pytest.raises(BufferError, match="ndim is 2, but its shape and strides run past"):
+        dlbridge.from_dlpack(capsule)
+
+
+def test_own_share_rewritten_empty_reads_nothing_wherever_its_data_is():
+    # An empty tensor reads no byte, so where its data pointer points is no
+    # reach past the source's memory.
+    t = dlbridge.arange(12, dtype="float32").reshape(3, 4)
+    capsule = t.__dlpack__(max_version=(1, 0))
+    m = _struct_of(capsule).dl_tensor
+    _new_arrays(m, (0, 4), (4, 1))
+    m.data += 4096
+    u = dlbridge.from_dlpack(capsule)
+    assert u.shape == (0, 4) and u.tolist() == []
+
+
+def test_own_capsules_with_a_cleared_deleter_are_dropped_without_a_call():
+    # A consumer that takes the tensor by clearing its deleter instead of
+    # renaming the capsule: the capsule's destructor has nothing to call.
+    # (What the struct held is the consumer's to free now.)
+    t = dlbridge.arange(4, dtype="float32")
+    capsule = t.__dlpack__(max_version=(1, 0), copy=True)
+    _struct_of(capsule).deleter = None
+    del capsule
+    legacy = t.__dlpack__(copy=True)
+    _legacy_struct_of(legacy).deleter = None
+    del legacy
+    gc.collect()
+    assert t.tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_own_share_made_read_only_by_a_consumer_stays_read_only():
+    # The flags a consumer set on a share of a writable tensor are the
+    # import's, also once reshaping makes it a tensor of the core's.
+    t = dlbridge.arange(4, dtype="float32")
+    capsule = t.__dlpack__(max_version=(1, 0))
+    _struct_of(capsule).flags |= READ_ONLY
+    u = dlbridge.from_dlpack(capsule)
+    assert u.readonly
+    assert u.reshape(2, 2).readonly and u.readonly
+    assert not t.readonly
+
+
+def test_own_share_rewritten_within_its_memory_keeps_what_it_says():
+    # The import is a tensor of the rewritten geometry, not its source's:
+    # reshaping or pickling it (which make it a tensor of the core's) keeps
+    # the elements it had.
+    import pickle
+
+    t = dlbridge.arange(12, dtype="float32").reshape(3, 4)
+    capsule = t.__dlpack__(max_version=(1, 0))
+    _new_arrays(_struct_of(capsule).dl_tensor, (2, 3), (4, 2))
+    u = dlbridge.from_dlpack(capsule)
+    assert u.tolist() == [[0.0, 2.0, 4.0], [4.0, 6.0, 8.0]]
+    assert pickle.loads(pickle.dumps(u)).tolist() == u.tolist()
+    assert u.reshape(6).tolist() == [0.0, 2.0, 4.0, 4.0, 6.0, 8.0]
+
+
 @pytest.mark.parametrize("kind", ["share", "copy"])
 def test_own_capsule_with_strides_cleared_reads_compact(kind):
     t = dlbridge.arange(12, dtype="float32").reshape(3, 4)
@@ -1094,6 +1173,28 @@ def test_own_copy_capsule_with_ndim_raised_by_one_is_refused(shape, versioned):
         dlbridge.from_dlpack(capsule)
     struct.dl_tensor.ndim = len(shape)
     assert dlbridge.from_dlpack(capsule).shape == shape
+
+
+@pytest.mark.parametrize("kind", ["share", "copy", "legacy share", "legacy copy"])
+def test_own_struct_of_a_0d_tensor_with_ndim_raised_is_refused(kind):
+    # A 0-dimensional tensor's shape and strides are empty arrays at a
+    # real address (the core's legacy struct has them at the end of its
+    # block, its tensor at the start of a block's spare room): a struct
+    # whose ndim was raised would read its shape and strides from whatever
+    # lies there (it was refused only when those bytes made no valid
+    # tensor).
+    t = dlbridge.asarray(5.0)
+    capsule = {"share": lambda: t.__dlpack__(max_version=(1, 0)),
+               "copy": lambda: t.__dlpack__(max_version=(1, 0), copy=True),
+               "legacy share": lambda: t.__dlpack__(),
+               "legacy copy": lambda: t.__dlpack__(copy=True)}[kind]()
+    m = (_legacy_struct_of if kind.startswith("legacy") else _struct_of)(capsule)
+    assert m.dl_tensor.shape is not None and m.dl_tensor.ndim == 0
+    m.dl_tensor.ndim = 1
+    with pytest.raises(BufferError, match="ndim is 1, but"):
+        dlbridge.from_dlpack(capsule)
+    m.dl_tensor.ndim = 0
+    assert dlbridge.from_dlpack(capsule).tolist() == 5.0
 
 
 @pytest.mark.parametrize("step", ["pickle", "reshape"])

@@ -1,5 +1,7 @@
 """dlbridge.from_dlpack: every producer, every field, every misuse."""
 
+import contextlib
+import ctypes
 import gc
 import sys
 
@@ -333,6 +335,44 @@ def test_a_type_error_is_retried_without_max_version_even_for_a_known_type():
     assert p.calls[3]["max_version"] == (1, 3)
 
 
+def test_an_old_producer_s_own_error_is_reported_not_the_retry_s_type_error():
+    # A type known to be old is asked without max_version first; its
+    # failure is retried with max_version, whose TypeError only says the
+    # producer is old after all: the first answer is the one raised.
+    class Old(StreamOnlyProducer):
+        refuse = False
+
+        def __dlpack__(self, stream=None):
+            if Old.refuse:
+                raise BufferError("no export today")
+            return self.array.__dlpack__()
+
+    assert dlbridge.from_dlpack(Old(np.arange(2.0))).tolist() == [0.0, 1.0]
+    Old.refuse = True
+    with pytest.raises(BufferError, match="no export today"):
+        dlbridge.from_dlpack(Old(np.arange(2.0)))
+
+
+def test_a_type_known_to_take_max_version_keeps_it_after_one_old_answer():
+    class Once(VersionedProducer):
+        refuse = False
+
+        def __dlpack__(self, **kwargs):
+            self.calls.append(kwargs)
+            if Once.refuse and "max_version" in kwargs:
+                Once.refuse = False
+                raise TypeError("not this time")
+            return self.array.__dlpack__(**kwargs)
+
+    p = Once(np.arange(2.0))
+    for refuse in (False, True, False):
+        Once.refuse = refuse
+        assert dlbridge.from_dlpack(p).tolist() == [0.0, 1.0]
+    # The one TypeError was answered without max_version; the type had
+    # taken max_version first, so the next call asks with it again.
+    assert ["max_version" in c for c in p.calls] == [True, True, False, True]
+
+
 def test_a_type_once_answered_without_max_version_is_asked_with_it_again():
     class Picky:
         """Raises its own TypeError for one array when asked for a
@@ -356,6 +396,25 @@ def test_a_type_once_answered_without_max_version_is_asked_with_it_again():
     assert not dlbridge.from_dlpack(Picky(np.arange(1.0))).readonly
 
 
+def test_a_new_dlpack_method_is_asked_with_max_version_first():
+    # The form a type answered to belongs to its __dlpack__: another method
+    # put in its place starts over with the versioned struct.
+    class Replaced(StreamOnlyProducer):
+        pass
+
+    assert dlbridge.from_dlpack(Replaced(np.arange(2.0))).tolist() == [0.0, 1.0]
+    calls = []
+
+    def versioned(self, **kwargs):
+        calls.append(kwargs)
+        return self.array.__dlpack__(**kwargs)
+
+    Replaced.__dlpack__ = versioned
+    t = dlbridge.from_dlpack(Replaced(np.arange(3.0)))
+    assert t.tolist() == [0.0, 1.0, 2.0] and not t.readonly
+    assert calls == [dict(max_version=(1, 3))]
+
+
 def test_producer_changes_are_seen():
     class Changing:
         def __dlpack__(self, **kwargs):
@@ -366,6 +425,25 @@ def test_producer_changes_are_seen():
     assert dlbridge.from_dlpack(Changing()).tolist() == [0.0, 1.0, 2.0]
 
 
+def test_changes_of_a_type_without_a_version_tag_are_seen():
+    # From CPython 3.12 a class modified more than 1000 times gets no new
+    # type version tag (it stays 0), so the cache cannot tell that it
+    # changed: it must look again on every call. __slots__ makes the
+    # class's __dlpack__ the one every instance gets, which the cache keeps.
+    class Untagged:
+        __slots__ = ()
+
+        def __dlpack__(self, **kwargs):
+            return np.arange(2.0).__dlpack__(**kwargs)
+
+    for i in range(1100):
+        Untagged.n = i
+        getattr(Untagged, "__dlpack__")  # a look-up assigns a new tag
+    assert dlbridge.from_dlpack(Untagged()).tolist() == [0.0, 1.0]
+    Untagged.__dlpack__ = lambda self, **kw: np.arange(3.0).__dlpack__(**kw)
+    assert dlbridge.from_dlpack(Untagged()).tolist() == [0.0, 1.0, 2.0]
+
+
 def test_instance_attribute_dlpack_is_honoured():
     class WithDict:
         def __dlpack__(self, **kwargs):
@@ -374,6 +452,45 @@ def test_instance_attribute_dlpack_is_honoured():
     p = WithDict()
     p.__dlpack__ = lambda **kw: np.arange(4.0).__dlpack__(**kw)
     assert dlbridge.from_dlpack(p).tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_dlpack_that_getattribute_replaces_is_honoured():
+    # x.__dlpack__ goes through the type's __getattribute__: the method in
+    # the class is not the one to call, though no instance dict can hide it.
+    class Proxying:
+        __slots__ = ()
+
+        def __dlpack__(self, **kwargs):
+            return np.arange(2.0).__dlpack__(**kwargs)
+
+        def __getattribute__(self, name):
+            if name == "__dlpack__":
+                return lambda **kw: np.arange(4.0).__dlpack__(**kw)
+            return object.__getattribute__(self, name)
+
+    assert dlbridge.from_dlpack(Proxying()).tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_dlpack_that_getattribute_hides_is_not_a_producer():
+    # asarray reads such an object as the sequence it is.
+    class Hiding:
+        def __dlpack__(self, **kwargs):
+            raise AssertionError("hidden by __getattribute__")
+
+        def __getattribute__(self, name):
+            if name == "__dlpack__":
+                raise AttributeError(name)
+            return object.__getattribute__(self, name)
+
+        def __len__(self):
+            return 2
+
+        def __getitem__(self, i):
+            if i >= 2:
+                raise IndexError(i)
+            return float(i)
+
+    assert dlbridge.asarray(Hiding()).tolist() == [0.0, 1.0]
 
 
 def test_producer_returning_a_non_capsule_is_a_buffer_error():
@@ -443,6 +560,38 @@ def test_unusable_exchange_tables_are_ignored(helper):
 
     for cls in (WrongName, NotACapsule, IntOnly):
         assert dlbridge.from_dlpack(cls()).tolist() == [0.0, 1.0, 2.0]
+
+
+def _rewritten_table(helper, offset, ctype, value):
+    """The helper's fake exchange table, in memory of its own, with the
+    field at byte offset rewritten."""
+    capsule = helper.fake_exchange_owned()
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    ctype.from_address(get(capsule, b"dlpack_exchange_api") + offset).value = value
+    return capsule
+
+
+@pytest.mark.parametrize("field", ["major 2", "no managed_tensor_from_py_object_no_sync"])
+def test_exchange_tables_of_another_major_or_without_the_import_are_ignored(helper, field):
+    # The fake table would import obj.capsule (zeros): the result says
+    # which route answered. header.version.major is at offset 0, the
+    # import function after the header's prev_api and the allocator.
+    offset, ctype, value = {"major 2": (0, ctypes.c_uint32, 2),
+                            "no managed_tensor_from_py_object_no_sync":
+                                (24, ctypes.c_void_p, None)}[field]
+
+    class Unusable:
+        __dlpack_c_exchange_api__ = _rewritten_table(helper, offset, ctype, value)
+
+        def __init__(self):
+            self.capsule = capsule_of(np.zeros(1, np.float32))
+
+        def __dlpack__(self, **kwargs):
+            return np.arange(3.0).__dlpack__(**kwargs)
+
+    p = Unusable()
+    assert dlbridge.from_dlpack(p).tolist() == [0.0, 1.0, 2.0]
 
 
 def test_type_lookups_are_cached_per_type():
@@ -600,6 +749,68 @@ def test_exchange_table_dropped_by_the_producer_mid_import_stays_alive(helper, d
     assert calls == calls_before
 
 
+@pytest.mark.parametrize(
+    "dtype,floating",
+    [((2, 32, 1), True), ((4, 16, 1), True), ((7, 8, 1), True), ((17, 4, 1), True),
+     ((5, 64, 1), True), ((0, 32, 1), False), ((1, 8, 1), False), ((6, 8, 1), False)],
+    ids=["float32", "bfloat16", "float8_e3m4", "float4_e2m1fn", "complex64", "int32", "uint8",
+         "bool"],
+)
+def test_exchange_table_tensor_that_may_skip_a_check_goes_to_dlpack(helper, dtype, floating):
+    # A foreign table skips the checks of __dlpack__ (PyTorch's refuses a
+    # tensor that requires grad): for every floating dtype, whose tensors
+    # can require grad, and complex ones, __dlpack__ answers instead.
+    data = np.zeros(4, np.uint32)
+    refs = sys.getrefcount(data)
+
+    class Grad:
+        __dlpack_c_exchange_api__ = helper.fake_exchange(0)
+        requires_grad = True
+
+        def __init__(self):
+            self.capsule = helper.make_capsule(data=data, shape=(2,), dtype=dtype)
+
+        def __dlpack__(self, **kwargs):
+            raise BufferError("refused by __dlpack__")
+
+    p = Grad()
+    if floating:
+        with pytest.raises(BufferError, match="refused by __dlpack__"):
+            dlbridge.from_dlpack(p)
+    else:
+        assert dlbridge.from_dlpack(p).shape == (2,)
+    # The table's tensor is released either way (its capsule held data).
+    del p
+    gc.collect()
+    assert sys.getrefcount(data) == refs
+
+
+def test_exchange_table_requires_grad_that_raises_is_raised(helper):
+    a = np.arange(3, dtype=np.float32)
+    refs = sys.getrefcount(a)
+
+    class Broken:
+        __dlpack_c_exchange_api__ = helper.fake_exchange(0)
+
+        def __init__(self):
+            self.capsule = capsule_of(a)
+
+        @property
+        def requires_grad(self):
+            raise RuntimeError("no gradient today")
+
+        def __dlpack__(self, **kwargs):
+            return a.__dlpack__(**kwargs)
+
+    p = Broken()
+    with pytest.raises(RuntimeError, match="no gradient today"):
+        dlbridge.from_dlpack(p)
+    # The table's tensor (its capsule held a) is released.
+    del p
+    gc.collect()
+    assert sys.getrefcount(a) == refs
+
+
 def test_exchange_table_added_later_is_used():
     class Late:
         def __dlpack__(self, **kwargs):
@@ -607,6 +818,39 @@ def test_exchange_table_added_later_is_used():
 
     assert dlbridge.from_dlpack(Late()).tolist() == [0.0, 1.0]
     Late.__dlpack_c_exchange_api__ = dlbridge.Tensor.__dlpack_c_exchange_api__
+    with pytest.raises(TypeError, match="expected a dlbridge.Tensor"):
+        dlbridge.from_dlpack(Late())
+
+
+def test_exchange_table_look_up_that_raises_is_raised():
+    # Only an AttributeError says the type has no table; any other error of
+    # the look-up is the import's.
+    class Meta(type):
+        def __getattribute__(cls, name):
+            if name == "__dlpack_c_exchange_api__":
+                raise RuntimeError("table look-up failed")
+            return super().__getattribute__(name)
+
+    class Failing(metaclass=Meta):
+        def __dlpack__(self, **kwargs):
+            return np.arange(2.0).__dlpack__(**kwargs)
+
+    with pytest.raises(RuntimeError, match="table look-up failed"):
+        dlbridge.from_dlpack(Failing())
+
+
+def test_exchange_table_added_to_the_metaclass_later_is_used():
+    # The table is looked up on the class, so its metaclass's attributes
+    # count: a change of the metaclass is a change of the class's table.
+    class Meta(type):
+        pass
+
+    class Late(metaclass=Meta):
+        def __dlpack__(self, **kwargs):
+            return np.arange(2.0).__dlpack__(**kwargs)
+
+    assert dlbridge.from_dlpack(Late()).tolist() == [0.0, 1.0]
+    Meta.__dlpack_c_exchange_api__ = dlbridge.Tensor.__dlpack_c_exchange_api__
     with pytest.raises(TypeError, match="expected a dlbridge.Tensor"):
         dlbridge.from_dlpack(Late())
 
@@ -786,6 +1030,32 @@ def test_reference_counts_are_unchanged_after_a_round_trip():
     del t, b
     gc.collect()
     assert sys.getrefcount(a) == before
+
+
+def test_reference_counts_of_the_producer_method_and_table_are_unchanged():
+    # The import holds the producer's __dlpack__ and its table's capsule
+    # while the producer's code runs, and lets go of both after.
+    class Slotted:
+        __slots__ = ()
+
+        def __dlpack__(self, **kwargs):
+            return np.arange(2.0).__dlpack__(**kwargs)
+
+    class Tabled(Slotted):
+        __slots__ = ()
+        __dlpack_c_exchange_api__ = dlbridge.Tensor.__dlpack_c_exchange_api__
+
+    method = Slotted.__dict__["__dlpack__"]
+    table = Tabled.__dlpack_c_exchange_api__
+    for cls in (Slotted, Tabled):
+        with pytest.raises(TypeError) if cls is Tabled else contextlib.nullcontext():
+            dlbridge.from_dlpack(cls())
+    before = sys.getrefcount(method), sys.getrefcount(table)
+    for _ in range(10):
+        assert dlbridge.from_dlpack(Slotted()).tolist() == [0.0, 1.0]
+        with pytest.raises(TypeError, match="expected a dlbridge.Tensor"):
+            dlbridge.from_dlpack(Tabled())
+    assert (sys.getrefcount(method), sys.getrefcount(table)) == before
 
 
 def test_reference_counts_are_unchanged_after_an_unconsumed_capsule():

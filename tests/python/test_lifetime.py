@@ -171,6 +171,37 @@ def test_release_on_a_thread_after_a_subinterpreter_existed_takes_the_gil():
     assert "{'deleted': 1, 'with_gil': 1, 'without_gil': 0}" in r.stdout
 
 
+SUBINTERPRETER_EXIT = textwrap.dedent(
+    """
+    try:
+        import _xxsubinterpreters as interpreters
+    except ImportError:
+        import _interpreters as interpreters
+    import dlbridge, numpy as np
+    from dlbridge import _testhelper as h
+
+    # A subinterpreter that imported dlbridge runs its exit callbacks when
+    # it ends: that is not the process's exit, so a release on a thread
+    # without the GIL still takes it and runs.
+    sub = interpreters.create()
+    interpreters.run_string(sub, "import dlbridge")
+    interpreters.destroy(sub)
+    a = np.arange(4, dtype=np.float32)
+    h.release_in_thread([dlbridge.from_dlpack(h.make_capsule(data=a, shape=(4,), dtype=(2, 32, 1)))])
+    print(h.counters(), flush=True)
+    """
+)
+
+
+def test_release_on_a_thread_after_a_subinterpreter_ended_takes_the_gil():
+    try:
+        import _xxsubinterpreters  # noqa: F401
+    except ImportError:
+        pytest.importorskip("_interpreters")
+    r = run_script(SUBINTERPRETER_EXIT)
+    assert "{'deleted': 1, 'with_gil': 1, 'without_gil': 0}" in r.stdout
+
+
 def test_tensor_dropped_while_an_exception_is_pending_keeps_it(helper):
     a = np.arange(3, dtype=np.float32)
     lst = [dlbridge.from_dlpack(capsule_of(a, deleter="clear_error"))]
