@@ -854,26 +854,6 @@ DLB_TEST(tensor_validate_refuses_ndim_raised_into_the_spare_room) {
   dlb_tensor_release(t);
 }
 
-/* The legacy struct of a 0-dimensional tensor has no entries: its arrays
- * start where its block ends, and a raised ndim would read past it. */
-DLB_TEST(tensor_from_legacy_refuses_ndim_raised_on_a_scalar) {
-  DLManagedTensorVersioned *t = NULL, *back = NULL;
-  CHECK_OK(dlb_tensor_alloc(CPU, F32, 0, NULL, &t));
-  DLManagedTensor *l = NULL;
-  CHECK_OK(dlb_tensor_to_legacy(t, &l));
-  CHECK(l->dl_tensor.shape != NULL);
-  l->dl_tensor.ndim = 1;
-  CHECK_STATUS(dlb_legacy_validate(l), DLB_E_LAYOUT);
-  CHECK_ERROR_MENTIONS("ndim is 1, but the shape and strides of this "
-                       "legacy tensor run past the 0 entries");
-  CHECK_STATUS(dlb_tensor_from_legacy(l, 0, &back), DLB_E_LAYOUT);
-  CHECK(back == NULL);
-  l->dl_tensor.ndim = 0;
-  CHECK_OK(dlb_tensor_from_legacy(l, 0, &back));
-  CHECK(back == t);
-  dlb_tensor_release(back);
-}
-
 /* The bound holds from one dimension up to DLB_MAX_NDIM, the most a
  * tensor may have; past that, validation refuses ndim itself. A scalar
  * reads neither array, so its pointers may be moved anywhere, its own
@@ -1023,20 +1003,30 @@ DLB_TEST(tensor_validate_takes_arrays_just_past_its_block) {
  * before anything reads past its block, and the struct stays the
  * caller's. */
 DLB_TEST(tensor_from_legacy_refuses_ndim_past_its_own_arrays) {
-  int64_t shape[2] = {3, 4};
-  DLManagedTensorVersioned *t = NULL, *back = NULL;
-  CHECK_OK(dlb_tensor_alloc(CPU, F32, 2, shape, &t));
-  DLManagedTensor *l = NULL;
-  CHECK_OK(dlb_tensor_to_legacy(t, &l));
-  l->dl_tensor.ndim = 3;
-  CHECK_STATUS(dlb_tensor_from_legacy(l, 0, &back), DLB_E_LAYOUT);
-  CHECK_ERROR_MENTIONS("ndim is 3, but the shape and strides of this "
-                       "legacy tensor run past the 4 entries");
-  CHECK(back == NULL);
-  l->dl_tensor.ndim = 2;
-  CHECK_OK(dlb_tensor_from_legacy(l, 0, &back));
-  CHECK(back == t);
-  dlb_tensor_release(back);
+  /* A 0-dimensional tensor's struct has no entries: its arrays start where
+   * its block ends. */
+  for (int32_t ndim = 0; ndim <= 2; ndim += 2) {
+    int64_t shape[2] = {3, 4};
+    DLManagedTensorVersioned *t = NULL, *back = NULL;
+    CHECK_OK(dlb_tensor_alloc(CPU, F32, ndim, shape, &t));
+    DLManagedTensor *l = NULL;
+    CHECK_OK(dlb_tensor_to_legacy(t, &l));
+    CHECK(l->dl_tensor.shape != NULL);
+    l->dl_tensor.ndim = ndim + 1;
+    char says[128];
+    snprintf(says, sizeof says, "ndim is %d, but the shape and strides of "
+             "this legacy tensor run past the %d entries", (int)ndim + 1,
+             2 * (int)ndim);
+    CHECK_STATUS(dlb_legacy_validate(l), DLB_E_LAYOUT);
+    CHECK_ERROR_MENTIONS(says);
+    CHECK_STATUS(dlb_tensor_from_legacy(l, 0, &back), DLB_E_LAYOUT);
+    CHECK_ERROR_MENTIONS(says);
+    CHECK(back == NULL);
+    l->dl_tensor.ndim = ndim;
+    CHECK_OK(dlb_tensor_from_legacy(l, 0, &back));
+    CHECK(back == t);
+    dlb_tensor_release(back);
+  }
 }
 
 DLB_TEST(tensor_legacy_round_trip_of_foreign) {

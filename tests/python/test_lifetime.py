@@ -152,39 +152,9 @@ SUBINTERPRETER = textwrap.dedent(
     import dlbridge, numpy as np
     from dlbridge import _testhelper as h
 
-    # Once a subinterpreter has existed, PyGILState_Check() answers 1 on
-    # every thread: a release on a thread without the GIL must still take it.
-    interpreters.destroy(interpreters.create())
-    a = np.arange(4, dtype=np.float32)
-    h.release_in_thread([dlbridge.from_dlpack(h.make_capsule(data=a, shape=(4,), dtype=(2, 32, 1)))])
-    print(h.counters(), flush=True)
-    """
-)
-
-
-def test_release_on_a_thread_after_a_subinterpreter_existed_takes_the_gil():
-    try:
-        import _xxsubinterpreters  # noqa: F401
-    except ImportError:
-        pytest.importorskip("_interpreters")
-    r = run_script(SUBINTERPRETER)
-    assert "{'deleted': 1, 'with_gil': 1, 'without_gil': 0}" in r.stdout
-
-
-SUBINTERPRETER_EXIT = textwrap.dedent(
-    """
-    try:
-        import _xxsubinterpreters as interpreters
-    except ImportError:
-        import _interpreters as interpreters
-    import dlbridge, numpy as np
-    from dlbridge import _testhelper as h
-
-    # A subinterpreter that imported dlbridge runs its exit callbacks when
-    # it ends: that is not the process's exit, so a release on a thread
-    # without the GIL still takes it and runs.
     sub = interpreters.create()
-    interpreters.run_string(sub, "import dlbridge")
+    if {imports}:
+        interpreters.run_string(sub, "import dlbridge")
     interpreters.destroy(sub)
     a = np.arange(4, dtype=np.float32)
     h.release_in_thread([dlbridge.from_dlpack(h.make_capsule(data=a, shape=(4,), dtype=(2, 32, 1)))])
@@ -193,12 +163,17 @@ SUBINTERPRETER_EXIT = textwrap.dedent(
 )
 
 
-def test_release_on_a_thread_after_a_subinterpreter_ended_takes_the_gil():
+@pytest.mark.parametrize("imports", [False, True], ids=["existed", "imported and ended"])
+def test_release_on_a_thread_after_a_subinterpreter_takes_the_gil(imports):
+    # Once a subinterpreter has existed, PyGILState_Check() answers 1 on
+    # every thread: a release on a thread without the GIL must still take
+    # it. One that imported dlbridge runs its exit callbacks when it ends:
+    # that is not the process's exit, so the release still runs.
     try:
         import _xxsubinterpreters  # noqa: F401
     except ImportError:
         pytest.importorskip("_interpreters")
-    r = run_script(SUBINTERPRETER_EXIT)
+    r = run_script(SUBINTERPRETER.format(imports=imports))
     assert "{'deleted': 1, 'with_gil': 1, 'without_gil': 0}" in r.stdout
 
 
