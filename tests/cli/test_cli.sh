@@ -170,9 +170,9 @@ expect_json inspect-json-names 0 'j[0]["file"].endswith("/bad\ufffd\ufffd\ufffd\
 # the C1 controls), bytes that are not UTF-8, and backslashes; other UTF-8
 # comes out as it is. The same holds for messages quoting a file name or
 # a name given on the command line, and a name past 16 KiB is cut.
-odd=$(printf '%s/o\033[2J\n\\\302\233\177\377\303\251.npy' "$scratch")
+odd=$(printf '%s/o\033[2J\n\t\r\\\302\233\177\377\303\251.npy' "$scratch")
 cp "$scratch/c.npy" "$odd"
-expect inspect-odd-name 0 '/o\\x1b\[2J\\n\\\\\\xc2\\x9b\\x7f\\xffé\.npy: dtype float32' -- inspect "$odd"
+expect inspect-odd-name 0 '/o\\x1b\[2J\\n\\t\\r\\\\\\xc2\\x9b\\x7f\\xffé\.npy: dtype float32' -- inspect "$odd"
 expect inspect-escaped-message 1 'nope\\x1b\.npy: cannot open .*nope\\x1b\.npy' -- inspect "$(printf '%s/nope\033.npy' "$scratch")"
 expect dtype-escaped 1 'dlbridge dtype: .*a\\x1b\[2J' -- dtype "$(printf 'a\033[2J')"
 expect command-escaped 2 "unknown command 'x\\\\x1b\[2J'" -- "$(printf 'x\033[2J')"
