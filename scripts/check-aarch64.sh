@@ -35,8 +35,11 @@ fi
 #   asserts in its vCPU set-up);
 # - recvmsg takes every descriptor into qemu's own larger control buffer,
 #   so MSG_CTRUNC, which the test waits for, never comes (the message is
-#   still refused, for its count).
+#   still refused, for its count);
+# - the guest's mappings come from address space qemu set aside, which
+#   the guest's RLIMIT_AS does not reach.
 skip=copy_pool_survives_fork,share_socket_refuses_cut_control_message
+skip="$skip,share_import_without_address_space_is_nomem"
 can_exec=true
 if [ ! -e "$misc/qemu-aarch64" ]; then
   can_exec=false
@@ -46,6 +49,8 @@ if [ ! -e "$misc/qemu-aarch64" ]; then
   skip="$skip,runner_refuses_a_limit_that_is_no_number"
   skip="$skip,runner_skips_the_tests_named_in_dlb_test_skip"
   skip="$skip,runner_stops_a_hung_test_at_its_own_limit"
+  skip="$skip,runner_stops_what_a_hung_test_forked"
+  skip="$skip,runner_ends_what_a_passing_test_left_running"
   skip="$skip,runner_waits_for_tests_with_sigchld_ignored"
   skip="$skip,share_example_socket,share_pin_cuda_in_four_processes"
   skip="$skip,share_pin_hip_in_four_processes,share_proc_four_execd_workers"
