@@ -173,14 +173,16 @@ static void dlbpy_light_record(dlbpy_light *l, const DLTensor *t) {
 
 static void dlbpy_light_free(void *ctx) {
   dlbpy_light *l = ctx;
+  PyObject *source = l->source;
   /* Kept for the next share, as Tensors are (dlbpy_tensor_new). The
-   * source, a Tensor, holds its type and so the module's state. */
-  dlbpy_state *st = dlbpy_state_of_type(Py_TYPE(l->source));
-  Py_DECREF(l->source);
+   * source, a Tensor, holds its type and so the module and its state:
+   * kept before the source goes, which may take them along. */
+  dlbpy_state *st = dlbpy_state_of_type(Py_TYPE(source));
   if (st != NULL && st->spare_light == NULL)
     st->spare_light = l;
   else
     PyMem_Free(l);
+  Py_DECREF(source);
 }
 
 static void dlbpy_light_deleter(DLManagedTensorVersioned *m) {
