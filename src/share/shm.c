@@ -76,6 +76,24 @@ static void header_encode(const dlb__shm *s, uint8_t *h) {
   for (int i = 0; i < 8; i++) h[40 + i] = (uint8_t)(data >> (8 * i));
 }
 
+/* The memory the system could still give, in bytes: MemAvailable and
+ * SwapFree of /proc/meminfo. 0 when it cannot tell. */
+static uint64_t memory_available(void) {
+  FILE *f = fopen("/proc/meminfo", "re");
+  if (f == NULL) return 0;
+  char line[128];
+  unsigned long long kb, total = 0;
+  int found = 0;
+  while (fgets(line, sizeof line, f) != NULL)
+    if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1 ||
+        sscanf(line, "SwapFree: %llu kB", &kb) == 1) {
+      total += kb;
+      found++;
+    }
+  fclose(f);
+  return found == 2 ? (uint64_t)total * 1024 : 0;
+}
+
 /* Creates, sizes, fills the header of and seals a memory file of
  * data_len bytes of data after one page of header. */
 static dlb_status shm_create(dlb__shm *s, size_t page, size_t data_len) {
@@ -96,6 +114,16 @@ static dlb_status shm_create(dlb__shm *s, size_t page, size_t data_len) {
                      "limit, %llu bytes (RLIMIT_FSIZE), which ftruncate "
                      "enforces", (unsigned long long)s->file_size,
                      (unsigned long long)lim.rlim_cur);
+  /* Memory files are limited by nothing but memory: reserving more than
+   * the system has would end in its out-of-memory killer, which picks any
+   * process, not in a refusal. */
+  const uint64_t available = memory_available();
+  if (available != 0 && s->file_size > available)
+    return dlb__fail(DLB_E_NOMEM, "shared memory of %llu bytes exceeds the "
+                     "memory this system has available, %llu bytes "
+                     "(MemAvailable and SwapFree in /proc/meminfo)",
+                     (unsigned long long)s->file_size,
+                     (unsigned long long)available);
   /* Reserving the pages now turns a shortage into this status instead of
    * a SIGBUS at the first touch of a page that cannot be had. */
   int err = 0;

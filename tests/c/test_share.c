@@ -493,6 +493,19 @@ DLB_TEST(share_alloc_refused_by_the_system_leaves_no_descriptor) {
   CHECK(setrlimit(RLIMIT_FSIZE, &lim) == 0);
 }
 
+/* More shared memory than the system has is refused at once: reserved,
+ * it would run the system out of memory, whose killer picks any process. */
+DLB_TEST(share_alloc_past_the_available_memory_is_nomem) {
+  int fds = dlb_test_count_fds();
+  int64_t n = (int64_t)1 << 50;
+  DLManagedTensorVersioned *t = NULL;
+  CHECK_STATUS(dlb_shared_alloc(share_u8, 1, &n, &t), DLB_E_NOMEM);
+  CHECK_ERROR_MENTIONS("exceeds the memory this system has available");
+  CHECK_ERROR_MENTIONS("(MemAvailable and SwapFree in /proc/meminfo)");
+  CHECK(t == NULL);
+  CHECK_EQ_INT(dlb_test_count_fds(), fds);
+}
+
 /* This process's address space in bytes (VmSize). */
 static uint64_t address_space_bytes(void) {
   FILE *f = fopen("/proc/self/status", "r");

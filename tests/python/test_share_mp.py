@@ -540,3 +540,10 @@ def test_a_fork_while_another_thread_sets_the_pin_leaves_the_child_free():
             os._exit(code)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_more_shared_memory_than_the_system_has_is_a_memory_error():
+    # Reserved, it would run the system out of memory, whose killer picks
+    # any process: it is refused before anything is reserved.
+    with pytest.raises(MemoryError, match="exceeds the memory this system has available"):
+        dlbridge.zeros((1 << 50,), dtype="uint8", shared=True)
