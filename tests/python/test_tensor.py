@@ -79,6 +79,20 @@ def test_repr_shows_values_dtype_device_and_read_only(helper):
     assert repr(dlbridge.zeros((2, 0))) == "dlbridge.Tensor([[], []], dtype=float32, device=cpu)"
 
 
+def test_repr_shows_values_up_to_exactly_1000_elements():
+    # The limit counts the elements and the lists holding them, an extent at
+    # a time: 1000 is shown, 1001 is not, however the extents make it up.
+    for shape in [(1000,), (10, 100), (1000, 1)]:
+        assert repr(dlbridge.zeros(shape, dtype="uint8")).startswith("dlbridge.Tensor([")
+    for shape in [(1001,), (7, 143), (1000, 2), (1001, 1)]:
+        assert repr(dlbridge.zeros(shape, dtype="uint8")) == (
+            f"dlbridge.Tensor(shape={shape}, dtype=uint8, device=cpu)"
+        )
+    # Lists stop at the first empty extent: nothing past it is built.
+    assert repr(dlbridge.zeros((0, 2**40))) == "dlbridge.Tensor([], dtype=float32, device=cpu)"
+    assert repr(dlbridge.zeros((3, 0, 5000))) == "dlbridge.Tensor([[], [], []], dtype=float32, device=cpu)"
+
+
 def test_iteration_walks_the_first_dimension():
     t = dlbridge.arange(6).reshape(2, 3)
     rows = list(t)
