@@ -319,8 +319,23 @@ def test_permute():
     for bad in [(0, 1), (0, 0, 1), (0, 1, 3), (0, 1, -4)]:
         with pytest.raises(ValueError):
             t.permute(*bad)
+    for axis in [3, -4]:
+        with pytest.raises(ValueError, match=f"axis {axis} is out of range for a 3-dimensional"):
+            t.permute(0, 1, axis)
     with pytest.raises(TypeError):
         t.permute(0, 1, "2")
+
+
+def test_reshape_and_permute_take_up_to_64_dimensions():
+    t = dlbridge.arange(6)
+    ones = (1,) * 63
+    r = t.reshape(6, *ones)
+    assert r.ndim == 64 and r.reshape([6]).tolist() == list(range(6))
+    assert r.permute(*range(63, -1, -1)).shape == (*ones, 6)
+    with pytest.raises(ValueError, match="reshape\\(\\) takes at most 64 dimensions, not 65"):
+        t.reshape(6, *ones, 1)
+    with pytest.raises(ValueError, match="sequence has 65 dimensions; at most 64"):
+        t.reshape((6, *ones, 1))
 
 
 def test_reshape_views_when_possible_and_copies_otherwise():
