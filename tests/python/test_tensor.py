@@ -415,6 +415,26 @@ def test_to_moves_host_type_memory_to_cpu(helper):
     assert c.device == "cpu" and c.tolist() == [0.0, 1.0, 2.0] and c.data_ptr != a.ctypes.data
 
 
+def test_to_with_copy_false_refuses_a_move():
+    a = np.arange(3, dtype=np.float32)
+    t = dlbridge.from_dlpack(capsule_of(a, device=(KDLCUDAHOST, 0)))
+    assert t.to("cuda_host", copy=False) is t
+    with pytest.raises(ValueError, match="copy=False, but the tensor is in cuda_host memory, not on cpu"):
+        t.to("cpu", copy=False)
+
+
+def test_stride_of_one_dimension_counts_negative_dims_from_the_end():
+    t = dlbridge.zeros((2, 3, 4))[:, ::2]
+    assert t.stride() == t.stride(None) == t.strides == (12, 8, 1)
+    assert [t.stride(d) for d in range(-3, 3)] == [12, 8, 1, 12, 8, 1]
+    assert t.stride(dim=-1) == 1
+    for dim in [3, -4]:
+        with pytest.raises(IndexError, match=f"dim {dim} is out of range for a 3-dimensional"):
+            t.stride(dim)
+    with pytest.raises(IndexError):
+        dlbridge.zeros(()).stride(0)
+
+
 def test_weakrefs():
     t = dlbridge.arange(3)
     r = weakref.ref(t)
