@@ -10,7 +10,7 @@ import weakref
 
 import pytest
 
-from support import KDLCUDA, KDLROCM, READ_ONLY, SUBBYTE_PADDED, capsule_of, dlbridge, helper, np
+from support import IS_COPIED, KDLCUDA, KDLROCM, READ_ONLY, SUBBYTE_PADDED, capsule_of, dlbridge, helper, np
 
 # Every dtype name the core knows, a vector type and sub-byte ones.
 DTYPES = [
@@ -112,6 +112,28 @@ def test_read_only_tensors_stay_read_only(protocol):
         assert r.readonly and flags_of(r) & READ_ONLY
         assert memoryview(r).readonly
     assert not roundtrip(dlbridge.from_dlpack(capsule_of(a)), protocol).readonly
+
+
+def test_out_of_band_buffers_of_a_read_only_tensor_are_read_only():
+    a = np.arange(6, dtype=np.float32)
+    t = dlbridge.from_dlpack(capsule_of(a, flags=READ_ONLY))
+    buffers = []
+    pickle.dumps(t, protocol=5, buffer_callback=buffers.append)
+    assert [b.raw().readonly for b in buffers] == [True]
+    buffers = []
+    pickle.dumps(dlbridge.from_dlpack(capsule_of(a)), protocol=5, buffer_callback=buffers.append)
+    assert [b.raw().readonly for b in buffers] == [False]
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_only_the_read_only_and_padded_flags_travel(protocol):
+    # IS_COPIED says something of the sender's memory, not the data: a
+    # pickle of such a tensor loads, without it.
+    a = np.arange(4, dtype=np.int16)
+    t = dlbridge.from_dlpack(capsule_of(a, flags=IS_COPIED | READ_ONLY))
+    assert t.__reduce_ex__(protocol)[1][3] == READ_ONLY
+    r = roundtrip(t, protocol)
+    assert r.tolist() == [0, 1, 2, 3] and flags_of(r) & (IS_COPIED | READ_ONLY) == READ_ONLY
 
 
 def test_protocol_5_hands_out_the_tensors_own_memory():
