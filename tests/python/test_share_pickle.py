@@ -198,15 +198,24 @@ def test_out_of_band_round_trips_in_one_process_do_not_chain():
     assert t.data_ptr == address and raw(t) == data
 
 
-def test_a_misaligned_buffer_is_copied_to_aligned_memory():
-    t, data = random_tensor("float64", (4,))
-    buffers = []
-    blob = pickle.dumps(t, protocol=5, buffer_callback=buffers.append)
-    store = bytearray(len(data) + 1)
-    view = memoryview(store)[1:]
+@pytest.mark.parametrize(("dtype", "align"), [("float64", 8), ("complex128", 16), ("float64x4", 16), ("int16", 2)])
+def test_a_misaligned_buffer_is_copied_to_aligned_memory(dtype, align):
+    t, data = random_tensor(dtype, (4,))
+    blob = pickle.dumps(t, protocol=5, buffer_callback=lambda b: None)
+    store = np.zeros(len(data) + 64, dtype=np.uint8)
+    # Aligned to half the element's alignment, but not to all of it: copied;
+    # aligned to it, but not to twice it (at most 16 is asked): mapped.
+    half = (align // 2 - store.ctypes.data) % align
+    view = memoryview(store)[half : half + len(data)]
     view[:] = data
     r = pickle.loads(blob, buffers=[view])
-    assert (r.data_ptr + r.byte_offset) % 8 == 0 and raw(r) == data
+    addr = r.data_ptr + r.byte_offset
+    assert addr % align == 0 and addr != store.ctypes.data + half and raw(r) == data
+    whole = (align - store.ctypes.data) % (2 * align)
+    view = memoryview(store)[whole : whole + len(data)]
+    view[:] = data
+    r = pickle.loads(blob, buffers=[view])
+    assert r.data_ptr + r.byte_offset == store.ctypes.data + whole and raw(r) == data
 
 
 @pytest.mark.parametrize("kind", [KDLCUDA, KDLROCM])
