@@ -10,7 +10,7 @@ import weakref
 
 import pytest
 
-from support import KDLCUDA, KDLROCM, READ_ONLY, SUBBYTE_PADDED, capsule_of, dlbridge, helper, np
+from support import IS_COPIED, KDLCUDA, KDLROCM, READ_ONLY, SUBBYTE_PADDED, capsule_of, dlbridge, helper, np
 
 # Every dtype name the core knows, a vector type and sub-byte ones.
 DTYPES = [
@@ -114,6 +114,28 @@ def test_read_only_tensors_stay_read_only(protocol):
     assert not roundtrip(dlbridge.from_dlpack(capsule_of(a)), protocol).readonly
 
 
+def test_out_of_band_buffers_of_a_read_only_tensor_are_read_only():
+    a = np.arange(6, dtype=np.float32)
+    t = dlbridge.from_dlpack(capsule_of(a, flags=READ_ONLY))
+    buffers = []
+    pickle.dumps(t, protocol=5, buffer_callback=buffers.append)
+    assert [b.raw().readonly for b in buffers] == [True]
+    buffers = []
+    pickle.dumps(dlbridge.from_dlpack(capsule_of(a)), protocol=5, buffer_callback=buffers.append)
+    assert [b.raw().readonly for b in buffers] == [False]
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_only_the_read_only_and_padded_flags_travel(protocol):
+    # IS_COPIED says something of the sender's memory, not the data: a
+    # pickle of such a tensor loads, without it.
+    a = np.arange(4, dtype=np.int16)
+    t = dlbridge.from_dlpack(capsule_of(a, flags=IS_COPIED | READ_ONLY))
+    assert t.__reduce_ex__(protocol)[1][3] == READ_ONLY
+    r = roundtrip(t, protocol)
+    assert r.tolist() == [0, 1, 2, 3] and flags_of(r) & (IS_COPIED | READ_ONLY) == READ_ONLY
+
+
 def test_protocol_5_hands_out_the_tensors_own_memory():
     t, _ = random_tensor("float32", (64,))
     buffers = []
@@ -176,15 +198,24 @@ def test_out_of_band_round_trips_in_one_process_do_not_chain():
     assert t.data_ptr == address and raw(t) == data
 
 
-def test_a_misaligned_buffer_is_copied_to_aligned_memory():
-    t, data = random_tensor("float64", (4,))
-    buffers = []
-    blob = pickle.dumps(t, protocol=5, buffer_callback=buffers.append)
-    store = bytearray(len(data) + 1)
-    view = memoryview(store)[1:]
+@pytest.mark.parametrize(("dtype", "align"), [("float64", 8), ("complex128", 16), ("float64x4", 16), ("int16", 2)])
+def test_a_misaligned_buffer_is_copied_to_aligned_memory(dtype, align):
+    t, data = random_tensor(dtype, (4,))
+    blob = pickle.dumps(t, protocol=5, buffer_callback=lambda b: None)
+    store = np.zeros(len(data) + 64, dtype=np.uint8)
+    # Aligned to half the element's alignment, but not to all of it: copied;
+    # aligned to it, but not to twice it (at most 16 is asked): mapped.
+    half = (align // 2 - store.ctypes.data) % align
+    view = memoryview(store)[half : half + len(data)]
     view[:] = data
     r = pickle.loads(blob, buffers=[view])
-    assert (r.data_ptr + r.byte_offset) % 8 == 0 and raw(r) == data
+    addr = r.data_ptr + r.byte_offset
+    assert addr % align == 0 and addr != store.ctypes.data + half and raw(r) == data
+    whole = (align - store.ctypes.data) % (2 * align)
+    view = memoryview(store)[whole : whole + len(data)]
+    view[:] = data
+    r = pickle.loads(blob, buffers=[view])
+    assert r.data_ptr + r.byte_offset == store.ctypes.data + whole and raw(r) == data
 
 
 @pytest.mark.parametrize("kind", [KDLCUDA, KDLROCM])

@@ -79,6 +79,20 @@ def test_repr_shows_values_dtype_device_and_read_only(helper):
     assert repr(dlbridge.zeros((2, 0))) == "dlbridge.Tensor([[], []], dtype=float32, device=cpu)"
 
 
+def test_repr_shows_values_up_to_exactly_1000_elements():
+    # The limit counts the elements and the lists holding them, an extent at
+    # a time: 1000 is shown, 1001 is not, however the extents make it up.
+    for shape in [(1000,), (10, 100), (1000, 1)]:
+        assert repr(dlbridge.zeros(shape, dtype="uint8")).startswith("dlbridge.Tensor([")
+    for shape in [(1001,), (7, 143), (1000, 2), (1001, 1)]:
+        assert repr(dlbridge.zeros(shape, dtype="uint8")) == (
+            f"dlbridge.Tensor(shape={shape}, dtype=uint8, device=cpu)"
+        )
+    # Lists stop at the first empty extent: nothing past it is built.
+    assert repr(dlbridge.zeros((0, 2**40))) == "dlbridge.Tensor([], dtype=float32, device=cpu)"
+    assert repr(dlbridge.zeros((3, 0, 5000))) == "dlbridge.Tensor([[], [], []], dtype=float32, device=cpu)"
+
+
 def test_iteration_walks_the_first_dimension():
     t = dlbridge.arange(6).reshape(2, 3)
     rows = list(t)
@@ -305,8 +319,23 @@ def test_permute():
     for bad in [(0, 1), (0, 0, 1), (0, 1, 3), (0, 1, -4)]:
         with pytest.raises(ValueError):
             t.permute(*bad)
+    for axis in [3, -4]:
+        with pytest.raises(ValueError, match=f"axis {axis} is out of range for a 3-dimensional"):
+            t.permute(0, 1, axis)
     with pytest.raises(TypeError):
         t.permute(0, 1, "2")
+
+
+def test_reshape_and_permute_take_up_to_64_dimensions():
+    t = dlbridge.arange(6)
+    ones = (1,) * 63
+    r = t.reshape(6, *ones)
+    assert r.ndim == 64 and r.reshape([6]).tolist() == list(range(6))
+    assert r.permute(*range(63, -1, -1)).shape == (*ones, 6)
+    with pytest.raises(ValueError, match="reshape\\(\\) takes at most 64 dimensions, not 65"):
+        t.reshape(6, *ones, 1)
+    with pytest.raises(ValueError, match="sequence has 65 dimensions; at most 64"):
+        t.reshape((6, *ones, 1))
 
 
 def test_reshape_views_when_possible_and_copies_otherwise():
@@ -384,6 +413,26 @@ def test_to_moves_host_type_memory_to_cpu(helper):
     t = dlbridge.from_dlpack(capsule_of(a, device=(KDLCUDAHOST, 0)))
     c = t.to("cpu")
     assert c.device == "cpu" and c.tolist() == [0.0, 1.0, 2.0] and c.data_ptr != a.ctypes.data
+
+
+def test_to_with_copy_false_refuses_a_move():
+    a = np.arange(3, dtype=np.float32)
+    t = dlbridge.from_dlpack(capsule_of(a, device=(KDLCUDAHOST, 0)))
+    assert t.to("cuda_host", copy=False) is t
+    with pytest.raises(ValueError, match="copy=False, but the tensor is in cuda_host memory, not on cpu"):
+        t.to("cpu", copy=False)
+
+
+def test_stride_of_one_dimension_counts_negative_dims_from_the_end():
+    t = dlbridge.zeros((2, 3, 4))[:, ::2]
+    assert t.stride() == t.stride(None) == t.strides == (12, 8, 1)
+    assert [t.stride(d) for d in range(-3, 3)] == [12, 8, 1, 12, 8, 1]
+    assert t.stride(dim=-1) == 1
+    for dim in [3, -4]:
+        with pytest.raises(IndexError, match=f"dim {dim} is out of range for a 3-dimensional"):
+            t.stride(dim)
+    with pytest.raises(IndexError):
+        dlbridge.zeros(()).stride(0)
 
 
 def test_weakrefs():
