@@ -270,3 +270,28 @@ def test_host_readable_kinds_pickle_as_cpu(kind):
     assert t.device != "cpu"
     r = pickle.loads(pickle.dumps(t, protocol=5))
     assert r.device == "cpu" and r.tolist() == a.tolist()
+
+
+@pytest.mark.parametrize("protocol", [4, 5])
+def test_a_pickle_without_rebuild_raises_and_keeps_nothing(protocol):
+    # _rebuild is looked up on the module each time; when it is gone the
+    # pickle fails with the look-up's error, and the bytes it had copied
+    # out (or the buffer it had made) go again.
+    import tracemalloc
+
+    t = dlbridge.zeros(1 << 20, dtype="uint8")
+    module = dlbridge._dlbridge
+    rebuild = module._rebuild
+    del module._rebuild
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(4):
+            with pytest.raises(AttributeError, match="_rebuild"):
+                pickle.dumps(t, protocol=protocol)
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+        module._rebuild = rebuild
+    assert kept < (1 << 20)
+    assert pickle.loads(pickle.dumps(t, protocol=protocol)).shape == (1 << 20,)
