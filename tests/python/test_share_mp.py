@@ -547,3 +547,21 @@ def test_more_shared_memory_than_the_system_has_is_a_memory_error():
     # any process: it is refused before anything is reserved.
     with pytest.raises(MemoryError, match="exceeds the memory this system has available"):
         dlbridge.zeros((1 << 50,), dtype="uint8", shared=True)
+
+
+def test_shared_memory_past_the_file_size_limit_is_an_os_error():
+    # The system's refusal, named; SIGXFSZ, which ftruncate would raise
+    # past the limit, would have ended the process.
+    script = (
+        "import resource, dlbridge\n"
+        "hard = resource.getrlimit(resource.RLIMIT_FSIZE)[1]\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, hard))\n"
+        "try:\n"
+        "    dlbridge.zeros((2 << 20,), dtype='uint8', shared=True)\n"
+        "except OSError as e:\n"
+        "    print('OSError', e)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "OSError cannot allocate shared memory" in r.stdout
+    assert "file size limit, 1048576 bytes (RLIMIT_FSIZE)" in r.stdout
