@@ -252,6 +252,10 @@ def test_single_index_not_in_a_tuple():
         ((slice(0, 1, 0),), ValueError),
         ((slice("a", None),), TypeError),
         ((slice(None, None, 1.5),), TypeError),
+        # A bool is refused as a slice bound or step, as it is as an index.
+        ((slice(True, None),), TypeError),
+        ((slice(None, False),), TypeError),
+        ((slice(None, None, True),), TypeError),
         ((1 << 80,), IndexError),
     ],
 )
@@ -266,6 +270,12 @@ def test_huge_slice_bounds_clamp():
     assert t[-(1 << 100) : 1 << 100].tolist() == [0, 1, 2, 3, 4]
     assert t[1 << 100 : -(1 << 100) : -1].tolist() == [4, 3, 2, 1, 0]
     assert t[:: -(1 << 100)].tolist() == [4]
+    # A start below -2**63 saturates; stepping down from it takes nothing.
+    a = np.arange(5)
+    for key in (slice(-(1 << 100), None, -1), slice(-(1 << 63), None, -1),
+                slice(None, -(1 << 100), -1), slice(-(1 << 63), 2)):
+        assert t[key].tolist() == a[key].tolist()
+    assert t[-(1 << 63) :: -1].tolist() == []
 
 
 def test_views_write_through():
