@@ -3,6 +3,7 @@ the constructors."""
 
 import gc
 import math
+import struct
 import weakref
 
 import pytest
@@ -437,13 +438,26 @@ def test_full_values_convert_like_numpy():
     assert dlbridge.full(1, np.int16(5), dtype="int8").tolist() == [5]
     # Rounding to half precision, ties to even, subnormals and overflow
     # included, bit for bit as NumPy rounds.
-    values = [0.1, 1 / 3, 65519.0, 65520.0, 6e-8, 3e-8, 2.9802322387695312e-08, 1e-8, -0.0, 2049.0, 2051.0]
+    values = [0.1, 1 / 3, 65519.0, 65520.0, 6e-8, 3e-8, 2.9802322387695312e-08, 1e-8, -0.0, 2049.0, 2051.0,
+              65536.0, 70000.0, -131071.0, 3 * 2.0**-25, 5 * 2.0**-25]
     with np.errstate(over="ignore"):
         half = np.array(values, dtype=np.float64).astype(np.float16)
     got = dlbridge.asarray(values, dtype="float16")
     assert np.from_dlpack(got).view(np.uint16).tolist() == half.view(np.uint16).tolist()
     bf = dlbridge.asarray([1.00390625, 1.01171875], dtype="bfloat16")
     assert bf.tolist() == [1.0, 1.015625]
+    # A NaN stays a NaN whatever its payload: rounding must not carry it
+    # into the sign (all payload bits set) or onto infinity.
+    for bits in (0x7FFFFFFFFFFFFFFF, 0xFFFFFFFFFFFFFFFF, 0x7FF0000020000000):
+        nan = struct.unpack("<d", struct.pack("<Q", bits))[0]
+        assert math.isnan(dlbridge.full((), nan, dtype="bfloat16").item())
+    # float32: half a unit past the largest float is infinity (a tie, to
+    # even), anything below it the largest float, as NumPy rounds.
+    limit = float(np.finfo(np.float32).max) + 2.0**103
+    for v in (limit, math.nextafter(limit, 0), -limit, math.nextafter(-limit, 0)):
+        with np.errstate(over="ignore"):
+            expect = np.float32(v)
+        assert dlbridge.full((), v, dtype="float32").item() == expect
 
 
 @needs_torch
@@ -463,6 +477,10 @@ def test_bfloat16_rounds_as_pytorch():
         (2**64, "uint64", OverflowError),
         (2**63, "int64", OverflowError),
         (1e20, "int32", OverflowError),
+        # 2**k is the first float past a k-bit unsigned range.
+        (256.0, "uint8", OverflowError),
+        (2.0**63, "int64", OverflowError),
+        (2.0**64, "uint64", OverflowError),
         (math.nan, "int32", ValueError),
         (math.inf, "int64", OverflowError),
         ("1", "float32", TypeError),
@@ -475,6 +493,21 @@ def test_bfloat16_rounds_as_pytorch():
 def test_full_refuses_values_that_do_not_fit(value, dtype, exc):
     with pytest.raises(exc):
         dlbridge.full(3, value, dtype=dtype)
+
+
+def test_full_bool_passes_on_the_error_of_bool():
+    class Untruthful:
+        def __bool__(self):
+            raise ZeroDivisionError("no truth value")
+
+    with pytest.raises(ZeroDivisionError, match="no truth value"):
+        dlbridge.full(2, Untruthful(), dtype="bool")
+
+
+def test_complex_values_for_real_dtypes_say_so():
+    for dtype in ("float32", "int8", "bfloat16"):
+        with pytest.raises(TypeError, match=f"cannot store a complex number as {dtype}"):
+            dlbridge.full(3, 1j, dtype=dtype)
 
 
 @pytest.mark.parametrize(
@@ -553,6 +586,10 @@ def test_arange_errors():
         dlbridge.arange(math.nan)
     with pytest.raises(OverflowError):
         dlbridge.arange(250, 260, dtype="uint8")
+    with pytest.raises(OverflowError, match="-2 is out of range for uint8"):
+        dlbridge.arange(-2, 1, dtype="uint8")
+    with pytest.raises(OverflowError, match="-129 is out of range for int8"):
+        dlbridge.arange(-129, 0, dtype="int8")
     with pytest.raises(TypeError):
         dlbridge.arange("3")
     with pytest.raises(TypeError):
