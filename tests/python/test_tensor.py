@@ -104,6 +104,17 @@ def test_in_compares_values():
     with pytest.raises(TypeError, match="scalar type"):
         1 in dlbridge.empty(2, dtype="float32x4")
 
+    class Incomparable:
+        def __eq__(self, other):
+            raise ZeroDivisionError("no comparison")
+
+        __hash__ = None
+
+    # The first comparison's error ends the search, from any dimension.
+    for t in (dlbridge.arange(6), dlbridge.arange(6).reshape(2, 3), dlbridge.arange(8).reshape(2, 2, 2)):
+        with pytest.raises(ZeroDivisionError, match="no comparison"):
+            Incomparable() in t
+
 
 def test_one_element_tensors_are_python_numbers():
     import operator
