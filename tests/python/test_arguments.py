@@ -117,3 +117,20 @@ def test_keywords_reach_the_parameters_they_name():
     assert (str(r.dtype), r.tolist()) == ("int32", [1, 3, 5])
     a = dlbridge.asarray([1, 2], copy=True, device="cpu", dtype="int8")
     assert (str(a.dtype), a.tolist()) == ("int8", [1, 2])
+
+
+# ------------------------------------------------------ shared converters
+
+
+@pytest.mark.parametrize("call, exc, words", [
+    # A bool is no int, in a shape or a device tuple.
+    (lambda: dlbridge.zeros([2, True]), TypeError, "shape entry must be an int, not bool"),
+    (lambda: dlbridge.zeros(2, device=(True, 0)), TypeError, "device_type must be an int, not bool"),
+    (lambda: dlbridge.zeros(2, device=(1, False)), TypeError, "device_id must be an int, not bool"),
+    # A name is read up to its end, not to a NUL inside it.
+    (lambda: dlbridge.zeros(2, device="cpu\0:1"), ValueError, "NUL character at byte 3"),
+    (lambda: dlbridge.zeros(2, dtype="int8\0"), ValueError, "NUL character at byte 4"),
+])
+def test_shared_converters_refuse(call, exc, words):
+    with pytest.raises(exc, match=re.escape(words)):
+        call()
