@@ -5,6 +5,7 @@ call does not fit it."""
 import inspect
 import re
 
+import numpy as np
 import pytest
 
 from support import dlbridge
@@ -134,3 +135,45 @@ def test_keywords_reach_the_parameters_they_name():
 def test_shared_converters_refuse(call, exc, words):
     with pytest.raises(exc, match=re.escape(words)):
         call()
+
+
+class _Indexed:
+    """A sequence read through __getitem__ alone, of n ones."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def __getitem__(self, i):
+        if i >= self.n:
+            raise IndexError(i)
+        return 1
+
+
+class _Sized(_Indexed):
+    def __len__(self):
+        return self.n
+
+
+@pytest.mark.parametrize("shape, exc, words", [
+    ((1,) * 65, ValueError, "shape has 65 dimensions; at most 64"),
+    ([1] * 65, ValueError, "shape has 65 dimensions; at most 64"),
+    (_Sized(65), ValueError, "shape has 65 dimensions; at most 64"),
+    (_Indexed(65), ValueError, "shape has more than 64 dimensions (it has no length"),
+    ("ab", TypeError, "shape must be an int or a sequence of ints, not str"),
+    (b"\x01", TypeError, "shape must be an int or a sequence of ints, not bytes"),
+    ((2**40, 2**40), ValueError, "the element count exceeds INT64_MAX"),
+    ((-1,), ValueError, "negative dimensions are not allowed (got -1)"),
+])
+def test_shapes_refused(shape, exc, words):
+    with pytest.raises(exc, match=re.escape(words)):
+        dlbridge.zeros(shape)
+
+
+def test_shapes_at_the_limits():
+    for shape in ((1,) * 64, [1] * 64, _Sized(64), _Indexed(64)):
+        assert dlbridge.zeros(shape).shape == (1,) * 64
+    # An empty array of ints is an empty shape, as NumPy reads it; a 0-d
+    # one is one int.
+    assert dlbridge.zeros(np.array([], dtype=np.int64)).shape == np.zeros(np.array([], dtype=np.int64)).shape
+    assert dlbridge.zeros(np.array(3)).shape == (3,)
+    assert dlbridge.zeros((0,)).shape == (0,)
