@@ -4,6 +4,7 @@ call does not fit it."""
 
 import inspect
 import re
+import sys
 
 import numpy as np
 import pytest
@@ -128,6 +129,12 @@ def test_keywords_reach_the_parameters_they_name():
     (lambda: dlbridge.zeros([2, True]), TypeError, "shape entry must be an int, not bool"),
     (lambda: dlbridge.zeros(2, device=(True, 0)), TypeError, "device_type must be an int, not bool"),
     (lambda: dlbridge.zeros(2, device=(1, False)), TypeError, "device_id must be an int, not bool"),
+    # Numbers outside 32 bits are refused, not cut to the cpu's 1 or id 0.
+    (lambda: dlbridge.zeros(2, device=(1 - 2**32, 0)), ValueError, "is out of range for DLPack"),
+    (lambda: dlbridge.zeros(2, device=(1 + 2**32, 0)), ValueError, "is out of range for DLPack"),
+    (lambda: dlbridge.zeros(2, device=(1, -(2**32))), ValueError, "is out of range for DLPack"),
+    (lambda: dlbridge.zeros(2, device=(1, 2**32)), ValueError, "is out of range for DLPack"),
+    (lambda: dlbridge.arange(2**64), OverflowError, "stop does not fit in 64 bits"),
     # A name is read up to its end, not to a NUL inside it.
     (lambda: dlbridge.zeros(2, device="cpu\0:1"), ValueError, "NUL character at byte 3"),
     (lambda: dlbridge.zeros(2, dtype="int8\0"), ValueError, "NUL character at byte 4"),
@@ -163,6 +170,8 @@ class _Sized(_Indexed):
     (b"\x01", TypeError, "shape must be an int or a sequence of ints, not bytes"),
     ((2**40, 2**40), ValueError, "the element count exceeds INT64_MAX"),
     ((-1,), ValueError, "negative dimensions are not allowed (got -1)"),
+    ((2**64,), OverflowError, "shape entry does not fit in 64 bits"),
+    ((2, -(2**64)), OverflowError, "shape entry does not fit in 64 bits"),
 ])
 def test_shapes_refused(shape, exc, words):
     with pytest.raises(exc, match=re.escape(words)):
@@ -177,3 +186,34 @@ def test_shapes_at_the_limits():
     assert dlbridge.zeros(np.array([], dtype=np.int64)).shape == np.zeros(np.array([], dtype=np.int64)).shape
     assert dlbridge.zeros(np.array(3)).shape == (3,)
     assert dlbridge.zeros((0,)).shape == (0,)
+
+
+def test_shape_items_read_by_index_are_not_kept():
+    class Two:
+        def __index__(self):
+            return 2
+
+    two = Two()
+
+    class Shape:
+        def __len__(self):
+            return 3
+
+        def __getitem__(self, i):
+            if i >= 3:
+                raise IndexError(i)
+            return two
+
+    before = sys.getrefcount(two)
+    for _ in range(10):
+        assert dlbridge.zeros(Shape()).shape == (2, 2, 2)
+    assert sys.getrefcount(two) == before
+
+
+def test_a_shape_is_refused_before_the_arguments_after_it_are_read():
+    # Arguments are read in order: the shape's element count is checked as
+    # the shape is read, before a bad dtype or device.
+    with pytest.raises(ValueError, match="the element count exceeds INT64_MAX"):
+        dlbridge.zeros((2**40, 2**40), dtype="float31")
+    with pytest.raises(ValueError, match="the element count exceeds INT64_MAX"):
+        dlbridge.full((2**40, 2**40), 1, device="nowhere")
