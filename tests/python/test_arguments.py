@@ -217,3 +217,13 @@ def test_a_shape_is_refused_before_the_arguments_after_it_are_read():
         dlbridge.zeros((2**40, 2**40), dtype="float31")
     with pytest.raises(ValueError, match="the element count exceeds INT64_MAX"):
         dlbridge.full((2**40, 2**40), 1, device="nowhere")
+
+
+def test_device_numbers_at_the_32_bit_limits_are_read():
+    # The limits themselves are no range error: the cpu takes the largest
+    # id (as its normalisation says), and the core names a negative one.
+    assert dlbridge.zeros(2, device=(1, 2**31 - 1)).device == "cpu"
+    with pytest.raises(ValueError, match="device_id is -2147483648; must be >= 0"):
+        dlbridge.zeros(2, device=(1, -(2**31)))
+    with pytest.raises(ValueError, match="device_type is 2147483647; not a DLPack"):
+        dlbridge.zeros(2, device=(2**31 - 1, 0))
