@@ -28,7 +28,9 @@ static int dlbpy_slice_bound(PyObject *obj, int64_t *out) {
     *out = DLB_SLICE_DEFAULT;
     return 0;
   }
-  if (PyBool_Check(obj) || !PyIndex_Check(obj)) {
+  /* A bool is an int here, as NumPy and Python read slices (as an index
+   * it would be a mask: dlbpy_parse_index). */
+  if (!PyIndex_Check(obj)) {
     PyErr_SetString(PyExc_TypeError,
                     "slice indices must be integers or None");
     return -1;
@@ -48,7 +50,7 @@ static int dlbpy_parse_slice(PyObject *obj, dlb_slice *out) {
   if (sl->step == Py_None) {
     s.step = 1;
   } else {
-    if (PyBool_Check(sl->step) || !PyIndex_Check(sl->step)) {
+    if (!PyIndex_Check(sl->step)) {
       PyErr_SetString(PyExc_TypeError,
                       "slice indices must be integers or None");
       return -1;

@@ -4,7 +4,9 @@ call does not fit it."""
 
 import inspect
 import re
+import sys
 
+import numpy as np
 import pytest
 
 from support import dlbridge
@@ -117,3 +119,111 @@ def test_keywords_reach_the_parameters_they_name():
     assert (str(r.dtype), r.tolist()) == ("int32", [1, 3, 5])
     a = dlbridge.asarray([1, 2], copy=True, device="cpu", dtype="int8")
     assert (str(a.dtype), a.tolist()) == ("int8", [1, 2])
+
+
+# ------------------------------------------------------ shared converters
+
+
+@pytest.mark.parametrize("call, exc, words", [
+    # A bool is no int, in a shape or a device tuple.
+    (lambda: dlbridge.zeros([2, True]), TypeError, "shape entry must be an int, not bool"),
+    (lambda: dlbridge.zeros(2, device=(True, 0)), TypeError, "device_type must be an int, not bool"),
+    (lambda: dlbridge.zeros(2, device=(1, False)), TypeError, "device_id must be an int, not bool"),
+    # Numbers outside 32 bits are refused, not cut to the cpu's 1 or id 0.
+    (lambda: dlbridge.zeros(2, device=(1 - 2**32, 0)), ValueError, "is out of range for DLPack"),
+    (lambda: dlbridge.zeros(2, device=(1 + 2**32, 0)), ValueError, "is out of range for DLPack"),
+    (lambda: dlbridge.zeros(2, device=(1, -(2**32))), ValueError, "is out of range for DLPack"),
+    (lambda: dlbridge.zeros(2, device=(1, 2**32)), ValueError, "is out of range for DLPack"),
+    (lambda: dlbridge.arange(2**64), OverflowError, "stop does not fit in 64 bits"),
+    # A name is read up to its end, not to a NUL inside it.
+    (lambda: dlbridge.zeros(2, device="cpu\0:1"), ValueError, "NUL character at byte 3"),
+    (lambda: dlbridge.zeros(2, dtype="int8\0"), ValueError, "NUL character at byte 4"),
+])
+def test_shared_converters_refuse(call, exc, words):
+    with pytest.raises(exc, match=re.escape(words)):
+        call()
+
+
+class _Indexed:
+    """A sequence read through __getitem__ alone, of n ones."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def __getitem__(self, i):
+        if i >= self.n:
+            raise IndexError(i)
+        return 1
+
+
+class _Sized(_Indexed):
+    def __len__(self):
+        return self.n
+
+
+@pytest.mark.parametrize("shape, exc, words", [
+    ((1,) * 65, ValueError, "shape has 65 dimensions; at most 64"),
+    ([1] * 65, ValueError, "shape has 65 dimensions; at most 64"),
+    (_Sized(65), ValueError, "shape has 65 dimensions; at most 64"),
+    (_Indexed(65), ValueError, "shape has more than 64 dimensions (it has no length"),
+    ("ab", TypeError, "shape must be an int or a sequence of ints, not str"),
+    (b"\x01", TypeError, "shape must be an int or a sequence of ints, not bytes"),
+    ((2**40, 2**40), ValueError, "the element count exceeds INT64_MAX"),
+    ((-1,), ValueError, "negative dimensions are not allowed (got -1)"),
+    ((2**64,), OverflowError, "shape entry does not fit in 64 bits"),
+    ((2, -(2**64)), OverflowError, "shape entry does not fit in 64 bits"),
+])
+def test_shapes_refused(shape, exc, words):
+    with pytest.raises(exc, match=re.escape(words)):
+        dlbridge.zeros(shape)
+
+
+def test_shapes_at_the_limits():
+    for shape in ((1,) * 64, [1] * 64, _Sized(64), _Indexed(64)):
+        assert dlbridge.zeros(shape).shape == (1,) * 64
+    # An empty array of ints is an empty shape, as NumPy reads it; a 0-d
+    # one is one int.
+    assert dlbridge.zeros(np.array([], dtype=np.int64)).shape == np.zeros(np.array([], dtype=np.int64)).shape
+    assert dlbridge.zeros(np.array(3)).shape == (3,)
+    assert dlbridge.zeros((0,)).shape == (0,)
+
+
+def test_shape_items_read_by_index_are_not_kept():
+    class Two:
+        def __index__(self):
+            return 2
+
+    two = Two()
+
+    class Shape:
+        def __len__(self):
+            return 3
+
+        def __getitem__(self, i):
+            if i >= 3:
+                raise IndexError(i)
+            return two
+
+    before = sys.getrefcount(two)
+    for _ in range(10):
+        assert dlbridge.zeros(Shape()).shape == (2, 2, 2)
+    assert sys.getrefcount(two) == before
+
+
+def test_a_shape_is_refused_before_the_arguments_after_it_are_read():
+    # Arguments are read in order: the shape's element count is checked as
+    # the shape is read, before a bad dtype or device.
+    with pytest.raises(ValueError, match="the element count exceeds INT64_MAX"):
+        dlbridge.zeros((2**40, 2**40), dtype="float31")
+    with pytest.raises(ValueError, match="the element count exceeds INT64_MAX"):
+        dlbridge.full((2**40, 2**40), 1, device="nowhere")
+
+
+def test_device_numbers_at_the_32_bit_limits_are_read():
+    # The limits themselves are no range error: the cpu takes the largest
+    # id (as its normalisation says), and the core names a negative one.
+    assert dlbridge.zeros(2, device=(1, 2**31 - 1)).device == "cpu"
+    with pytest.raises(ValueError, match="device_id is -2147483648; must be >= 0"):
+        dlbridge.zeros(2, device=(1, -(2**31)))
+    with pytest.raises(ValueError, match="device_type is 2147483647; not a DLPack"):
+        dlbridge.zeros(2, device=(2**31 - 1, 0))

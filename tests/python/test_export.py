@@ -47,6 +47,11 @@ def test_max_version_selects_the_struct():
     assert capsule_name(t.__dlpack__(max_version=(0, 8))) == "dltensor"
     assert capsule_name(t.__dlpack__(max_version=(1, 0))) == "dltensor_versioned"
     assert capsule_name(t.__dlpack__(max_version=(100, 3))) == "dltensor_versioned"
+    # Versions past 64 bits are large versions, not negative ones.
+    assert capsule_name(t.__dlpack__(max_version=(2**70, 0))) == "dltensor_versioned"
+    assert capsule_name(t.__dlpack__(max_version=(0, 2**70))) == "dltensor"
+    with pytest.raises(ValueError, match="versions are >= 0"):
+        t.__dlpack__(max_version=(-(2**70), 0))
 
 
 def test_versioned_struct_carries_version_and_flags(helper):

@@ -4,7 +4,7 @@ results."""
 import numpy as np
 import pytest
 
-from support import dlbridge, needs_torch, torch
+from support import KDLCUDA, dlbridge, needs_torch, torch
 
 E = Ellipsis
 
@@ -51,10 +51,14 @@ def test_new_axes_on_a_0d_tensor():
 def test_too_many_dimensions_from_new_axes():
     t = dlbridge.zeros((1,) * 60)
     assert t[(None,) * 4].ndim == 64
-    with pytest.raises(IndexError, match="at most 64"):
+    with pytest.raises(IndexError, match="the index makes 65 dimensions; at most 64"):
         t[(None,) * 5]
-    with pytest.raises(IndexError, match="at most 64"):
+    with pytest.raises(IndexError, match="the index makes 130 dimensions; at most 64"):
         t[(None,) * 70]
+    # An Ellipsis after the new axes that fill the limit still counts.
+    for key in ((None,) * 10 + (E,), (None,) * 64 + (E,), (E,) + (None,) * 64):
+        with pytest.raises(IndexError, match="dimensions; at most 64"):
+            t[key]
     assert t[(None,) * 5 + (0,)].ndim == 64
 
 
@@ -193,6 +197,16 @@ def test_conversions_dlbridge_lacks_are_type_errors():
     s = dlbridge.zeros(2, dtype="int16")
     with pytest.raises(TypeError):
         s[0] = "a"
+
+
+def test_values_in_gpu_memory_of_another_dtype_are_type_errors(helper):
+    # Python numbers would need the CPU to read the value's memory.
+    gpu = dlbridge.from_dlpack(helper.make_capsule(data=0x1000, shape=(2,), dtype=(2, 32, 1),
+                                                   device=(KDLCUDA, 0)))
+    t = dlbridge.zeros(2, dtype="int64")
+    with pytest.raises(TypeError, match="the value is float32, the tensor int64"):
+        t[:] = gpu
+    assert t.tolist() == [0, 0]
 
 
 def test_read_only_destination():

@@ -254,6 +254,14 @@ def test_packed_rows_that_start_inside_a_byte_are_read_only_copies():
         t[3]
     with pytest.raises(IndexError, match="out of bounds"):
         t[1, -4]
+    # With a slice that starts inside a byte the elements are copied out;
+    # the index is checked there too.
+    for key, words in (((3, slice(1, None)), "index 3 is out of bounds for axis 0 with size 3"),
+                       ((-4, slice(1, None)), "index -4 is out of bounds for axis 0"),
+                       ((slice(1, None), 3), "index 3 is out of bounds for axis 1")):
+        with pytest.raises(IndexError, match=words):
+            t[key]
+    assert t[2, 1:].tolist() == [-8, 0] and t[1:, 2].tolist() == [-6, 0]
     with pytest.raises(ValueError, match="read-only"):
         t[1][0] = 3
 

@@ -3,6 +3,7 @@ the constructors."""
 
 import gc
 import math
+import struct
 import weakref
 
 import pytest
@@ -116,6 +117,17 @@ def test_in_compares_values():
     assert (1 + 2j) in dlbridge.asarray([0j, 1 + 2j])
     with pytest.raises(TypeError, match="scalar type"):
         1 in dlbridge.empty(2, dtype="float32x4")
+
+    class Incomparable:
+        def __eq__(self, other):
+            raise ZeroDivisionError("no comparison")
+
+        __hash__ = None
+
+    # The first comparison's error ends the search, from any dimension.
+    for t in (dlbridge.arange(6), dlbridge.arange(6).reshape(2, 3), dlbridge.arange(8).reshape(2, 2, 2)):
+        with pytest.raises(ZeroDivisionError, match="no comparison"):
+            Incomparable() in t
 
 
 def test_one_element_tensors_are_python_numbers():
@@ -275,11 +287,33 @@ def test_bad_indices(key, exc):
         t[key]
 
 
+def test_bools_in_slices_are_ints_as_numpy_reads_them():
+    # As an index a bool is a mask (refused above); in a slice it is 0 or 1.
+    t = dlbridge.arange(5)
+    a = np.arange(5)
+    for key in (slice(True, None), slice(None, False), slice(None, None, True),
+                slice(False, True)):
+        assert t[key].tolist() == a[key].tolist()
+    # NumPy's own bool has no __index__: refused by both.
+    with pytest.raises(TypeError, match="slice indices must be integers"):
+        t[::np.True_]
+    t[True:] = 9
+    assert t.tolist() == [0, 9, 9, 9, 9]
+    with pytest.raises(ValueError, match="step cannot be zero"):
+        t[::False]
+
+
 def test_huge_slice_bounds_clamp():
     t = dlbridge.arange(5)
     assert t[-(1 << 100) : 1 << 100].tolist() == [0, 1, 2, 3, 4]
     assert t[1 << 100 : -(1 << 100) : -1].tolist() == [4, 3, 2, 1, 0]
     assert t[:: -(1 << 100)].tolist() == [4]
+    # A start below -2**63 saturates; stepping down from it takes nothing.
+    a = np.arange(5)
+    for key in (slice(-(1 << 100), None, -1), slice(-(1 << 63), None, -1),
+                slice(None, -(1 << 100), -1), slice(-(1 << 63), 2)):
+        assert t[key].tolist() == a[key].tolist()
+    assert t[-(1 << 63) :: -1].tolist() == []
 
 
 def test_views_write_through():
@@ -476,13 +510,26 @@ def test_full_values_convert_like_numpy():
     assert dlbridge.full(1, np.int16(5), dtype="int8").tolist() == [5]
     # Rounding to half precision, ties to even, subnormals and overflow
     # included, bit for bit as NumPy rounds.
-    values = [0.1, 1 / 3, 65519.0, 65520.0, 6e-8, 3e-8, 2.9802322387695312e-08, 1e-8, -0.0, 2049.0, 2051.0]
+    values = [0.1, 1 / 3, 65519.0, 65520.0, 6e-8, 3e-8, 2.9802322387695312e-08, 1e-8, -0.0, 2049.0, 2051.0,
+              65536.0, 70000.0, -131071.0, 3 * 2.0**-25, 5 * 2.0**-25]
     with np.errstate(over="ignore"):
         half = np.array(values, dtype=np.float64).astype(np.float16)
     got = dlbridge.asarray(values, dtype="float16")
     assert np.from_dlpack(got).view(np.uint16).tolist() == half.view(np.uint16).tolist()
     bf = dlbridge.asarray([1.00390625, 1.01171875], dtype="bfloat16")
     assert bf.tolist() == [1.0, 1.015625]
+    # A NaN stays a NaN whatever its payload: rounding must not carry it
+    # into the sign (all payload bits set) or onto infinity.
+    for bits in (0x7FFFFFFFFFFFFFFF, 0xFFFFFFFFFFFFFFFF, 0x7FF0000020000000):
+        nan = struct.unpack("<d", struct.pack("<Q", bits))[0]
+        assert math.isnan(dlbridge.full((), nan, dtype="bfloat16").item())
+    # float32: half a unit past the largest float is infinity (a tie, to
+    # even), anything below it the largest float, as NumPy rounds.
+    limit = float(np.finfo(np.float32).max) + 2.0**103
+    for v in (limit, math.nextafter(limit, 0), -limit, math.nextafter(-limit, 0)):
+        with np.errstate(over="ignore"):
+            expect = np.float32(v)
+        assert dlbridge.full((), v, dtype="float32").item() == expect
 
 
 @needs_torch
@@ -502,6 +549,10 @@ def test_bfloat16_rounds_as_pytorch():
         (2**64, "uint64", OverflowError),
         (2**63, "int64", OverflowError),
         (1e20, "int32", OverflowError),
+        # 2**k is the first float past a k-bit unsigned range.
+        (256.0, "uint8", OverflowError),
+        (2.0**63, "int64", OverflowError),
+        (2.0**64, "uint64", OverflowError),
         (math.nan, "int32", ValueError),
         (math.inf, "int64", OverflowError),
         ("1", "float32", TypeError),
@@ -514,6 +565,21 @@ def test_bfloat16_rounds_as_pytorch():
 def test_full_refuses_values_that_do_not_fit(value, dtype, exc):
     with pytest.raises(exc):
         dlbridge.full(3, value, dtype=dtype)
+
+
+def test_full_bool_passes_on_the_error_of_bool():
+    class Untruthful:
+        def __bool__(self):
+            raise ZeroDivisionError("no truth value")
+
+    with pytest.raises(ZeroDivisionError, match="no truth value"):
+        dlbridge.full(2, Untruthful(), dtype="bool")
+
+
+def test_complex_values_for_real_dtypes_say_so():
+    for dtype in ("float32", "int8", "bfloat16"):
+        with pytest.raises(TypeError, match=f"cannot store a complex number as {dtype}"):
+            dlbridge.full(3, 1j, dtype=dtype)
 
 
 @pytest.mark.parametrize(
@@ -592,6 +658,10 @@ def test_arange_errors():
         dlbridge.arange(math.nan)
     with pytest.raises(OverflowError):
         dlbridge.arange(250, 260, dtype="uint8")
+    with pytest.raises(OverflowError, match="-2 is out of range for uint8"):
+        dlbridge.arange(-2, 1, dtype="uint8")
+    with pytest.raises(OverflowError, match="-129 is out of range for int8"):
+        dlbridge.arange(-129, 0, dtype="int8")
     with pytest.raises(TypeError):
         dlbridge.arange("3")
     with pytest.raises(TypeError):
