@@ -332,6 +332,17 @@ static DLManagedTensorVersioned *dlbpy_versioned_of(PyObject *capsule,
   return m;
 }
 
+/* -1 with BufferError when a share of ours (ctx its dlbpy_light) was moved
+ * past its source's arrays or memory, which the import refuses before
+ * anything reads it; else 0. */
+static int dlbpy_light_peek(const DLTensor *t, uint64_t flags,
+                            const void *ctx) {
+  return dlbpy_light_arrays_fit(t, ctx) < 0 ||
+                 dlbpy_light_bounded(t, flags, ctx) < 0
+             ? -1
+             : 0;
+}
+
 int dlbpy_capsule_peek(PyObject *obj, const DLTensor **t) {
   if (!PyCapsule_CheckExact(obj)) return 0;
   const char *name = PyCapsule_GetName(obj);
@@ -341,22 +352,17 @@ int dlbpy_capsule_peek(PyObject *obj, const DLTensor **t) {
   if (strcmp(name, dlbpy_name_versioned) == 0) {
     const DLManagedTensorVersioned *m = dlbpy_versioned_of(obj, name);
     if (m == NULL) return -1;
-    /* A share of ours is bounded by its source's arrays and memory before
-     * anything reads it, as the import bounds it; a core tensor's arrays
-     * are checked by the validation itself. */
+    /* The core's own structs are bounded by its validation. */
     if (dlbpy_is_light(m) &&
-        (dlbpy_light_arrays_fit(&m->dl_tensor, m->manager_ctx) < 0 ||
-         dlbpy_light_bounded(&m->dl_tensor, m->flags, m->manager_ctx) < 0))
+        dlbpy_light_peek(&m->dl_tensor, m->flags, m->manager_ctx) < 0)
       return -1;
     s = dlb_managed_validate(m);
     found = &m->dl_tensor;
   } else if (strcmp(name, dlbpy_name_legacy) == 0) {
     const DLManagedTensor *m = PyCapsule_GetPointer(obj, name);
     if (m == NULL) return -1;
-    /* A share of ours is bounded as above; the core bounds its own. */
     if (dlbpy_is_light_legacy(m) &&
-        (dlbpy_light_arrays_fit(&m->dl_tensor, m->manager_ctx) < 0 ||
-         dlbpy_light_bounded(&m->dl_tensor, 0, m->manager_ctx) < 0))
+        dlbpy_light_peek(&m->dl_tensor, 0, m->manager_ctx) < 0)
       return -1;
     s = dlb_legacy_validate(m);
     found = &m->dl_tensor;

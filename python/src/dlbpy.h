@@ -451,10 +451,10 @@ PyObject *dlbpy_capsule_legacy(DLManagedTensor *m);
  * it, for calls that only look at or act on its memory (device_of,
  * prefetch, advise): *t points into the capsule's struct, valid while the
  * capsule lives unconsumed. Returns 1 with *t set when obj is such a
- * capsule and its struct validates (a share of ours bounded as its import
- * bounds it), 0 when obj is anything else (a used or foreign capsule, and
- * a legacy struct of the core's, which only its import can bound: the
- * caller imports those), -1 with BufferError for a struct it refuses. */
+ * capsule and its struct validates (one of ours bounded as its import
+ * bounds it), 0 when obj is anything else (a used or foreign capsule
+ * included: the import reports what is wrong), -1 with BufferError for a
+ * struct it refuses. */
 int dlbpy_capsule_peek(PyObject *obj, const DLTensor **t);
 
 /* Consumes a DLPack capsule: validates it, takes over its deleter and
