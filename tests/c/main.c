@@ -60,6 +60,13 @@ void dlb_test_register(const char *name, const char *file, dlb_test_fn fn,
   ntests++;
 }
 
+static void (*at_end)(void);
+
+void dlb_test_at_end(void (*fn)(void)) {
+  at_end = fn;
+  atexit(fn);
+}
+
 void dlb_test_failed(const char *file, int line, const char *fmt, ...) {
   va_list ap;
   fprintf(stderr, "  %s:%d: ", file, line);
@@ -68,6 +75,7 @@ void dlb_test_failed(const char *file, int line, const char *fmt, ...) {
   va_end(ap);
   fputc('\n', stderr);
   fflush(stderr);
+  if (at_end != NULL) at_end();
   _exit(1);
 }
 

@@ -25,6 +25,10 @@ void dlb_test_failed(const char *file, int line, const char *fmt, ...)
 /* The factor the runner stretches built-in time limits by in this build and
  * environment (sanitizers, valgrind). */
 unsigned dlb_test_limit_scale(void);
+/* Runs fn when the test's process ends, whether the test passed or a check
+ * failed (a failed check ends the process without running atexit
+ * handlers); for removing scratch files. One function per test process. */
+void dlb_test_at_end(void (*fn)(void));
 
 #define DLB_TEST_REGISTERED(name, limit_s, hidden)                        \
   static void dlb_test_##name(void);                                      \

@@ -26,7 +26,7 @@ static void make_dir(void) {
   if (dir[0] != '\0') return;
   strcpy(dir, "/tmp/dlb_npy_XXXXXX");
   CHECK(mkdtemp(dir) != NULL);
-  atexit(remove_dir);
+  dlb_test_at_end(remove_dir);
 }
 
 /* Writes raw bytes to a file in the scratch folder; returns its path
