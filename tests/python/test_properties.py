@@ -310,3 +310,77 @@ def test_buffer_protocol_import_matches_numpy(a, readonly):
         assert np.shares_memory(np.asarray(t), a)
     # And back out through the buffer protocol.
     _same(np.asarray(memoryview(t)), a)
+
+
+@st.composite
+def _assignments(draw):
+    """A writable strided view (of a copy of a drawn layout), a key, and a
+    value for view[key]: an element as a Python number, an array of the
+    selection's shape or one broadcast to it (NumPy, a Tensor, a nested
+    list), or a view of the same memory (overlapping the destination)."""
+    a = draw(layouts())
+    base = np.array(a)  # writable, compact
+    steps = [draw(st.sampled_from([1, 2, -1])) for _ in range(base.ndim)]
+    view_key = tuple(slice(None, None, s) for s in steps)
+    axes = draw(st.permutations(range(base.ndim)))
+
+    def view(b):
+        return b[view_key].transpose(axes) if b.ndim else b
+    key = draw(_index_keys(view(base).shape))
+    try:
+        target = view(base)[key]
+    except IndexError:
+        return base, view, key, "bad-key", None
+    shape = np.shape(target)
+    kind = draw(st.sampled_from(["number", "array", "broadcast", "tensor",
+                                 "list", "overlap"]))
+    if kind == "number" or (kind == "overlap" and base.size == 0):
+        flat = base.reshape(-1)
+        value = flat[draw(st.integers(0, flat.size - 1))].item() if flat.size \
+            else 0
+        return base, view, key, "number", value
+    if kind == "overlap":
+        # The same shape, from the reversed memory of base.
+        n = int(np.prod(shape))
+        if n > base.size:
+            return base, view, key, "number", base.reshape(-1)[0].item()
+        return base, view, key, "overlap", (n, shape)
+    src = draw(hnp.arrays(base.dtype, shape, elements=_elements(str(base.dtype))))
+    if kind == "broadcast" and len(shape) and src.size:
+        cut = draw(st.integers(0, len(shape)))
+        src = np.ascontiguousarray(src[(0,) * cut][None] if cut else src[:1])
+        src = src.reshape(src.shape[1:]) if cut else src
+    return base, view, key, kind, src
+
+
+@PROFILE
+@given(_assignments())
+def test_assignment_matches_numpy(case):
+    """t[key] = value writes what NumPy's a[key] = value writes, through
+    strided views, broadcasts and overlapping memory, or both refuse."""
+    base, view, key, kind, value = case
+    reference = base.copy()
+    t = dlbridge.from_dlpack(view(base))
+    if kind == "bad-key":
+        with pytest.raises(IndexError):
+            t[key] = 0
+        return
+    if kind == "overlap":
+        n, shape = value
+        value_of = lambda b: b.reshape(-1)[::-1][:n].reshape(shape)
+        want = value_of(reference).copy()
+        view(reference)[key] = want
+        t[key] = dlbridge.from_dlpack(value_of(base))
+    else:
+        given_value = dlbridge.from_dlpack if kind == "tensor" else \
+            (lambda v: v)
+        if kind == "list":
+            value = value.tolist()
+        try:
+            view(reference)[key] = value
+        except ValueError:
+            with pytest.raises(ValueError):
+                t[key] = given_value(value)
+            return
+        t[key] = given_value(value)
+    np.testing.assert_array_equal(base, reference)
