@@ -266,6 +266,39 @@ static int dlbpy_table_may_skip_checks(dlbpy_state *st, PyObject *obj,
   return requires;
 }
 
+/* PyTorch's lazily negated views (x.conj().imag) hold the negatives of
+ * their values, with a flag DLPack has no field for, and both its table
+ * and its __dlpack__ export that memory as it is: the values would come out
+ * negated. Such a view's strides are twice its complex base's, so it is
+ * never compact unless it has at most one element; compact tensors of more
+ * (every plain tensor) skip the look-up. 0 when obj is not negated (or has
+ * no is_neg), -1 with BufferError when it is, or with the look-up's or
+ * the call's error. */
+static int dlbpy_refuse_negated(PyObject *obj, const DLTensor *t) {
+  int64_t n = 0;
+  if (dlb_tensor_numel(t, &n) == DLB_OK && n > 1 &&
+      dlb_tensor_is_c_contiguous(t))
+    return 0;
+  PyObject *name = PyUnicode_InternFromString("is_neg");
+  if (name == NULL) return -1;
+  PyObject *method = NULL;
+  int found = DLBPY_GET_OPTIONAL_ATTR(obj, name, &method);
+  Py_DECREF(name);
+  if (found <= 0) return found;
+  PyObject *answer = PyObject_CallNoArgs(method);
+  Py_DECREF(method);
+  if (answer == NULL) return -1;
+  int negated = PyObject_IsTrue(answer);
+  Py_DECREF(answer);
+  if (negated <= 0) return negated;
+  PyErr_Format(PyExc_BufferError,
+               "this %S is a lazily negated view (is_neg() is true): its "
+               "memory holds the negatives of its values, which DLPack "
+               "cannot say; import x.resolve_neg() instead",
+               (PyObject *)Py_TYPE(obj));
+  return -1;
+}
+
 /* A table's failure is final when it is a refusal (BufferError) or says
  * obj is not the table's (TypeError). Other failures go to __dlpack__,
  * whose answer the standard says from_dlpack propagates: PyTorch's table
@@ -337,6 +370,10 @@ static int dlbpy_try_import_via_api(dlbpy_state *st,
     if (skip != 0) {
       dlbpy_release_keeping_error(m);
       return skip < 0 ? -1 : 0;
+    }
+    if (dlbpy_refuse_negated(obj, &m->dl_tensor) < 0) {
+      dlbpy_release_keeping_error(m);
+      return -1;
     }
   }
   /* "No sync" leaves the producer's pending work on its current stream. A

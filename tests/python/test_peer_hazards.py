@@ -64,3 +64,22 @@ def test_torch_ignores_read_only_and_writes_to_a_mapping_crash(tmp_path):
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[5.0, 1.0, 2.0, 3.0] [0.0, 7.0, 2.0, 3.0] [0.0, 1.0, 2.0, 3.0]"
 
+
+
+@needs_torch
+def test_torch_exports_negated_views_negated():
+    import numpy as np
+    import pytest
+    import torch
+    import dlbridge
+    v = torch.tensor([1 + 2j, 3 - 4j]).conj().imag
+    assert v.is_neg() and v.tolist() == [-2.0, 4.0]
+    # Both of PyTorch's exports hand over the memory, which holds the
+    # negatives: NumPy and PyTorch itself read the wrong signs.
+    assert np.from_dlpack(v).tolist() == [2.0, -4.0]
+    assert torch.from_dlpack(v).tolist() == [2.0, -4.0]
+    with pytest.raises(RuntimeError, match="negative bit"):
+        v.numpy()
+    with pytest.raises(BufferError, match="negated view"):
+        dlbridge.from_dlpack(v)
+    assert dlbridge.from_dlpack(v.resolve_neg()).tolist() == [-2.0, 4.0]

@@ -553,18 +553,22 @@ def test_torch_shares_storage_both_ways():
         (lambda: torch.zeros(3, dtype=torch.float8_e4m3fn, requires_grad=True), "require gradient"),
         (lambda: torch.zeros(3, dtype=torch.bfloat16, requires_grad=True), "require gradient"),
         (lambda: torch.tensor([1 + 1j, 2 - 3j]).conj(), "conjugate bit"),
+        (lambda: torch.tensor([1 + 2j, 3 - 4j]).conj().imag, "negated view"),
+        (lambda: torch.tensor(1 + 2j).conj().imag, "negated view"),
+        (lambda: torch.tensor([[1 + 2j, 3 - 4j]] * 2).conj().imag.T, "negated view"),
         (lambda: torch.sparse_coo_tensor([[0]], [1.0], size=(1,), check_invariants=True), "strided"),
         (lambda: torch.quantize_per_tensor(torch.randn(()), 0.1, 10, torch.qint8), "not supported"),
         (lambda: torch.empty(2, device="meta"), "meta"),
     ],
-    ids=["requires_grad", "parameter", "float8_requires_grad", "bfloat16_requires_grad", "conjugated", "sparse", "quantized", "meta"],
+    ids=["requires_grad", "parameter", "float8_requires_grad", "bfloat16_requires_grad", "conjugated", "negated", "negated_0d", "negated_2d", "sparse", "quantized", "meta"],
 )
 def test_what_torch_refuses_to_export_is_refused(make, message):
     # PyTorch's __dlpack__ refuses these with a BufferError, which the
     # standard says from_dlpack propagates. Its C exchange table checks none
     # of that (a conjugated view would come out with the conjugate values)
     # and fails the rest with RuntimeError, so the refusal must come from
-    # __dlpack__.
+    # __dlpack__. A negated view (the imaginary part of a conjugated one)
+    # both export as the memory holds it, negated; dlbridge refuses it.
     x = make()
     with pytest.raises(BufferError, match=message):
         dlbridge.from_dlpack(x)
@@ -592,6 +596,32 @@ def test_what_torch_exports_still_comes_through_its_table():
         t = dlbridge.from_dlpack(x.as_subclass(Spy))
         assert t.data_ptr == x.data_ptr() and t.tolist() == x.tolist()
     assert len(calls) == 2 and all(c.get("stream", -1) is None for c in calls)
+
+
+@needs_torch
+def test_torch_negated_views_are_asked_only_when_strided():
+    asked = []
+
+    class Spy(torch.Tensor):
+        def is_neg(self):
+            asked.append(self.shape)
+            return super().is_neg()
+
+    # A compact tensor of two or more elements cannot be a negated view:
+    # not asked, imported as it is.
+    plain = torch.arange(6.0).reshape(2, 3)
+    t = dlbridge.from_dlpack(plain.as_subclass(Spy))
+    assert t.data_ptr == plain.data_ptr() and asked == []
+    # Strided or single elements are asked, and imported zero-copy when
+    # the answer is no: the imaginary part of an unconjugated tensor, a
+    # transposed matrix, one element.
+    z = torch.tensor([1 + 2j, 3 - 4j])
+    for x in (z.imag, plain.T, plain[0, :1]):
+        t = dlbridge.from_dlpack(x.as_subclass(Spy))
+        assert t.data_ptr == x.data_ptr() and t.tolist() == x.tolist()
+    assert len(asked) == 3
+    # A negation resolved is a compact copy of the values.
+    assert dlbridge.from_dlpack(z.conj().imag.resolve_neg()).tolist() == [-2.0, 4.0]
 
 
 @needs_torch
