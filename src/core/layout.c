@@ -404,8 +404,8 @@ static dlb_status validate(const DLTensor *t, int padded, dlb__span *out) {
   st = occupied_bytes(t, numel, eb, &lo, &hi);
   if (st != DLB_OK) return st;
   if (t->data == NULL && numel > 0)
-    return dlb__fail(DLB_E_INVAL, "data is NULL with %lld elements",
-                     (long long)numel);
+    return dlb__fail(DLB_E_INVAL, "data is NULL with %lld element%s",
+                     (long long)numel, numel == 1 ? "" : "s");
   uintptr_t first = 0, last = 0;
   if (__builtin_add_overflow((uintptr_t)t->data, lo, &first) ||
       __builtin_add_overflow((uintptr_t)t->data, hi, &last))

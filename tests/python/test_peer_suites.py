@@ -559,8 +559,11 @@ def test_torch_shares_storage_both_ways():
         (lambda: torch.sparse_coo_tensor([[0]], [1.0], size=(1,), check_invariants=True), "strided"),
         (lambda: torch.quantize_per_tensor(torch.randn(()), 0.1, 10, torch.qint8), "not supported"),
         (lambda: torch.empty(2, device="meta"), "meta"),
+        # An efficient zero tensor has no memory: exported with NULL data.
+        (lambda: torch._efficientzerotensor(3), "data is NULL with 3 elements"),
+        (lambda: torch._efficientzerotensor(()), "data is NULL with 1 element$"),
     ],
-    ids=["requires_grad", "parameter", "float8_requires_grad", "bfloat16_requires_grad", "conjugated", "negated", "negated_0d", "negated_2d", "sparse", "quantized", "meta"],
+    ids=["requires_grad", "parameter", "float8_requires_grad", "bfloat16_requires_grad", "conjugated", "negated", "negated_0d", "negated_2d", "sparse", "quantized", "meta", "zero_tensor", "zero_tensor_0d"],
 )
 def test_what_torch_refuses_to_export_is_refused(make, message):
     # PyTorch's __dlpack__ refuses these with a BufferError, which the
