@@ -59,7 +59,18 @@ def get_sharing_pin():
 def _rebuild_shared(handle, dupfd):
     if dupfd is None:
         return share_import(handle, -1, pin=_pin)
-    fd = dupfd.detach()
+    try:
+        fd = dupfd.detach()
+    except (EOFError, OSError) as e:
+        # The resource sharer hands a descriptor over once, while the
+        # process that pickled it runs; what it raises otherwise (EOFError,
+        # FileNotFoundError, ConnectionRefusedError) says neither.
+        cause = type(e).__name__ + (": %s" % e if str(e) else "")
+        raise OSError(
+            "a shared dlbridge.Tensor could not be received: its sender no "
+            "longer offers the memory's descriptor (%s); a pickle made for "
+            "another process loads once, while the process that made it "
+            "runs" % cause) from e
     try:
         return share_import(handle, fd, pin=_pin)
     finally:

@@ -7,6 +7,7 @@ import concurrent.futures
 import gc
 import multiprocessing as mp
 import os
+import pickle
 import signal
 import sys
 import tempfile
@@ -565,3 +566,22 @@ def test_shared_memory_past_the_file_size_limit_is_an_os_error():
     assert r.returncode == 0, r.stderr
     assert "OSError cannot allocate shared memory" in r.stdout
     assert "file size limit, 1048576 bytes (RLIMIT_FSIZE)" in r.stdout
+
+
+def test_a_descriptor_no_longer_offered_is_a_named_os_error():
+    from multiprocessing.reduction import ForkingPickler
+    b = bytes(ForkingPickler.dumps(dlbridge.zeros(4, shared=True)))
+    assert pickle.loads(b).is_shared
+    # Loaded a second time: the resource sharer handed it over already.
+    with pytest.raises(OSError, match="its sender no longer offers the memory's "
+                       r"descriptor \(EOFError\); a pickle made for another process loads once"):
+        pickle.loads(b)
+    # Made by a process that has ended.
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    p = ctx.Process(target=w.pickle_shared, args=(q,))
+    p.start()
+    b = q.get(timeout=60)
+    p.join(60)
+    with pytest.raises(OSError, match=r"could not be received.*\((FileNotFoundError|ConnectionRefusedError)"):
+        pickle.loads(b)
