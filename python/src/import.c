@@ -269,15 +269,16 @@ static int dlbpy_table_may_skip_checks(dlbpy_state *st, PyObject *obj,
 /* PyTorch's lazily negated views (x.conj().imag) hold the negatives of
  * their values, with a flag DLPack has no field for, and both its table
  * and its __dlpack__ export that memory as it is: the values would come out
- * negated. Such a view's strides are twice its complex base's, so it is
- * never compact unless it has at most one element; compact tensors of more
- * (every plain tensor) skip the look-up. 0 when obj is not negated (or has
- * no is_neg), -1 with BufferError when it is, or with the look-up's or
- * the call's error. */
+ * negated. Such a view's strides are twice its complex base's, all even, so
+ * a tensor whose last dimension has two or more elements one apart (every
+ * compact tensor whose rows hold more than one) skips the look-up. 0 when
+ * obj is not negated (or has no is_neg), -1 with BufferError when it is,
+ * or with the look-up's or the call's error. */
 static int dlbpy_refuse_negated(PyObject *obj, const DLTensor *t) {
-  int64_t n = 0;
-  if (dlb_tensor_numel(t, &n) == DLB_OK && n > 1 &&
-      dlb_tensor_is_c_contiguous(t))
+  /* Not yet validated: ndim is bounded as validation bounds it first. */
+  if (t->ndim > 0 && t->ndim <= DLB_MAX_NDIM && t->shape != NULL &&
+      t->shape[t->ndim - 1] > 1 &&
+      (t->strides == NULL || t->strides[t->ndim - 1] == 1))
     return 0;
   PyObject *name = PyUnicode_InternFromString("is_neg");
   if (name == NULL) return -1;

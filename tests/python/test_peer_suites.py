@@ -610,14 +610,16 @@ def test_torch_negated_views_are_asked_only_when_strided():
             asked.append(self.shape)
             return super().is_neg()
 
-    # A compact tensor of two or more elements cannot be a negated view:
-    # not asked, imported as it is.
+    # A negated view's strides are all even: a tensor whose rows hold two
+    # or more elements one apart is not asked, and imported as it is.
     plain = torch.arange(6.0).reshape(2, 3)
-    t = dlbridge.from_dlpack(plain.as_subclass(Spy))
-    assert t.data_ptr == plain.data_ptr() and asked == []
-    # Strided or single elements are asked, and imported zero-copy when
-    # the answer is no: the imaginary part of an unconjugated tensor, a
-    # transposed matrix, one element.
+    for x in (plain, plain[:, 1:]):
+        t = dlbridge.from_dlpack(x.as_subclass(Spy))
+        assert t.data_ptr == x.data_ptr() and t.tolist() == x.tolist()
+    assert asked == []
+    # The others are asked, and imported zero-copy when the answer is no:
+    # the imaginary part of an unconjugated tensor, a transposed matrix,
+    # one element.
     z = torch.tensor([1 + 2j, 3 - 4j])
     for x in (z.imag, plain.T, plain[0, :1]):
         t = dlbridge.from_dlpack(x.as_subclass(Spy))
