@@ -255,3 +255,33 @@ def test_from_legacy_of_our_own_checks_the_flags():
     # Padding says nothing about whole bytes: a float32 struct takes it.
     f = dlbridge.arange(4, dtype="float32")
     assert from_legacy(_take_legacy(f.__dlpack__()), PADDED).tolist() == f.tolist()
+
+
+def _capi_table():
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    return _CAPI.from_address(get(dlbridge._dlbridge._C_API, b"dlbridge._dlbridge._C_API"))
+
+
+def test_null_arguments_and_unknown_flags_are_named():
+    api = _capi_table()
+    vp = ctypes.c_void_p
+    to_managed = ctypes.PYFUNCTYPE(ctypes.c_int, vp, ctypes.c_int, vp)(api.ToManaged)
+    borrow = ctypes.PYFUNCTYPE(ctypes.c_int, vp, ctypes.c_int, vp, vp)(api.Borrow)
+    t = dlbridge.arange(3)
+    slot, slot2 = ctypes.c_void_p(), ctypes.c_void_p()
+    p, p2 = ctypes.addressof(slot), ctypes.addressof(slot2)
+    for call, message in (
+        (lambda: to_managed(None, 0, p), "DLBridge_ToManaged: obj is NULL"),
+        (lambda: to_managed(id(t), 0, None), "DLBridge_ToManaged: out is NULL"),
+        (lambda: borrow(None, 0, p, p2), "DLBridge_Borrow: obj is NULL"),
+        (lambda: borrow(id(t), 0, None, p2), "DLBridge_Borrow: owner is NULL"),
+        (lambda: borrow(id(t), 0, p, None), "DLBridge_Borrow: out is NULL"),
+        (lambda: to_managed(id(t), 0x81, p), "DLBridge_ToManaged: flags is 0x81; bits 0x80 are not"),
+        (lambda: borrow(id(t), -1, p, p2), "DLBridge_Borrow: flags is 0xffffffff; bits 0xfffffffc are not"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            call()
+    assert slot.value is None and slot2.value is None
+    # Both known flags together are flags.
+    assert helper.capi_borrow(t, WRITABLE | CPU)[0]

@@ -1,11 +1,13 @@
 """The DLPack C exchange table of dlbridge.Tensor, driven from C by the test
 helper, and PyTorch's table consumed by dlbridge."""
 
+import ctypes
 import gc
 import sys
 
 import pytest
 
+from dlpack_ctypes import DLDataType, DLDevice, DLManagedTensorVersioned, DLTensor
 from support import (
     IS_COPIED,
     KDLCPU,
@@ -197,3 +199,58 @@ def test_tables_work_across_libraries():
     assert y.data_ptr() == x.data_ptr() == t.data_ptr
     t2 = helper.exchange_to_py(Tensor, data=np.arange(3.0), shape=(3,), dtype=(2, 64, 1))
     assert torch.from_dlpack(t2).tolist() == [0.0, 1.0, 2.0]
+
+
+class _Table(ctypes.Structure):
+    # DLPackExchangeAPI of dlpack.h.
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32), ("prev_api", ctypes.c_void_p),
+                ("allocator", ctypes.c_void_p), ("from_py", ctypes.c_void_p), ("to_py", ctypes.c_void_p),
+                ("dltensor_from_py", ctypes.c_void_p), ("current_work_stream", ctypes.c_void_p)]
+
+
+_SET_ERROR = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p)
+_DELETER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+def test_null_pointers_are_refused_by_name():
+    # Every NULL pointer argument is refused with its parameter's name, and
+    # to_py_object steals its tensor even when out_py_object is NULL.
+    table = _Table.from_address(Tensor.__c_dlpack_exchange_api__)
+    fn = ctypes.PYFUNCTYPE
+    c_int, vp = ctypes.c_int, ctypes.c_void_p
+    alloc = fn(c_int, vp, vp, vp, _SET_ERROR)(table.allocator)
+    from_py = fn(c_int, vp, vp)(table.from_py)
+    to_py = fn(c_int, vp, vp)(table.to_py)
+    view = fn(c_int, vp, vp)(table.dltensor_from_py)
+    stream = fn(c_int, c_int, ctypes.c_int32, vp)(table.current_work_stream)
+    errors = []
+    set_error = _SET_ERROR(lambda ctx, kind, message: errors.append((kind, message)))
+    proto = DLTensor(device=DLDevice(KDLCPU, 0), ndim=0, dtype=DLDataType(2, 32, 1))
+    out = ctypes.c_void_p()
+    assert alloc(None, ctypes.addressof(out), None, set_error) == -1
+    assert alloc(ctypes.addressof(proto), None, None, set_error) == -1
+    assert alloc(None, None, None, _SET_ERROR()) == -1  # no set_error: nothing to call
+    assert errors == [(b"ValueError", b"managed_tensor_allocator: prototype is NULL"),
+                      (b"ValueError", b"managed_tensor_allocator: out is NULL")]
+    t = dlbridge.arange(2)
+    dl = DLTensor()
+    for call, message in (
+        (lambda: from_py(None, ctypes.addressof(out)), "from_py_object_no_sync: expected a dlbridge.Tensor, got NULL"),
+        (lambda: from_py(id(t), None), "from_py_object_no_sync: out is NULL"),
+        (lambda: view(None, ctypes.addressof(dl)), "dltensor_from_py_object_no_sync: expected a dlbridge.Tensor, got NULL"),
+        (lambda: view(id(t), None), "dltensor_from_py_object_no_sync: out is NULL"),
+        (lambda: stream(KDLCPU, 0, None), "current_work_stream: out_current_stream is NULL"),
+        (lambda: to_py(None, ctypes.addressof(out)), "to_py_object_no_sync: tensor is NULL"),
+    ):
+        with pytest.raises((TypeError, ValueError), match=message):
+            call()
+    calls = []
+    deleter = _DELETER(calls.append)
+    a = np.arange(3, dtype=np.float32)
+    shape = (ctypes.c_int64 * 1)(3)
+    m = DLManagedTensorVersioned(major=1, minor=3, deleter=ctypes.cast(deleter, ctypes.c_void_p))
+    m.dl_tensor = DLTensor(data=a.ctypes.data, device=DLDevice(KDLCPU, 0), ndim=1, dtype=DLDataType(2, 32, 1),
+                           shape=ctypes.addressof(shape))
+    with pytest.raises(ValueError, match="to_py_object_no_sync: out_py_object is NULL"):
+        to_py(ctypes.addressof(m), None)
+    assert calls == [ctypes.addressof(m)]
