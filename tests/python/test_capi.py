@@ -12,6 +12,7 @@ import sysconfig
 
 import pytest
 
+from dlpack_ctypes import DLManagedTensorVersioned
 from support import (
     IS_COPIED,
     KDLCUDA,
@@ -283,5 +284,20 @@ def test_null_arguments_and_unknown_flags_are_named():
         with pytest.raises(ValueError, match=message):
             call()
     assert slot.value is None and slot2.value is None
+    assert ctypes.PYFUNCTYPE(ctypes.c_int, vp)(api.Check)(None) == 0
     # Both known flags together are flags.
     assert helper.capi_borrow(t, WRITABLE | CPU)[0]
+
+
+def test_to_managed_of_a_foreign_producer_is_released_without_the_gil(helper):
+    # ToManaged hands out a tensor of dlbridge's for a foreign producer's,
+    # whose deleter takes the GIL before the producer's deleter runs: here
+    # it runs through ctypes, which releases the GIL for the call.
+    api = _capi_table()
+    to_managed = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_int, ctypes.c_void_p)(api.ToManaged)
+    slot = ctypes.c_void_p()
+    assert to_managed(capsule_of(np.arange(4, dtype=np.float32)), 0, ctypes.addressof(slot)) == 0
+    m = DLManagedTensorVersioned.from_address(slot.value)
+    assert m.manager_ctx != 0 and helper.counters()["deleted"] == 0
+    ctypes.CFUNCTYPE(None, ctypes.c_void_p)(m.deleter)(slot.value)
+    assert helper.counters() == {"deleted": 1, "with_gil": 1, "without_gil": 0}

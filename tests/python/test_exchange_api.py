@@ -4,6 +4,7 @@ helper, and PyTorch's table consumed by dlbridge."""
 import ctypes
 import gc
 import sys
+import types
 
 import pytest
 
@@ -127,6 +128,34 @@ def test_allocator_reports_errors_through_set_error():
         assert r.device == "cuda:0"
 
 
+def test_allocator_reports_a_failed_allocation_as_memory_error(helper):
+    # The core's first allocation (the tensor's block) fails: set_error
+    # gets the kind a consumer raises for it, MemoryError, not BufferError.
+    dlbridge._dlbridge._set_allocator(helper.oom_allocator())
+    try:
+        helper.oom_arm(1, 1)  # the core's allocator only
+        r = helper.exchange_alloc(Tensor, (2,), (2, 32, 1), (KDLCPU, 0))
+        assert helper.oom_disarm() == (1, True)
+    finally:
+        dlbridge._dlbridge._set_allocator(None)
+    assert r[0] == "MemoryError" and r[2] == 1 and "out of memory" in r[1]
+
+
+def test_without_the_module_tensors_are_still_stolen(helper, monkeypatch):
+    # Something else in sys.modules under the extension's name: the calls
+    # that make a Tensor say so, and still release what they were given.
+    monkeypatch.setitem(sys.modules, "dlbridge._dlbridge", types.ModuleType("dlbridge._dlbridge"))
+    a = np.arange(4, dtype=np.float32)
+    with pytest.raises(ImportError, match="not dlbridge's"):
+        helper.exchange_to_py(Tensor, data=a, shape=(4,), dtype=(2, 32, 1))
+    with pytest.raises(ImportError, match="not dlbridge's"):
+        helper.capi_from(data=a, shape=(4,), dtype=(2, 32, 1))
+    with pytest.raises(ImportError, match="not dlbridge's"):
+        helper.capi_from(data=a, shape=(4,), dtype=(2, 32, 1), legacy=True)
+    monkeypatch.undo()
+    assert deleted() == 3
+
+
 def test_to_py_object_steals_and_validates(helper):
     a = np.arange(4, dtype=np.float32)
     t = helper.exchange_to_py(Tensor, data=a, shape=(4,), dtype=(2, 32, 1))
@@ -134,12 +163,15 @@ def test_to_py_object_steals_and_validates(helper):
     del t
     assert deleted() == 1
     # Refused tensors are still stolen: their deleter runs at once.
-    with pytest.raises(BufferError, match="version"):
+    # Major versions on either side of 1 (the struct's layout is 1's only).
+    with pytest.raises(BufferError, match=r"version is 2\.0"):
         helper.exchange_to_py(Tensor, data=a, shape=(4,), version=(2, 0))
-    assert deleted() == 2
+    with pytest.raises(BufferError, match=r"version is 0\.9"):
+        helper.exchange_to_py(Tensor, data=a, shape=(4,), version=(0, 9))
+    assert deleted() == 3
     with pytest.raises(BufferError, match="shape"):
         helper.exchange_to_py(Tensor, data=a, shape=(4, -2))
-    assert deleted() == 3
+    assert deleted() == 4
 
 
 def test_refused_versions_report_what_their_deleter_raised(helper, monkeypatch):
