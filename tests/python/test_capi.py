@@ -120,8 +120,15 @@ def test_borrowed_struct_outlives_a_view_of_its_tensor():
 def test_borrow_flags(helper):
     ro = dlbridge.from_dlpack(capsule_of(np.zeros(2, np.float32), flags=READ_ONLY))
     helper.capi_borrow(ro)
+    refs = sys.getrefcount(ro)
     with pytest.raises(BufferError):
         helper.capi_borrow(ro, WRITABLE)
+    # The refusal keeps no reference: to the Tensor, or to the one made
+    # for a foreign producer (whose tensor is released at once).
+    assert sys.getrefcount(ro) == refs
+    with pytest.raises(BufferError, match="read-only"):
+        helper.capi_borrow(capsule_of(np.zeros(2, np.float32), flags=READ_ONLY), WRITABLE)
+    assert deleted() == 1
     with pytest.raises(ValueError, match="flags"):
         helper.capi_borrow(ro, 0x80)
 
@@ -165,13 +172,17 @@ def test_from_managed_and_from_legacy(helper):
     assert legacy.readonly and legacy.tolist() == [0, 1, 2, 3]
     del t, legacy
     assert deleted() == 2
-    with pytest.raises(BufferError, match="version"):
-        helper.capi_from(data=a, shape=(4,), version=(0, 9))
+    # Refused tensors are released, for every reason they are refused.
+    for version in ((0, 9), (2, 0)):
+        with pytest.raises(BufferError, match=r"^DLBridge_FromManaged: version is %d\.%d; dlbridge reads major version 1" % version):
+            helper.capi_from(data=a, shape=(4,), version=version)
+    with pytest.raises(BufferError, match="^DLBridge_FromManaged: shape"):
+        helper.capi_from(data=a, shape=(4, -1))
     with pytest.raises(BufferError):
         helper.capi_from(data=a, shape=(4,), legacy=True, wrap_flags=1 << 9)
     with pytest.raises(BufferError, match="dtype|code"):
         helper.capi_from(data=a, shape=(4,), dtype=(77, 8, 1), legacy=True)
-    assert deleted() == 5
+    assert deleted() == 7
 
 
 def test_the_installed_headers_build_an_extension(tmp_path):
@@ -285,6 +296,10 @@ def test_null_arguments_and_unknown_flags_are_named():
             call()
     assert slot.value is None and slot2.value is None
     assert ctypes.PYFUNCTYPE(ctypes.c_int, vp)(api.Check)(None) == 0
+    with pytest.raises(ValueError, match="DLBridge_FromManaged: NULL tensor"):
+        ctypes.PYFUNCTYPE(ctypes.py_object, vp)(api.FromManaged)(None)
+    with pytest.raises(ValueError, match="DLBridge_FromLegacy: NULL tensor"):
+        ctypes.PYFUNCTYPE(ctypes.py_object, vp, ctypes.c_uint64)(api.FromLegacy)(None, 0)
     # Both known flags together are flags.
     assert helper.capi_borrow(t, WRITABLE | CPU)[0]
 

@@ -15,6 +15,7 @@ from support import (
     KDLCUDA,
     KDLCUDAHOST,
     READ_ONLY,
+    SUBBYTE_PADDED,
     capsule_of,
     deleted,
     dlbridge,
@@ -286,3 +287,32 @@ def test_null_pointers_are_refused_by_name():
     with pytest.raises(ValueError, match="to_py_object_no_sync: out_py_object is NULL"):
         to_py(ctypes.addressof(m), None)
     assert calls == [ctypes.addressof(m)]
+
+
+def test_to_py_object_keeps_the_reason_a_share_of_ours_is_refused():
+    # A tensor from_py_object made, its flags rewritten to say its packed
+    # 4-bit units are padded: the refusal says why (the import's own
+    # message, not one put over it), and the share is released.
+    table = _Table.from_address(Tensor.__c_dlpack_exchange_api__)
+    from_py = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)(table.from_py)
+    to_py = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)(table.to_py)
+    t = dlbridge.zeros(8, dtype="uint4")
+    refs = sys.getrefcount(t)
+    slot, out = ctypes.c_void_p(), ctypes.c_void_p()
+    assert from_py(id(t), ctypes.addressof(slot)) == 0
+    DLManagedTensorVersioned.from_address(slot.value).flags |= SUBBYTE_PADDED
+    with pytest.raises(BufferError, match="^DLPack tensor: flags has IS_SUBBYTE_TYPE_PADDED, but the 4-bit units"):
+        to_py(slot.value, ctypes.addressof(out))
+    assert out.value is None and sys.getrefcount(t) == refs
+
+
+def test_null_pointers_return_minus_one():
+    # Exactly -1: the contract's failure, which a consumer may test for.
+    # The allocator raises nothing (it reports through set_error, and may
+    # run without the GIL); every other function raises ValueError.
+    t = dlbridge.arange(2)
+    for which in ("alloc_prototype", "alloc_out"):
+        assert helper.exchange_null(Tensor, which) == (-1, None)
+    for which in ("from_py_object", "from_py_out", "to_py_tensor", "view_object", "view_out", "stream_out"):
+        rc, exc = helper.exchange_null(Tensor, which, t)
+        assert rc == -1 and isinstance(exc, (TypeError, ValueError)) and "NULL" in str(exc), (which, exc)
