@@ -205,6 +205,28 @@ def test_prefetch_and_advise_release_what_they_import(helper):
     assert deleted() == 2
 
 
+def test_synchronize_passes_on_what_looking_up_the_device_raised():
+    # Looking up or calling __dlpack_device__ raises: that is the error.
+    # A CPU device waits for nothing, so no runtime is needed.
+    class Broken:
+        def __getattr__(self, name):
+            raise KeyError(name)
+
+    class Raises:
+        def __dlpack_device__(self):
+            raise LookupError("no device today")
+
+    class Cpu:
+        def __dlpack_device__(self):
+            return (1, 0)
+
+    with pytest.raises(KeyError, match="__dlpack_device__"):
+        dlbridge.synchronize(Broken())
+    with pytest.raises(LookupError, match="no device today"):
+        dlbridge.synchronize(Raises())
+    assert dlbridge.synchronize(Cpu()) is None
+
+
 def test_empty_buffers_and_tensors_have_memory_to_name():
     # The buffer protocol and dlbridge never give NULL, even for no bytes.
     assert dlbridge.device_of(b"") == "cpu"
