@@ -200,6 +200,22 @@ def test_refused_versions_report_what_their_deleter_raised(helper, monkeypatch):
     assert deleted() == 3
 
 
+def test_refusals_report_what_the_deleter_raised_meanwhile(helper, monkeypatch):
+    # The refusal is pending when the refused tensor's deleter runs: an
+    # exception the deleter leaves set is reported as unraisable, and the
+    # refusal is what the caller gets (to_py_object, and FromLegacy, which
+    # releases the struct itself).
+    seen = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: seen.append(str(u.exc_value)))
+    a = np.arange(4, dtype=np.float32)
+    with pytest.raises(BufferError, match="shape"):
+        helper.exchange_to_py(Tensor, data=a, shape=(4, -2), deleter="leave_error")
+    with pytest.raises(BufferError, match="dtype|code"):
+        helper.capi_from(data=a, shape=(4,), dtype=(77, 8, 1), legacy=True, deleter="leave_error")
+    assert seen == ["left set by the deleter"] * 2
+    assert deleted() == 2
+
+
 def test_to_py_object_of_foreign_tensor_takes_the_gil_in_threads(helper):
     a = np.arange(4, dtype=np.float32)
     t = helper.exchange_to_py(Tensor, data=a, shape=(4,), dtype=(2, 32, 1))
