@@ -174,7 +174,8 @@ def test_from_managed_and_from_legacy(helper):
     assert deleted() == 2
     # Refused tensors are released, for every reason they are refused.
     for version in ((0, 9), (2, 0)):
-        with pytest.raises(BufferError, match=r"^DLBridge_FromManaged: version is %d\.%d; dlbridge reads major version 1" % version):
+        message = r"^DLBridge_FromManaged: version is %d\.%d; dlbridge reads major version 1" % version
+        with pytest.raises(BufferError, match=message):
             helper.capi_from(data=a, shape=(4,), version=version)
     with pytest.raises(BufferError, match="^DLBridge_FromManaged: shape"):
         helper.capi_from(data=a, shape=(4, -1))

@@ -286,7 +286,8 @@ def test_null_pointers_are_refused_by_name():
     for call, message in (
         (lambda: from_py(None, ctypes.addressof(out)), "from_py_object_no_sync: expected a dlbridge.Tensor, got NULL"),
         (lambda: from_py(id(t), None), "from_py_object_no_sync: out is NULL"),
-        (lambda: view(None, ctypes.addressof(dl)), "dltensor_from_py_object_no_sync: expected a dlbridge.Tensor, got NULL"),
+        (lambda: view(None, ctypes.addressof(dl)),
+         "dltensor_from_py_object_no_sync: expected a dlbridge.Tensor, got NULL"),
         (lambda: view(id(t), None), "dltensor_from_py_object_no_sync: out is NULL"),
         (lambda: stream(KDLCPU, 0, None), "current_work_stream: out_current_stream is NULL"),
         (lambda: to_py(None, ctypes.addressof(out)), "to_py_object_no_sync: tensor is NULL"),
