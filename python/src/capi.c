@@ -26,20 +26,25 @@ static int dlbpy_capi_require(const DLManagedTensorVersioned *mt, int flags) {
   return 0;
 }
 
-static int dlbpy_capi_bad_flags(int flags) {
-  if ((flags & ~(DLBRIDGE_REQUIRE_WRITABLE | DLBRIDGE_REQUIRE_CPU)) == 0)
-    return 0;
-  PyErr_Format(PyExc_ValueError, "unknown dlbridge C API flags 0x%x", flags);
+static int dlbpy_capi_bad_flags(int flags, const char *fn) {
+  const unsigned unknown =
+      (unsigned)flags &
+      ~(unsigned)(DLBRIDGE_REQUIRE_WRITABLE | DLBRIDGE_REQUIRE_CPU);
+  if (unknown == 0) return 0;
+  PyErr_Format(PyExc_ValueError,
+               "%s: flags is 0x%x; bits 0x%x are not dlbridge C API flags", fn,
+               (unsigned)flags, unknown);
   return -1;
 }
 
 static int dlbpy_capi_to_managed(PyObject *obj, int flags,
                                  DLManagedTensorVersioned **out) {
   if (obj == NULL || out == NULL) {
-    PyErr_SetString(PyExc_ValueError, "DLBridge_ToManaged: NULL argument");
+    PyErr_Format(PyExc_ValueError, "DLBridge_ToManaged: %s is NULL",
+                 obj == NULL ? "obj" : "out");
     return -1;
   }
-  if (dlbpy_capi_bad_flags(flags) < 0) return -1;
+  if (dlbpy_capi_bad_flags(flags, "DLBridge_ToManaged") < 0) return -1;
   DLManagedTensorVersioned *mt;
   if (dlbpy_tensor_check(obj)) {
     if (dlbpy_export(obj, NULL, -1, &mt) < 0) return -1;
@@ -64,10 +69,11 @@ static int dlbpy_capi_to_managed(PyObject *obj, int flags,
 static int dlbpy_capi_borrow(PyObject *obj, int flags, PyObject **owner,
                              const DLManagedTensorVersioned **out) {
   if (obj == NULL || owner == NULL || out == NULL) {
-    PyErr_SetString(PyExc_ValueError, "DLBridge_Borrow: NULL argument");
+    PyErr_Format(PyExc_ValueError, "DLBridge_Borrow: %s is NULL",
+                 obj == NULL ? "obj" : owner == NULL ? "owner" : "out");
     return -1;
   }
-  if (dlbpy_capi_bad_flags(flags) < 0) return -1;
+  if (dlbpy_capi_bad_flags(flags, "DLBridge_Borrow") < 0) return -1;
   PyObject *tensor;
   if (dlbpy_tensor_check(obj)) {
     tensor = obj;

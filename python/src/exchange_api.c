@@ -15,8 +15,9 @@ static int dlbpy_xapi_allocator(
   if (prototype == NULL || out == NULL) {
     if (set_error != NULL)
       set_error(error_ctx, "ValueError",
-                "managed_tensor_allocator: prototype and out must not be "
-                "NULL");
+                prototype == NULL
+                    ? "managed_tensor_allocator: prototype is NULL"
+                    : "managed_tensor_allocator: out is NULL");
     return -1;
   }
   DLManagedTensorVersioned *m;
@@ -60,9 +61,9 @@ static int dlbpy_xapi_to_py_object(DLManagedTensorVersioned *tensor,
   if (tensor == NULL || out_py_object == NULL) {
     /* Steals tensor, errors included. */
     dlbpy_release(tensor);
-    PyErr_SetString(PyExc_ValueError,
-                    "managed_tensor_to_py_object_no_sync: tensor and "
-                    "out_py_object must not be NULL");
+    PyErr_Format(PyExc_ValueError,
+                 "managed_tensor_to_py_object_no_sync: %s is NULL",
+                 tensor == NULL ? "tensor" : "out_py_object");
     return -1;
   }
   if (tensor->version.major != DLPACK_MAJOR_VERSION) {

@@ -257,24 +257,28 @@ PyObject *dlbpy_device_of(PyObject *module, PyObject *x) {
  * ---------------------------------------------------------------------- */
 
 /* A CUDA stream in the __dlpack__ convention: None or 1 the legacy default
- * stream, 2 the per-thread default stream, larger values handles. */
+ * stream, 2 the per-thread default stream, larger values handles. 0, -1 (no
+ * synchronisation: a prefetch is queued on some stream) and every value
+ * below name no stream; INT64_MIN among them, which the core reads as
+ * None (DLB_STREAM_NONE), so the refusal comes before the core sees it. */
 static int dlbpy_prefetch_stream(dlbpy_state *st, PyObject *obj,
                                  void **out) {
   int64_t value = DLB_STREAM_NONE;
-  if (obj != NULL && obj != Py_None &&
-      dlbpy_parse_int64(obj, "stream", &value) < 0)
-    return -1;
+  if (obj != NULL && obj != Py_None) {
+    if (dlbpy_parse_int64(obj, "stream", &value) < 0) return -1;
+    if (value <= 0) {
+      PyErr_Format(st->stream_error,
+                   "prefetch(): stream is %lld, which names no stream; pass "
+                   "None or 1 (the legacy default stream), 2 (the "
+                   "per-thread default stream) or a stream handle",
+                   (long long)value);
+      return -1;
+    }
+  }
   void *handle = NULL;
   int sync = 0;
   dlb_status s = dlb_stream_from_dlpack(kDLCUDAManaged, value, &handle, &sync);
   if (s != DLB_OK) return dlbpy_fail(s, st->stream_error, "prefetch()");
-  if (!sync) {
-    PyErr_SetString(st->stream_error,
-                    "prefetch(): stream -1 names no stream; pass None or 1 "
-                    "(the legacy default stream), 2 (the per-thread default "
-                    "stream) or a stream handle");
-    return -1;
-  }
   *out = handle;
   return 0;
 }

@@ -12,6 +12,7 @@ import sysconfig
 
 import pytest
 
+from dlpack_ctypes import DLManagedTensorVersioned
 from support import (
     IS_COPIED,
     KDLCUDA,
@@ -119,8 +120,15 @@ def test_borrowed_struct_outlives_a_view_of_its_tensor():
 def test_borrow_flags(helper):
     ro = dlbridge.from_dlpack(capsule_of(np.zeros(2, np.float32), flags=READ_ONLY))
     helper.capi_borrow(ro)
+    refs = sys.getrefcount(ro)
     with pytest.raises(BufferError):
         helper.capi_borrow(ro, WRITABLE)
+    # The refusal keeps no reference: to the Tensor, or to the one made
+    # for a foreign producer (whose tensor is released at once).
+    assert sys.getrefcount(ro) == refs
+    with pytest.raises(BufferError, match="read-only"):
+        helper.capi_borrow(capsule_of(np.zeros(2, np.float32), flags=READ_ONLY), WRITABLE)
+    assert deleted() == 1
     with pytest.raises(ValueError, match="flags"):
         helper.capi_borrow(ro, 0x80)
 
@@ -164,13 +172,18 @@ def test_from_managed_and_from_legacy(helper):
     assert legacy.readonly and legacy.tolist() == [0, 1, 2, 3]
     del t, legacy
     assert deleted() == 2
-    with pytest.raises(BufferError, match="version"):
-        helper.capi_from(data=a, shape=(4,), version=(0, 9))
+    # Refused tensors are released, for every reason they are refused.
+    for version in ((0, 9), (2, 0)):
+        message = r"^DLBridge_FromManaged: version is %d\.%d; dlbridge reads major version 1" % version
+        with pytest.raises(BufferError, match=message):
+            helper.capi_from(data=a, shape=(4,), version=version)
+    with pytest.raises(BufferError, match="^DLBridge_FromManaged: shape"):
+        helper.capi_from(data=a, shape=(4, -1))
     with pytest.raises(BufferError):
         helper.capi_from(data=a, shape=(4,), legacy=True, wrap_flags=1 << 9)
     with pytest.raises(BufferError, match="dtype|code"):
         helper.capi_from(data=a, shape=(4,), dtype=(77, 8, 1), legacy=True)
-    assert deleted() == 5
+    assert deleted() == 7
 
 
 def test_the_installed_headers_build_an_extension(tmp_path):
@@ -255,3 +268,52 @@ def test_from_legacy_of_our_own_checks_the_flags():
     # Padding says nothing about whole bytes: a float32 struct takes it.
     f = dlbridge.arange(4, dtype="float32")
     assert from_legacy(_take_legacy(f.__dlpack__()), PADDED).tolist() == f.tolist()
+
+
+def _capi_table():
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    return _CAPI.from_address(get(dlbridge._dlbridge._C_API, b"dlbridge._dlbridge._C_API"))
+
+
+def test_null_arguments_and_unknown_flags_are_named():
+    api = _capi_table()
+    vp = ctypes.c_void_p
+    to_managed = ctypes.PYFUNCTYPE(ctypes.c_int, vp, ctypes.c_int, vp)(api.ToManaged)
+    borrow = ctypes.PYFUNCTYPE(ctypes.c_int, vp, ctypes.c_int, vp, vp)(api.Borrow)
+    t = dlbridge.arange(3)
+    slot, slot2 = ctypes.c_void_p(), ctypes.c_void_p()
+    p, p2 = ctypes.addressof(slot), ctypes.addressof(slot2)
+    for call, message in (
+        (lambda: to_managed(None, 0, p), "DLBridge_ToManaged: obj is NULL"),
+        (lambda: to_managed(id(t), 0, None), "DLBridge_ToManaged: out is NULL"),
+        (lambda: borrow(None, 0, p, p2), "DLBridge_Borrow: obj is NULL"),
+        (lambda: borrow(id(t), 0, None, p2), "DLBridge_Borrow: owner is NULL"),
+        (lambda: borrow(id(t), 0, p, None), "DLBridge_Borrow: out is NULL"),
+        (lambda: to_managed(id(t), 0x81, p), "DLBridge_ToManaged: flags is 0x81; bits 0x80 are not"),
+        (lambda: borrow(id(t), -1, p, p2), "DLBridge_Borrow: flags is 0xffffffff; bits 0xfffffffc are not"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            call()
+    assert slot.value is None and slot2.value is None
+    assert ctypes.PYFUNCTYPE(ctypes.c_int, vp)(api.Check)(None) == 0
+    with pytest.raises(ValueError, match="DLBridge_FromManaged: NULL tensor"):
+        ctypes.PYFUNCTYPE(ctypes.py_object, vp)(api.FromManaged)(None)
+    with pytest.raises(ValueError, match="DLBridge_FromLegacy: NULL tensor"):
+        ctypes.PYFUNCTYPE(ctypes.py_object, vp, ctypes.c_uint64)(api.FromLegacy)(None, 0)
+    # Both known flags together are flags.
+    assert helper.capi_borrow(t, WRITABLE | CPU)[0]
+
+
+def test_to_managed_of_a_foreign_producer_is_released_without_the_gil(helper):
+    # ToManaged hands out a tensor of dlbridge's for a foreign producer's,
+    # whose deleter takes the GIL before the producer's deleter runs: here
+    # it runs through ctypes, which releases the GIL for the call.
+    api = _capi_table()
+    to_managed = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_int, ctypes.c_void_p)(api.ToManaged)
+    slot = ctypes.c_void_p()
+    assert to_managed(capsule_of(np.arange(4, dtype=np.float32)), 0, ctypes.addressof(slot)) == 0
+    m = DLManagedTensorVersioned.from_address(slot.value)
+    assert m.manager_ctx != 0 and helper.counters()["deleted"] == 0
+    ctypes.CFUNCTYPE(None, ctypes.c_void_p)(m.deleter)(slot.value)
+    assert helper.counters() == {"deleted": 1, "with_gil": 1, "without_gil": 0}

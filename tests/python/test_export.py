@@ -281,10 +281,15 @@ def test_refused_streams_raise_stream_error(kind, stream, dl_device):
 
 
 def test_prefetch_refuses_streams_with_stream_error():
-    # The stream is checked before the tensor, so no GPU is needed.
-    for s in (0, -1, -2):
-        with pytest.raises(dlbridge.StreamError, match="stream"):
+    # The stream is checked before the tensor, so no GPU is needed. Every
+    # value below 1 names no stream, -2**63 too (the core's marker for no
+    # stream given, which must not read as None), and the message names the
+    # value and offers only what prefetch() takes (not -1).
+    for s in (0, -1, -2, -(2**63)):
+        with pytest.raises(dlbridge.StreamError, match=r"stream is %d, which names no stream" % s) as info:
             dlbridge.prefetch(dlbridge.arange(3), "cpu", stream=s)
+        offered = str(info.value).split(";")[1]
+        assert "None or 1" in offered and "-1" not in offered
 
 
 def test_stream_error_class():

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import dlbridge
+from support import capsule_of, deleted
 
 
 def run(body, **env):
@@ -122,7 +123,7 @@ def test_the_default_search_names_the_libraries_tried(device, library, variable)
 @pytest.mark.parametrize(
     "call, exc, words",
     [
-        (lambda: dlbridge.device_of(0), ValueError, "NULL"),
+        (lambda: dlbridge.device_of(0), ValueError, "address 0 is NULL"),
         (lambda: dlbridge.device_of(-8), ValueError, "negative"),
         (lambda: dlbridge.device_of(2**64), OverflowError, "pointer"),
         (lambda: dlbridge.device_of(True), TypeError, "bool"),
@@ -147,6 +148,83 @@ def test_the_default_search_names_the_libraries_tried(device, library, variable)
 def test_bad_arguments_fail_before_any_runtime_is_needed(call, exc, words):
     with pytest.raises(exc, match=words):
         call()
+
+
+def test_device_of_passes_on_why_a_buffer_was_refused():
+    # The exporter's own error: a buffer that cannot be had is not taken
+    # for an object of the wrong type.
+    m = memoryview(b"ab")
+    m.release()
+    with pytest.raises(ValueError, match="released memoryview"):
+        dlbridge.device_of(m)
+
+
+def test_device_of_passes_on_a_buffer_error_of_any_exporter():
+    # A buffer exporter that is no DLPack producer, refusing with
+    # BufferError: that refusal is the answer, not a TypeError.
+    testbuffer = pytest.importorskip("_testbuffer")
+    x = testbuffer.ndarray([1, 2, 3], shape=[3], format="B", flags=testbuffer.ND_GETBUF_FAIL)
+    with pytest.raises(BufferError, match="ND_GETBUF_FAIL"):
+        dlbridge.device_of(x)
+
+
+class _Address:
+    """An int in all but type: __index__ only."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __index__(self):
+        return self.value
+
+
+def test_device_of_takes_any_index_as_an_address():
+    a = np.arange(3)
+    assert dlbridge.device_of(_Address(a.ctypes.data)) == "cpu"
+    with pytest.raises(ValueError, match="address -8 is negative"):
+        dlbridge.device_of(_Address(-8))
+    with pytest.raises(ValueError, match="address 0 is NULL"):
+        dlbridge.device_of(_Address(0))
+
+
+def test_prefetch_and_advise_release_what_they_import(helper):
+    # A producer's tensor is imported, refused (it is not managed memory,
+    # or there is no CUDA to ask) and released: its deleter runs once per
+    # call.
+    class Producer:
+        def __dlpack__(self, **kwargs):
+            return capsule_of(np.zeros(4, dtype=np.float32))
+
+        def __dlpack_device__(self):
+            return (1, 0)
+
+    with pytest.raises((ValueError, RuntimeError), match="not cuda_managed|CUDA"):
+        dlbridge.prefetch(Producer(), "cpu")
+    with pytest.raises((ValueError, RuntimeError), match="not cuda_managed|CUDA"):
+        dlbridge.advise(Producer(), "set_read_mostly")
+    assert deleted() == 2
+
+
+def test_synchronize_passes_on_what_looking_up_the_device_raised():
+    # Looking up or calling __dlpack_device__ raises: that is the error.
+    # A CPU device waits for nothing, so no runtime is needed.
+    class Broken:
+        def __getattr__(self, name):
+            raise KeyError(name)
+
+    class Raises:
+        def __dlpack_device__(self):
+            raise LookupError("no device today")
+
+    class Cpu:
+        def __dlpack_device__(self):
+            return (1, 0)
+
+    with pytest.raises(KeyError, match="__dlpack_device__"):
+        dlbridge.synchronize(Broken())
+    with pytest.raises(LookupError, match="no device today"):
+        dlbridge.synchronize(Raises())
+    assert dlbridge.synchronize(Cpu()) is None
 
 
 def test_empty_buffers_and_tensors_have_memory_to_name():

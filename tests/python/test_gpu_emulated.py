@@ -422,8 +422,14 @@ def test_prefetch_and_advise_steer_managed_memory(emulators):
         where = ctypes.c_int(-9)
         dlbridge.advise(m, "set_read_mostly")
         assert cuda.emu_advice(p, ctypes.byref(where)) == 1
+        # No device (None) is the host, as "cpu" is.
+        dlbridge.advise(m, "set_preferred_location")
+        assert cuda.emu_advice(p, ctypes.byref(where)) == 1 | 4 and where.value == -1
         dlbridge.advise(m, "set_preferred_location", "cuda:1")
         assert cuda.emu_advice(p, ctypes.byref(where)) == 1 | 4 and where.value == 1
+        dlbridge.advise(m, "set_preferred_location", None)
+        assert cuda.emu_advice(p, ctypes.byref(where)) == 1 | 4 and where.value == -1
+        dlbridge.advise(m, "set_preferred_location", "cuda:1")
         dlbridge.advise(m, "set_accessed_by", device="cuda:0")
         assert cuda.emu_advice(p, ctypes.byref(where)) == 1 | 4 | 16 and where.value == 0
         dlbridge.advise(m, "unset_read_mostly")

@@ -193,6 +193,13 @@ CALLS = {
     "load_npy read": (lambda e: dl.load_npy(e.path, mmap=False), ()),
     "exchange api": (lambda e: helper.exchange_roundtrip(dl.Tensor, e.t),
                      ("t",)),
+    "exchange allocator": (
+        lambda e: helper.exchange_alloc(dl.Tensor, (2, 3), (2, 32, 1), (1, 0)),
+        ()),
+    "C API to_managed": (lambda e: helper.capi_to_managed(e.legacy),
+                         ("legacy",)),
+    "C API to_managed tensor": (lambda e: helper.capi_to_managed(e.t), ("t",)),
+    "C API borrow": (lambda e: helper.capi_borrow(e.legacy), ("legacy",)),
 }
 
 

@@ -6,6 +6,7 @@
  *                            and a deleter that counts its calls
  *   counters() / reset()     what the deleters saw
  *   exchange_*(...)          drive a type's DLPack exchange table from C
+ *                            (exchange_null: with a NULL pointer)
  *   fake_exchange*(...)      a producer's exchange table (one whose capsule
  *                            owns it: retired_counts())
  *   release_in_thread(lst)   export lst[0] through the exchange table, drop
@@ -282,6 +283,25 @@ static const DLPackExchangeAPI *api_of(PyObject *type_or_obj) {
   return api;
 }
 
+/* The table's functions return 0, or -1 with an exception set (the
+ * allocator reports through set_error instead), and nothing else: a
+ * consumer may test for -1. Anything else is a SystemError here. */
+static int xapi_rc(int rc, const char *fn) {
+  if (rc == -1 || (rc == 0 && !PyErr_Occurred())) return rc;
+  if (rc == 0) {
+    PyErr_Format(PyExc_SystemError, "%s returned 0 with an exception set",
+                 fn);
+    return -1;
+  }
+  PyErr_Format(PyExc_SystemError,
+               "%s returned %d; exchange API functions return 0 or -1", fn,
+               rc);
+  return -1;
+}
+
+/* XAPI(api, fn, args...): api->fn(args...), its result checked. */
+#define XAPI(api, fn, ...) xapi_rc((api)->fn(__VA_ARGS__), #fn)
+
 static PyObject *exchange_version(PyObject *self, PyObject *type) {
   (void)self;
   const DLPackExchangeAPI *api = api_of(type);
@@ -319,10 +339,10 @@ static PyObject *exchange_roundtrip(PyObject *self, PyObject *const *args,
   const DLPackExchangeAPI *api = api_of(args[0]);
   if (api == NULL) return NULL;
   DLManagedTensorVersioned *m = NULL;
-  if (api->managed_tensor_from_py_object_no_sync(args[1], &m) != 0)
+  if (XAPI(api, managed_tensor_from_py_object_no_sync, args[1], &m) != 0)
     return NULL;
   void *out = NULL;
-  if (api->managed_tensor_to_py_object_no_sync(m, &out) != 0) return NULL;
+  if (XAPI(api, managed_tensor_to_py_object_no_sync, m, &out) != 0) return NULL;
   return (PyObject *)out;
 }
 
@@ -331,7 +351,8 @@ static PyObject *exchange_flags(PyObject *self, PyObject *obj) {
   const DLPackExchangeAPI *api = api_of(obj);
   if (api == NULL) return NULL;
   DLManagedTensorVersioned *m = NULL;
-  if (api->managed_tensor_from_py_object_no_sync(obj, &m) != 0) return NULL;
+  if (XAPI(api, managed_tensor_from_py_object_no_sync, obj, &m) != 0)
+    return NULL;
   PyObject *r = Py_BuildValue("(KII)", (unsigned long long)m->flags,
                               m->version.major, m->version.minor);
   if (m->deleter != NULL) m->deleter(m);
@@ -349,7 +370,7 @@ static PyObject *exchange_view(PyObject *self, PyObject *const *args,
   const DLPackExchangeAPI *api = api_of(args[0]);
   if (api == NULL) return NULL;
   DLTensor t;
-  if (api->dltensor_from_py_object_no_sync(args[1], &t) != 0) return NULL;
+  if (XAPI(api, dltensor_from_py_object_no_sync, args[1], &t) != 0) return NULL;
   /* then() runs between taking the view and reading it: the view must
    * stay valid for as long as obj lives, whatever happens meanwhile. */
   if (nargs == 3) {
@@ -416,11 +437,67 @@ static PyObject *exchange_alloc(PyObject *self, PyObject *args) {
   proto.shape = shape;
   error_sink sink = {{0}, {0}, 0};
   DLManagedTensorVersioned *m = NULL;
-  if (api->managed_tensor_allocator(&proto, &m, &sink, sink_set_error) != 0)
+  if (XAPI(api, managed_tensor_allocator,
+           &proto, &m, &sink, sink_set_error) != 0)
     return Py_BuildValue("(ssi)", sink.kind, sink.message, sink.calls);
   void *out = NULL;
-  if (api->managed_tensor_to_py_object_no_sync(m, &out) != 0) return NULL;
+  if (XAPI(api, managed_tensor_to_py_object_no_sync, m, &out) != 0) return NULL;
   return (PyObject *)out;
+}
+
+/* exchange_null(type, which[, obj]): one call of the table with the NULL
+ * pointer which names, returning (rc, the exception raised or None), so
+ * that the exact result is seen. */
+static PyObject *exchange_null(PyObject *self, PyObject *args) {
+  (void)self;
+  PyObject *type, *obj = Py_None;
+  const char *which;
+  if (!PyArg_ParseTuple(args, "Os|O", &type, &which, &obj)) return NULL;
+  const DLPackExchangeAPI *api = api_of(type);
+  if (api == NULL) return NULL;
+  DLManagedTensorVersioned *m = NULL;
+  DLTensor t;
+  void *p = NULL;
+  int rc;
+  if (strcmp(which, "alloc_prototype") == 0) {
+    rc = api->managed_tensor_allocator(NULL, &m, NULL, NULL);
+  } else if (strcmp(which, "alloc_out") == 0) {
+    memset(&t, 0, sizeof t);
+    t.device.device_type = kDLCPU;
+    t.dtype.code = kDLFloat;
+    t.dtype.bits = 32;
+    t.dtype.lanes = 1;
+    rc = api->managed_tensor_allocator(&t, NULL, NULL, NULL);
+  } else if (strcmp(which, "from_py_object") == 0) {
+    rc = api->managed_tensor_from_py_object_no_sync(NULL, &m);
+  } else if (strcmp(which, "from_py_out") == 0) {
+    rc = api->managed_tensor_from_py_object_no_sync(obj, NULL);
+  } else if (strcmp(which, "to_py_tensor") == 0) {
+    rc = api->managed_tensor_to_py_object_no_sync(NULL, &p);
+  } else if (strcmp(which, "view_object") == 0) {
+    rc = api->dltensor_from_py_object_no_sync(NULL, &t);
+  } else if (strcmp(which, "view_out") == 0) {
+    rc = api->dltensor_from_py_object_no_sync(obj, NULL);
+  } else if (strcmp(which, "stream_out") == 0) {
+    rc = api->current_work_stream(kDLCPU, 0, NULL);
+  } else {
+    PyErr_Format(PyExc_ValueError, "exchange_null: unknown %s", which);
+    return NULL;
+  }
+  if (m != NULL || p != NULL) {
+    PyErr_SetString(PyExc_SystemError, "exchange_null: an output was set");
+    return NULL;
+  }
+#if PY_VERSION_HEX >= 0x030C0000
+  PyObject *exc = PyErr_GetRaisedException();
+#else
+  PyObject *etype, *exc, *tb;
+  PyErr_Fetch(&etype, &exc, &tb);
+  PyErr_NormalizeException(&etype, &exc, &tb);
+  Py_XDECREF(etype);
+  Py_XDECREF(tb);
+#endif
+  return Py_BuildValue("(iN)", rc, exc != NULL ? exc : Py_NewRef(Py_None));
 }
 
 static PyObject *exchange_stream(PyObject *self, PyObject *args) {
@@ -431,7 +508,8 @@ static PyObject *exchange_stream(PyObject *self, PyObject *args) {
   const DLPackExchangeAPI *api = api_of(type);
   if (api == NULL) return NULL;
   void *stream = (void *)1;
-  if (api->current_work_stream((DLDeviceType)dev_type, dev_id, &stream) != 0)
+  if (XAPI(api, current_work_stream,
+           (DLDeviceType)dev_type, dev_id, &stream) != 0)
     return NULL;
   return PyLong_FromVoidPtr(stream);
 }
@@ -458,7 +536,7 @@ static PyObject *exchange_to_py(PyObject *self, PyObject *args,
     return NULL;
   }
   void *out = NULL;
-  if (api->managed_tensor_to_py_object_no_sync(&h->m.v, &out) != 0)
+  if (XAPI(api, managed_tensor_to_py_object_no_sync, &h->m.v, &out) != 0)
     return NULL;
   return (PyObject *)out;
 }
@@ -614,7 +692,8 @@ static DLManagedTensorVersioned *take_last(PyObject *lst) {
   const DLPackExchangeAPI *api = api_of(obj);
   if (api == NULL) return NULL;
   DLManagedTensorVersioned *m = NULL;
-  if (api->managed_tensor_from_py_object_no_sync(obj, &m) != 0) return NULL;
+  if (XAPI(api, managed_tensor_from_py_object_no_sync, obj, &m) != 0)
+    return NULL;
   if (PyList_SetSlice(lst, 0, 1, NULL) < 0) {
     if (m->deleter != NULL) m->deleter(m);
     return NULL;
@@ -1084,6 +1163,7 @@ static PyMethodDef helper_methods[] = {
      METH_FASTCALL, NULL},
     {"exchange_alloc", exchange_alloc, METH_VARARGS, NULL},
     {"exchange_stream", exchange_stream, METH_VARARGS, NULL},
+    {"exchange_null", exchange_null, METH_VARARGS, NULL},
     {"exchange_to_py", (PyCFunction)(void (*)(void))exchange_to_py,
      METH_VARARGS | METH_KEYWORDS, NULL},
     {"fake_exchange", fake_exchange, METH_VARARGS, NULL},
