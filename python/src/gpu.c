@@ -378,14 +378,25 @@ PyObject *dlbpy_advise(PyObject *module, PyObject *const *args,
  * synchronize
  * ---------------------------------------------------------------------- */
 
-/* The device x names: a device itself, or the memory of a Tensor or of a
- * producer (its __dlpack_device__, so nothing is imported). */
+/* The device x names: a device itself (a name, a pair, a framework's
+ * device object), or the memory of a Tensor, of an unconsumed DLPack
+ * capsule (read, not consumed) or of a producer (its __dlpack_device__, so
+ * nothing is imported). */
 static int dlbpy_sync_device_arg(PyObject *module, PyObject *x,
                                  DLDevice *out) {
   if (PyUnicode_Check(x) || PyTuple_Check(x))
     return dlbpy_parse_device(x, out);
   if (dlbpy_tensor_check(x)) {
     *out = ((dlbpy_tensor *)x)->mt->dl_tensor.device;
+    return 0;
+  }
+  const DLTensor *peeked;
+  int peek = dlbpy_capsule_peek(x, &peeked);
+  if (peek < 0) return -1;
+  if (peek) {
+    /* Validated: its device normalises. */
+    *out = peeked->device;
+    (void)dlb_device_normalize(out);
     return 0;
   }
   dlbpy_state *st = dlbpy_state_of_module(module);
@@ -395,11 +406,24 @@ static int dlbpy_sync_device_arg(PyObject *module, PyObject *x,
   int found = DLBPY_GET_OPTIONAL_ATTR(x, st->s_dlpack_device, &method);
   if (found < 0) return -1;
   if (found == 0) {
+    /* A framework's device object (torch.device), else not a device. */
+    if (dlbpy_parse_device(x, out) == 0) return 0;
+    if (!PyErr_ExceptionMatches(PyExc_TypeError)) return -1;
+    PyErr_Clear();
     PyErr_Format(PyExc_TypeError,
                  "synchronize(): expected a device ('cuda:0', a "
-                 "(device_type, device_id) tuple), a dlbridge.Tensor or a "
-                 "DLPack producer, not %.100s",
+                 "(device_type, device_id) tuple, a torch.device), a "
+                 "dlbridge.Tensor, a DLPack capsule or a DLPack producer, "
+                 "not %.100s",
                  Py_TYPE(x)->tp_name);
+    return -1;
+  }
+  if (!PyCallable_Check(method)) {
+    PyErr_Format(PyExc_TypeError,
+                 "synchronize(): %.100s.__dlpack_device__ is %.100s, not a "
+                 "method",
+                 Py_TYPE(x)->tp_name, Py_TYPE(method)->tp_name);
+    Py_DECREF(method);
     return -1;
   }
   PyObject *pair = PyObject_CallNoArgs(method);

@@ -220,11 +220,22 @@ def test_synchronize_passes_on_what_looking_up_the_device_raised():
         def __dlpack_device__(self):
             return (1, 0)
 
+    class NotAMethod:
+        __dlpack_device__ = (1, 0)
+
     with pytest.raises(KeyError, match="__dlpack_device__"):
         dlbridge.synchronize(Broken())
     with pytest.raises(LookupError, match="no device today"):
         dlbridge.synchronize(Raises())
     assert dlbridge.synchronize(Cpu()) is None
+    with pytest.raises(TypeError, match=r"NotAMethod.__dlpack_device__ is tuple, not a method"):
+        dlbridge.synchronize(NotAMethod())
+    # A CPU capsule waits for nothing and stays importable.
+    capsule = dlbridge.zeros(2).__dlpack__()
+    assert dlbridge.synchronize(capsule) is None
+    assert dlbridge.from_dlpack(capsule).tolist() == [0.0, 0.0]
+    with pytest.raises(TypeError, match="a DLPack capsule or a DLPack producer, not int"):
+        dlbridge.synchronize(3)
 
 
 def test_empty_buffers_and_tensors_have_memory_to_name():

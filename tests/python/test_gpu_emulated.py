@@ -533,6 +533,14 @@ def test_synchronize_waits_for_the_device(emulators):
             def __dlpack_device__(self):
                 return (2, 1)
         assert syncs(cuda, b"cuCtxSynchronize", Producer()) == 1
+        # A capsule is read, not consumed; a framework's device object
+        # (type and index, as torch.device has) names its device.
+        capsule = one.__dlpack__()
+        assert syncs(cuda, b"cuCtxSynchronize", capsule) == 1
+        assert dlbridge.from_dlpack(capsule).device == "cuda:1"
+        class FrameworkDevice:
+            type, index = "cuda", 1
+        assert syncs(cuda, b"cuCtxSynchronize", FrameworkDevice()) == 1
         assert syncs(hip, b"hipDeviceSynchronize", dlbridge.zeros(2, device="rocm:0")) == 1
         assert syncs(hip, b"hipDeviceSynchronize", "rocm:1") == 1
         # The CPU has nothing to wait for.
