@@ -366,9 +366,12 @@ int dlbpy_element_set(DLDataType dtype, void *p, PyObject *value) {
     return -1;
   }
   int64_t nlo, nhi;
-  if (dlbpy_narrow_range(dtype, &nlo, &nhi) && PyIndex_Check(value)) {
-    PyObject *index = PyNumber_Index(value);
-    if (index == NULL) return -1;
+  PyObject *index = NULL;
+  int integer = 0;
+  if (dlbpy_narrow_range(dtype, &nlo, &nhi) &&
+      (integer = dlbpy_try_index(value, &index)) < 0)
+    return -1;
+  if (integer) {
     int overflow = 0;
     long long x = PyLong_AsLongLongAndOverflow(index, &overflow);
     int rc = -1;
@@ -404,9 +407,10 @@ int dlbpy_element_set(DLDataType dtype, void *p, PyObject *value) {
   }
   int64_t lo;
   uint64_t hi;
-  if (dlbpy_int_range(kind, &lo, &hi) && PyIndex_Check(value)) {
-    PyObject *index = PyNumber_Index(value);
-    if (index == NULL) return -1;
+  if (dlbpy_int_range(kind, &lo, &hi) &&
+      (integer = dlbpy_try_index(value, &index)) < 0)
+    return -1;
+  if (integer) {
     int in_range;
     int64_t v = 0;
     if (kind == DLBPY_K_U64) {
@@ -435,7 +439,16 @@ int dlbpy_element_set(DLDataType dtype, void *p, PyObject *value) {
     Py_DECREF(index);
     return dlbpy_store_int(kind, p, v);
   }
-  if (PyComplex_Check(value)) {
+  /* A NumPy complex scalar is no Python complex, but would lose its
+   * imaginary part to float() as one would. */
+  int complex = PyComplex_Check(value);
+  if (!complex && !PyFloat_Check(value) && PyObject_CheckBuffer(value)) {
+    DLDataType held;
+    int scalar = dlbpy_buffer_scalar_dtype(value, &held);
+    if (scalar < 0) return -1;
+    complex = scalar && held.code == kDLComplex;
+  }
+  if (complex) {
     char name[DLB_DTYPE_NAME_MAX];
     if (dlb_dtype_format(dtype, name, sizeof name) != DLB_OK) name[0] = '\0';
     PyErr_Format(PyExc_TypeError, "cannot store a complex number as %s",

@@ -60,6 +60,15 @@ def test_foreign_byte_order_is_refused(dtype):
     assert made("empty", np.dtype(NATIVE + dtype)) == np.dtype(dtype).name
 
 
+@pytest.mark.parametrize("code", ["i1", "b", "u1", "B", "?", "b1"])
+def test_a_foreign_mark_on_a_one_byte_type_orders_nothing(code):
+    # As NumPy reads it, and as load_npy takes it in a header.
+    assert made("zeros", FOREIGN + code) == np.dtype(FOREIGN + code).name
+    for bigger in ("i2", "u2", "f2"):
+        with pytest.raises(ValueError, match="byte order"):
+            dlbridge.zeros(1, dtype=FOREIGN + bigger)
+
+
 @pytest.mark.parametrize("maker", sorted(MAKERS))
 @pytest.mark.parametrize("t", NUMPY_TYPES, ids=lambda t: t.__name__)
 def test_numpy_scalar_types_and_dtypes(maker, t):

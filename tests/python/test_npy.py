@@ -50,6 +50,17 @@ def test_scalar_empty_and_pathlike(tmp_path):
     assert dlbridge.load_npy(os.fsencode(p)).shape == (0, 5)
 
 
+@pytest.mark.parametrize("mmap", [None, 0, 1, "no", np.False_], ids=repr)
+def test_mmap_is_true_or_false_not_any_truth(tmp_path, mmap):
+    # Read for its truth, mmap="no" mapped the file and None read a copy.
+    p = str(tmp_path / "a.npy")
+    np.save(p, np.arange(3))
+    with pytest.raises(TypeError, match=r"load_npy\(\): mmap must be True or False, not \S*" + type(mmap).__name__):
+        dlbridge.load_npy(p, mmap=mmap)
+    assert dlbridge.load_npy(p, mmap=True).readonly
+    assert not dlbridge.load_npy(p, mmap=False).readonly
+
+
 def test_mapping_shares_the_file_and_a_read_copies(tmp_path):
     a = np.arange(1024, dtype=np.int32)
     p = save(tmp_path / "m.npy", a)
