@@ -91,7 +91,8 @@ static int dlbpy_alias(const char *text, DLDataType *out) {
   return 0;
 }
 
-/* NumPy's kind-and-bytes codes: b1, i1..i8, u1..u8, f2..f8, c8, c16. */
+/* NumPy's kind-and-bytes codes: b1, i1..i8, u1..u8, f2..f8, c8, c16, with
+ * leading zeros as NumPy reads them ("i08" is int64). */
 static int dlbpy_kind_code(const char *text, DLDataType *out) {
   uint8_t code;
   switch (text[0]) {
@@ -104,7 +105,7 @@ static int dlbpy_kind_code(const char *text, DLDataType *out) {
   }
   unsigned bytes = 0;
   const char *p = text + 1;
-  if (*p < '1' || *p > '9') return 0;
+  if (*p < '0' || *p > '9') return 0;
   for (; *p >= '0' && *p <= '9'; p++) {
     bytes = bytes * 10 + (unsigned)(*p - '0');
     if (bytes > 16) return 0;

@@ -1,6 +1,7 @@
 """dlbridge.Tensor itself: properties, repr, indexing, views, copies and
 the constructors."""
 
+import ctypes
 import gc
 import math
 import struct
@@ -167,11 +168,12 @@ def test_number_conversions_refuse(convert, t, exc, match):
     [
         lambda: dlbridge.full(2, dlbridge.full((), 2)),
         lambda: dlbridge.arange(dlbridge.full((), 3)),
+        lambda: dlbridge.arange(dlbridge.full((), 1.0), 3),
         lambda: dlbridge.arange(0, 5, dlbridge.full((), 2.0)),
         lambda: dlbridge.empty(dlbridge.asarray([2, 3])),
         lambda: dlbridge.zeros(3)[dlbridge.full((), 1)],
     ],
-    ids=["fill_value", "arange_stop", "arange_step", "shape", "index"],
+    ids=["fill_value", "arange_stop", "arange_start", "arange_step", "shape", "index"],
 )
 def test_tensors_are_not_taken_for_python_numbers(make):
     # A one-element tensor converts with float() and friends, but the
@@ -727,6 +729,35 @@ def test_full_names_a_fill_value_that_is_no_number(value):
     assert dlbridge.full(1, value, dtype="bool").tolist() == [bool(value)]
 
 
+def test_arange_edges_of_the_count():
+    # Empty ranges whatever the step: the count of an empty span is 0,
+    # not (0 - 1) / step + 1 wrapped around.
+    for args in ((0, 0, 2), (5, 0, 3), (0, 5, -2), (3, 3, -1), (0.0, 0.0, 2.0)):
+        assert dlbridge.arange(*args).shape == (0,)
+    # 2**63 elements: one past what a shape holds.
+    with pytest.raises(ValueError, match="too many elements"):
+        dlbridge.arange(-(2**63), 0)
+    with pytest.raises(ValueError, match="too many elements"):
+        dlbridge.arange(2**63 - 1, -1, -1)
+    # An infinite step is refused as an infinite bound is.
+    for step in (math.inf, -math.inf, math.nan):
+        with pytest.raises(ValueError, match="must be finite"):
+            dlbridge.arange(0, 5, step)
+    # stop=None: the one bound given is the stop.
+    assert dlbridge.arange(3, None).tolist() == [0, 1, 2]
+    assert dlbridge.arange(2.5, None, None).tolist() == [0.0, 1.0, 2.0]
+    assert dlbridge.arange(3, None, 2).tolist() == [0, 2]
+
+
+@pytest.mark.parametrize("shared", [False, True])
+@pytest.mark.parametrize("dtype, value", [("int8", 7), ("int64", -1), ("complex128", 1j), ("float32", 2.5)])
+def test_full_of_no_elements_writes_nothing(dtype, value, shared):
+    # The value is converted (and refused when it does not fit), but the
+    # byte behind a tensor without elements stays zero.
+    t = dlbridge.full((0, 3), value, dtype=dtype, shared=shared)
+    assert t.shape == (0, 3) and ctypes.string_at(t.data_ptr, 1) == b"\0"
+
+
 def test_arange_reads_bools_and_0d_arrays_as_numpy_does():
     assert dlbridge.arange(True, 3).tolist() == [1, 2]
     assert dlbridge.arange(0, 4, True).tolist() == [0, 1, 2, 3]
@@ -751,6 +782,16 @@ def test_arange_reads_bools_and_0d_arrays_as_numpy_does():
 def test_arange_names_the_bound_that_is_no_real_number(args, match):
     with pytest.raises(TypeError, match=match):
         dlbridge.arange(*args)
+
+
+def test_arange_passes_on_the_error_of_float():
+    class Unfloatable:
+        def __float__(self):
+            raise ZeroDivisionError("no float")
+
+    for args in ((Unfloatable(),), (Unfloatable(), 3), (0, 3, Unfloatable())):
+        with pytest.raises(ZeroDivisionError, match="no float"):
+            dlbridge.arange(*args)
 
 
 def test_asarray_names_both_dtypes_it_will_not_convert_between():
