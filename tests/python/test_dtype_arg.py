@@ -329,5 +329,8 @@ def test_an_unknown_name_is_not_known_without_the_cores_words():
     # The core's reason is repeated only for a name of a type's form.
     with pytest.raises(ValueError, match=r"^dtype 'floot32' is not known; dtype takes a name"):
         dlbridge.empty(1, dtype="floot32")
+    # Even when the name holds what separates the core's reason from it.
+    with pytest.raises(ValueError, match=r"""^dtype 'x": y' is not known; dtype takes a name"""):
+        dlbridge.empty(1, dtype='x": y')
     with pytest.raises(ValueError, match=r"^dtype 'int3' is not known \(dtype.bits is 3"):
         dlbridge.empty(1, dtype="int3")
