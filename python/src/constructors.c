@@ -306,6 +306,24 @@ int dlbpy_check_scalar_dtype(DLDataType dtype, const char *fname) {
   return -1;
 }
 
+/* The value full() converts: for an integer dtype, a value whose type has
+ * __index__ but whose __index__ refuses it (a 0-d float array or tensor)
+ * as a float, which converts as Python floats do; the element conversion
+ * takes the type's slot for an integer's (and asarray's values must not
+ * be converted twice). A new reference, or NULL with an exception set. */
+static PyObject *dlbpy_fill_for(DLDataType dtype, PyObject *value) {
+  if ((dtype.code == kDLInt || dtype.code == kDLUInt) &&
+      !PyLong_Check(value) && PyIndex_Check(value)) {
+    PyObject *index;
+    int integer = dlbpy_try_index(value, &index);
+    if (integer < 0) return NULL;
+    if (!integer) return PyNumber_Float(value);
+    Py_DECREF(index);
+  }
+  Py_INCREF(value);
+  return value;
+}
+
 PyObject *dlbpy_full(PyObject *module, PyObject *const *args,
                      Py_ssize_t nargsf, PyObject *kwnames) {
   PyObject *shape_arg = NULL, *fill_value = NULL, *dtype_arg = NULL,
@@ -336,11 +354,13 @@ PyObject *dlbpy_full(PyObject *module, PyObject *const *args,
       dlbpy_shared_arg(shared_arg, &shared) < 0 ||
       dlbpy_check_scalar_dtype(dtype, "full") < 0)
     return NULL;
+  PyObject *value = dlbpy_fill_for(dtype, fill_value);
+  if (value == NULL) return NULL;
   DLManagedTensorVersioned *mt = NULL;
-  if (dlbpy_make(device, dtype, ndim, shape, shared, dlbpy_fill_value,
-                 fill_value,
-                 &mt) < 0)
-    return NULL;
+  int rc = dlbpy_make(device, dtype, ndim, shape, shared, dlbpy_fill_value,
+                      value, &mt);
+  Py_DECREF(value);
+  if (rc < 0) return NULL;
   return dlbpy_wrap(module, mt);
 }
 

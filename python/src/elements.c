@@ -366,12 +366,9 @@ int dlbpy_element_set(DLDataType dtype, void *p, PyObject *value) {
     return -1;
   }
   int64_t nlo, nhi;
-  PyObject *index = NULL;
-  int integer = 0;
-  if (dlbpy_narrow_range(dtype, &nlo, &nhi) &&
-      (integer = dlbpy_try_index(value, &index)) < 0)
-    return -1;
-  if (integer) {
+  if (dlbpy_narrow_range(dtype, &nlo, &nhi) && PyIndex_Check(value)) {
+    PyObject *index = PyNumber_Index(value);
+    if (index == NULL) return -1;
     int overflow = 0;
     long long x = PyLong_AsLongLongAndOverflow(index, &overflow);
     int rc = -1;
@@ -407,10 +404,9 @@ int dlbpy_element_set(DLDataType dtype, void *p, PyObject *value) {
   }
   int64_t lo;
   uint64_t hi;
-  if (dlbpy_int_range(kind, &lo, &hi) &&
-      (integer = dlbpy_try_index(value, &index)) < 0)
-    return -1;
-  if (integer) {
+  if (dlbpy_int_range(kind, &lo, &hi) && PyIndex_Check(value)) {
+    PyObject *index = PyNumber_Index(value);
+    if (index == NULL) return -1;
     int in_range;
     int64_t v = 0;
     if (kind == DLBPY_K_U64) {

@@ -415,18 +415,10 @@ static int dlbpy_nest_number_at(dlbpy_nest *nest, int32_t dim) {
 static int dlbpy_nest_scan_number(dlbpy_nest *nest, PyObject *obj,
                                   int32_t dim) {
   if (dlbpy_nest_number_at(nest, dim) < 0) return -1;
-  /* An integer only when its __index__ takes the value: the slot is the
-   * type's. */
-  int rank = 1;
-  if (PyBool_Check(obj)) {
-    rank = 0;
-  } else if (!PyLong_CheckExact(obj)) {
-    PyObject *index;
-    int integer = dlbpy_try_index(obj, &index);
-    if (integer < 0) return -1;
-    Py_XDECREF(index);
-    rank = integer ? 1 : PyComplex_Check(obj) ? 3 : 2;
-  }
+  int rank = PyBool_Check(obj)      ? 0
+             : PyIndex_Check(obj)   ? 1
+             : PyComplex_Check(obj) ? 3
+                                    : 2;
   if (rank > nest->rank) nest->rank = rank;
   return 0;
 }

@@ -700,18 +700,6 @@ def test_full_and_arange_take_0d_float_tensors_as_floats():
     assert dlbridge.arange(torch.tensor(3)).dtype == "int64"
 
 
-def test_a_number_whose_index_refuses_it_is_a_float_in_asarray():
-    class Real:
-        def __index__(self):
-            raise TypeError("not an integer")
-
-        def __float__(self):
-            return 2.5
-
-    t = dlbridge.asarray([Real(), 1])
-    assert (t.dtype, t.tolist()) == ("float32", [2.5, 1.0])
-
-
 def test_numpy_complex_scalars_are_complex_for_real_dtypes():
     for dtype in ("float32", "int32", "int4"):
         with pytest.raises(TypeError, match=f"cannot store a complex number as {dtype}"):
