@@ -67,7 +67,18 @@ int dlbpy_parse_args(const char *fname, PyObject *const *args,
 const char *dlbpy_name_text(PyObject *str, const char *what) {
   Py_ssize_t size = 0;
   const char *text = PyUnicode_AsUTF8AndSize(str, &size);
-  if (text == NULL) return NULL;
+  if (text == NULL) {
+    /* A lone surrogate: UnicodeEncodeError would name neither the field
+     * nor the text. */
+    if (PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) {
+      PyErr_Clear();
+      PyErr_Format(PyExc_ValueError,
+                   "%s %R holds a lone surrogate, which UTF-8 cannot encode; "
+                   "names hold none",
+                   what, str);
+    }
+    return NULL;
+  }
   const char *nul = memchr(text, '\0', (size_t)size);
   if (nul != NULL) {
     PyErr_Format(PyExc_ValueError,
@@ -115,6 +126,20 @@ static int dlbpy_int_of(PyObject *obj, const char *what, long long *v,
   *v = PyLong_AsLongLongAndOverflow(index, overflow);
   Py_DECREF(index);
   return *v == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+int dlbpy_try_index(PyObject *obj, PyObject **out) {
+  *out = NULL;
+  if (!PyIndex_Check(obj)) return 0;
+  PyObject *index = PyNumber_Index(obj);
+  if (index == NULL) {
+    if (PyLong_Check(obj) || !PyErr_ExceptionMatches(PyExc_TypeError))
+      return -1;
+    PyErr_Clear();
+    return 0;
+  }
+  *out = index;
+  return 1;
 }
 
 int dlbpy_parse_int64(PyObject *obj, const char *what, int64_t *out) {

@@ -236,12 +236,64 @@ static int dlbpy_refuse_tensor_number(PyObject *obj, const char *what) {
   return -1;
 }
 
-/* The dtype a Python value gets when none is named. */
-static DLDataType dlbpy_infer_scalar(PyObject *value) {
-  if (PyBool_Check(value)) return dlbpy_bool;
-  if (PyIndex_Check(value)) return dlbpy_int64;
-  if (PyComplex_Check(value)) return dlbpy_complex64;
-  return dlbpy_float32;
+/* The dtype a number gets when none is named: bool, int64, float32 or
+ * complex64 by its kind. A NumPy scalar or 0-d array tells its kind by its
+ * dtype; an __index__ says integer only when it takes the value (a 0-d
+ * float array or tensor has the slot, and refuses). */
+static int dlbpy_infer_scalar(PyObject *value, DLDataType *out) {
+  if (PyBool_Check(value)) {
+    *out = dlbpy_bool;
+    return 0;
+  }
+  if (PyLong_Check(value)) {
+    *out = dlbpy_int64;
+    return 0;
+  }
+  if (PyFloat_Check(value)) {
+    *out = dlbpy_float32;
+    return 0;
+  }
+  if (PyComplex_Check(value)) {
+    *out = dlbpy_complex64;
+    return 0;
+  }
+  if (PyObject_CheckBuffer(value)) {
+    DLDataType dtype;
+    int scalar = dlbpy_buffer_scalar_dtype(value, &dtype);
+    if (scalar < 0) return -1;
+    if (scalar) {
+      *out = dtype.code == kDLBool      ? dlbpy_bool
+             : dtype.code == kDLInt ||
+                     dtype.code == kDLUInt ? dlbpy_int64
+             : dtype.code == kDLComplex    ? dlbpy_complex64
+                                           : dlbpy_float32;
+      return 0;
+    }
+  }
+  PyObject *index;
+  int integer = dlbpy_try_index(value, &index);
+  if (integer < 0) return -1;
+  if (integer) {
+    Py_DECREF(index);
+    *out = dlbpy_int64;
+    return 0;
+  }
+  /* Complex when it converts to complex but not to float. */
+  PyNumberMethods *nb = Py_TYPE(value)->tp_as_number;
+  *out = (nb == NULL || nb->nb_float == NULL) &&
+                 PyObject_HasAttrString(value, "__complex__")
+             ? dlbpy_complex64
+             : dlbpy_float32;
+  return 0;
+}
+
+/* A value that is no number at all (a str, None, a list): TypeError
+ * naming what, before any dtype is chosen for it. */
+static int dlbpy_number_arg(PyObject *obj, const char *what, int real) {
+  if (PyNumber_Check(obj) && !(real && PyComplex_Check(obj))) return 0;
+  PyErr_Format(PyExc_TypeError, "%s must be a %snumber, not %.100s", what,
+               real ? "real " : "", Py_TYPE(obj)->tp_name);
+  return -1;
 }
 
 int dlbpy_check_scalar_dtype(DLDataType dtype, const char *fname) {
@@ -252,6 +304,24 @@ int dlbpy_check_scalar_dtype(DLDataType dtype, const char *fname) {
                "%s(): dtype %s has no Python number type to convert from",
                fname, name);
   return -1;
+}
+
+/* The value full() converts: for an integer dtype, a value whose type has
+ * __index__ but whose __index__ refuses it (a 0-d float array or tensor)
+ * as a float, which converts as Python floats do; the element conversion
+ * takes the type's slot for an integer's (and asarray's values must not
+ * be converted twice). A new reference, or NULL with an exception set. */
+static PyObject *dlbpy_fill_for(DLDataType dtype, PyObject *value) {
+  if ((dtype.code == kDLInt || dtype.code == kDLUInt) &&
+      !PyLong_Check(value) && PyIndex_Check(value)) {
+    PyObject *index;
+    int integer = dlbpy_try_index(value, &index);
+    if (integer < 0) return NULL;
+    if (!integer) return PyNumber_Float(value);
+    Py_DECREF(index);
+  }
+  Py_INCREF(value);
+  return value;
 }
 
 PyObject *dlbpy_full(PyObject *module, PyObject *const *args,
@@ -271,18 +341,26 @@ PyObject *dlbpy_full(PyObject *module, PyObject *const *args,
   DLDataType dtype;
   DLDevice device;
   int shared;
+  DLDataType inferred = dlbpy_float32;
   if (dlbpy_refuse_tensor_number(fill_value, "full(): fill_value") < 0 ||
       dlbpy_parse_shape(shape_arg, &ndim, shape) < 0 ||
-      dlbpy_dtype_arg(dtype_arg, dlbpy_infer_scalar(fill_value), &dtype) < 0 ||
+      ((dtype_arg == NULL || dtype_arg == Py_None) &&
+       dlbpy_infer_scalar(fill_value, &inferred) < 0) ||
+      dlbpy_dtype_arg(dtype_arg, inferred, &dtype) < 0 ||
+      /* Any value has a truth, for bool; the other types need a number. */
+      (dtype.code != kDLBool &&
+       dlbpy_number_arg(fill_value, "full(): fill_value", 0) < 0) ||
       dlbpy_device_arg(device_arg, &device) < 0 ||
       dlbpy_shared_arg(shared_arg, &shared) < 0 ||
       dlbpy_check_scalar_dtype(dtype, "full") < 0)
     return NULL;
+  PyObject *value = dlbpy_fill_for(dtype, fill_value);
+  if (value == NULL) return NULL;
   DLManagedTensorVersioned *mt = NULL;
-  if (dlbpy_make(device, dtype, ndim, shape, shared, dlbpy_fill_value,
-                 fill_value,
-                 &mt) < 0)
-    return NULL;
+  int rc = dlbpy_make(device, dtype, ndim, shape, shared, dlbpy_fill_value,
+                      value, &mt);
+  Py_DECREF(value);
+  if (rc < 0) return NULL;
   return dlbpy_wrap(module, mt);
 }
 
@@ -319,21 +397,47 @@ static int dlbpy_fill_range(DLManagedTensorVersioned *mt, int64_t numel,
   return 0;
 }
 
-static bool dlbpy_is_int_arg(PyObject *obj) {
-  return obj == NULL || obj == Py_None ||
-         (PyIndex_Check(obj) && !PyFloat_Check(obj));
+/* 1 for an integer bound (or none given), 0 for another number, -1 with
+ * an exception set. */
+static int dlbpy_is_int_arg(PyObject *obj) {
+  if (obj == NULL || obj == Py_None || PyLong_Check(obj)) return 1;
+  if (PyFloat_Check(obj)) return 0;
+  PyObject *index;
+  int integer = dlbpy_try_index(obj, &index);
+  Py_XDECREF(index);
+  return integer;
+}
+
+/* An integer bound; bools are 0 and 1, as range() and NumPy read them. */
+static int dlbpy_range_int(PyObject *obj, const char *what, int64_t *out) {
+  if (PyBool_Check(obj)) {
+    *out = obj == Py_True;
+    return 0;
+  }
+  return dlbpy_parse_int64(obj, what, out);
+}
+
+/* A bound that is not an integer, as a double. */
+static int dlbpy_range_real(PyObject *obj, const char *what, double *out) {
+  if (dlbpy_number_arg(obj, what, 1) < 0) return -1;
+  *out = PyFloat_AsDouble(obj);
+  return *out == -1.0 && PyErr_Occurred() ? -1 : 0;
 }
 
 static int dlbpy_range_count(PyObject *start_obj, PyObject *stop_obj,
                              PyObject *step_obj, dlbpy_range *r,
                              int64_t *count) {
-  if (dlbpy_is_int_arg(start_obj) && dlbpy_is_int_arg(stop_obj) &&
-      dlbpy_is_int_arg(step_obj)) {
+  int integral = 1;
+  PyObject *const bounds[] = {start_obj, stop_obj, step_obj};
+  for (int i = 0; i < 3 && integral == 1; i++)
+    integral = dlbpy_is_int_arg(bounds[i]);
+  if (integral < 0) return -1;
+  if (integral) {
     int64_t start, stop, step = 1;
-    if (dlbpy_parse_int64(start_obj, "start", &start) < 0 ||
-        dlbpy_parse_int64(stop_obj, "stop", &stop) < 0 ||
+    if (dlbpy_range_int(start_obj, "arange(): start", &start) < 0 ||
+        dlbpy_range_int(stop_obj, "arange(): stop", &stop) < 0 ||
         (step_obj != NULL && step_obj != Py_None &&
-         dlbpy_parse_int64(step_obj, "step", &step) < 0))
+         dlbpy_range_int(step_obj, "arange(): step", &step) < 0))
       return -1;
     if (step == 0) {
       PyErr_SetString(PyExc_ValueError, "arange(): step must not be zero");
@@ -358,15 +462,12 @@ static int dlbpy_range_count(PyObject *start_obj, PyObject *stop_obj,
     *count = (int64_t)n;
     return 0;
   }
-  double start = PyFloat_AsDouble(start_obj);
-  if (start == -1.0 && PyErr_Occurred()) return -1;
-  double stop = PyFloat_AsDouble(stop_obj);
-  if (stop == -1.0 && PyErr_Occurred()) return -1;
-  double step = 1.0;
-  if (step_obj != NULL && step_obj != Py_None) {
-    step = PyFloat_AsDouble(step_obj);
-    if (step == -1.0 && PyErr_Occurred()) return -1;
-  }
+  double start, stop, step = 1.0;
+  if (dlbpy_range_real(start_obj, "arange(): start", &start) < 0 ||
+      dlbpy_range_real(stop_obj, "arange(): stop", &stop) < 0 ||
+      (step_obj != NULL && step_obj != Py_None &&
+       dlbpy_range_real(step_obj, "arange(): step", &step) < 0))
+    return -1;
   if (!isfinite(start) || !isfinite(stop) || !isfinite(step)) {
     PyErr_SetString(PyExc_ValueError,
                     "arange(): start, stop and step must be finite");
@@ -498,10 +599,12 @@ PyObject *dlbpy_asarray(PyObject *module, PyObject *const *args,
     if (dlb_dtype_format(mt->dl_tensor.dtype, have, sizeof have) != DLB_OK)
       have[0] = '\0';
     dlbpy_release(mt);
+    char want[DLB_DTYPE_NAME_MAX];
+    if (dlb_dtype_format(dtype, want, sizeof want) != DLB_OK) want[0] = '\0';
     PyErr_Format(PyExc_TypeError,
-                 "asarray(): the data is %s; dlbridge does not convert "
-                 "between dtypes",
-                 have);
+                 "asarray(): dtype is %s, but the data is %s; dlbridge does "
+                 "not convert between dtypes",
+                 want, have);
     return NULL;
   }
   /* Values were just copied into fresh memory: copy=True is satisfied. */

@@ -220,7 +220,8 @@ int dlbpy_parse_args(const char *fname, PyObject *const *args,
 
 /* The UTF-8 text of str (borrowed from it), which names a what ("dtype",
  * "device", ...); NULL with ValueError when it holds a NUL character, which
- * would end the name early for the C parsers. */
+ * would end the name early for the C parsers, or a lone surrogate, which
+ * has no UTF-8. */
 const char *dlbpy_name_text(PyObject *str, const char *what);
 
 /* Whether the exception set may be replaced by one that says more: an
@@ -264,6 +265,12 @@ PyObject *dlbpy_dims_tuple(PyObject *seq, const char *what);
  * item by item and noticing Ctrl-C: ValueError naming what when an item
  * below n raises IndexError. */
 PyObject *dlbpy_items_by_index(PyObject *seq, Py_ssize_t n, const char *what);
+
+/* obj as an exact int when it is an integer: 1 with *out a new reference;
+ * 0 when it is not: its type has no __index__, or its __index__ refuses
+ * this value with TypeError (a 0-d float array or tensor: the slot is the
+ * type's, the answer the value's); -1 with any other exception set. */
+int dlbpy_try_index(PyObject *obj, PyObject **out);
 
 /* An int, or an object with __index__ (bool refused), as int64.
  * TypeError for other types, OverflowError beyond 64 bits. */

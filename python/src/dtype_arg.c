@@ -9,7 +9,8 @@
  * instance carries the dtype); a PyTorch dtype (type torch.dtype, whose
  * str() is "torch.<name>"); the Python types bool, int, float and complex,
  * which mean what NumPy makes of them (bool, int64, float64, complex128).
- * Foreign byte order is refused: dlbridge tensors are in native order.
+ * Foreign byte order is refused (but on a one-byte type, which has none):
+ * dlbridge tensors are in native order.
  */
 #include <string.h>
 
@@ -90,7 +91,8 @@ static int dlbpy_alias(const char *text, DLDataType *out) {
   return 0;
 }
 
-/* NumPy's kind-and-bytes codes: b1, i1..i8, u1..u8, f2..f8, c8, c16. */
+/* NumPy's kind-and-bytes codes: b1, i1..i8, u1..u8, f2..f8, c8, c16, with
+ * leading zeros as NumPy reads them ("i08" is int64). */
 static int dlbpy_kind_code(const char *text, DLDataType *out) {
   uint8_t code;
   switch (text[0]) {
@@ -103,7 +105,7 @@ static int dlbpy_kind_code(const char *text, DLDataType *out) {
   }
   unsigned bytes = 0;
   const char *p = text + 1;
-  if (*p < '1' || *p > '9') return 0;
+  if (*p < '0' || *p > '9') return 0;
   for (; *p >= '0' && *p <= '9'; p++) {
     bytes = bytes * 10 + (unsigned)(*p - '0');
     if (bytes > 16) return 0;
@@ -138,7 +140,17 @@ static int dlbpy_parse_dtype_text(PyObject *str, PyObject *shown,
   const char *text = dlbpy_name_text(str, "dtype");
   if (text == NULL) return -1;
   const char *code = text;
-  if (code[0] == DLBPY_FOREIGN_ORDER) return dlbpy_foreign_order(shown);
+  if (code[0] == DLBPY_FOREIGN_ORDER) {
+    /* A one-byte type has no byte order: NumPy reads '>i1' as int8, and
+     * load_npy takes it in a header. */
+    DLDataType one;
+    if ((dlbpy_alias(code + 1, &one) || dlbpy_kind_code(code + 1, &one)) &&
+        one.bits == 8) {
+      *out = one;
+      return 0;
+    }
+    return dlbpy_foreign_order(shown);
+  }
   if (code[0] == DLBPY_NATIVE_ORDER || code[0] == '=' || code[0] == '|')
     code++;
   /* Codes first: a failed dlb_dtype_parse would set dlb_last_error on a

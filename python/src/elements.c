@@ -435,7 +435,16 @@ int dlbpy_element_set(DLDataType dtype, void *p, PyObject *value) {
     Py_DECREF(index);
     return dlbpy_store_int(kind, p, v);
   }
-  if (PyComplex_Check(value)) {
+  /* A NumPy complex scalar is no Python complex, but would lose its
+   * imaginary part to float() as one would. */
+  int complex = PyComplex_Check(value);
+  if (!complex && !PyFloat_Check(value) && PyObject_CheckBuffer(value)) {
+    DLDataType held;
+    int scalar = dlbpy_buffer_scalar_dtype(value, &held);
+    if (scalar < 0) return -1;
+    complex = scalar && held.code == kDLComplex;
+  }
+  if (complex) {
     char name[DLB_DTYPE_NAME_MAX];
     if (dlb_dtype_format(dtype, name, sizeof name) != DLB_OK) name[0] = '\0';
     PyErr_Format(PyExc_TypeError, "cannot store a complex number as %s",

@@ -55,7 +55,16 @@ PyObject *dlbpy_load_npy(PyObject *module, PyObject *const *args,
                        DLBPY_NPARAMS(params)) < 0)
     return NULL;
   int use_mmap = 1;
-  if (mmap_arg != NULL && (use_mmap = PyObject_IsTrue(mmap_arg)) < 0) return NULL;
+  if (mmap_arg != NULL) {
+    /* Not truth: mmap="no" would map, and None would read a copy. */
+    if (!PyBool_Check(mmap_arg)) {
+      PyErr_Format(PyExc_TypeError,
+                   "load_npy(): mmap must be True or False, not %.100s",
+                   Py_TYPE(mmap_arg)->tp_name);
+      return NULL;
+    }
+    use_mmap = mmap_arg == Py_True;
+  }
   unsigned pin = 0;
   if (dlbpy_pin_flags(pin_arg, &pin) < 0) return NULL;
   PyObject *bytes = NULL;

@@ -138,6 +138,9 @@ def test_keywords_reach_the_parameters_they_name():
     # A name is read up to its end, not to a NUL inside it.
     (lambda: dlbridge.zeros(2, device="cpu\0:1"), ValueError, "NUL character at byte 3"),
     (lambda: dlbridge.zeros(2, dtype="int8\0"), ValueError, "NUL character at byte 4"),
+    # A lone surrogate has no UTF-8: the field and the text are named.
+    (lambda: dlbridge.zeros(2, dtype="\ud800"), ValueError, "dtype '\\ud800' holds a lone surrogate"),
+    (lambda: dlbridge.zeros(2, device="cu\udcffda"), ValueError, "device 'cu\\udcffda' holds a lone surrogate"),
 ])
 def test_shared_converters_refuse(call, exc, words):
     with pytest.raises(exc, match=re.escape(words)):

@@ -60,6 +60,15 @@ def test_foreign_byte_order_is_refused(dtype):
     assert made("empty", np.dtype(NATIVE + dtype)) == np.dtype(dtype).name
 
 
+@pytest.mark.parametrize("code", ["i1", "b", "u1", "B", "?", "b1"])
+def test_a_foreign_mark_on_a_one_byte_type_orders_nothing(code):
+    # As NumPy reads it, and as load_npy takes it in a header.
+    assert made("zeros", FOREIGN + code) == np.dtype(FOREIGN + code).name
+    for bigger in ("i2", "u2", "f2"):
+        with pytest.raises(ValueError, match="byte order"):
+            dlbridge.zeros(1, dtype=FOREIGN + bigger)
+
+
 @pytest.mark.parametrize("maker", sorted(MAKERS))
 @pytest.mark.parametrize("t", NUMPY_TYPES, ids=lambda t: t.__name__)
 def test_numpy_scalar_types_and_dtypes(maker, t):
@@ -270,8 +279,16 @@ def test_interrupts_and_memory_errors_while_reading_a_type_propagate(exc):
         dlbridge.empty(1, dtype=QuietMeta("Quiet", (), {}))
 
 
+@pytest.mark.parametrize("code", ["i08", "f04", "u0002", "c016", "b01", NATIVE + "i08", "i000000000000000008"])
+def test_kind_and_bytes_codes_with_leading_zeros(code):
+    # NumPy reads the byte count as a number.
+    assert made("zeros", code) == np.dtype(code).name
+
+
 @pytest.mark.parametrize("code", ["u16", "i16", "c32", "f1", "u3", "b8", "f4x", "x4",
-                                  "i99999999999", "==f4", "<|f4"])
+                                  "i99999999999", "==f4", "<|f4", "i0", "f00",
+                                  "f4294967300", "i4294967297", "u18446744073709551617",
+                                  NATIVE + "float32", "=bfloat16", "|int8"])
 def test_malformed_codes(code):
     with pytest.raises(ValueError, match="not known"):
         dlbridge.empty(1, dtype=code)
@@ -296,3 +313,24 @@ def test_byteorder_attribute_of_dtype_like_objects():
     Like.name = 5
     with pytest.raises(TypeError, match="dtype must be"):
         dlbridge.empty(1, dtype=Like())
+
+
+def test_a_byteorder_that_is_no_single_mark_is_no_order():
+    class Like:
+        name = "float64"
+
+    # Only a one-character mark orders: an empty or longer str says nothing.
+    for order in ("", FOREIGN * 2, FOREIGN + "x"):
+        Like.byteorder = order
+        assert made("empty", Like()) == "float64"
+
+
+def test_an_unknown_name_is_not_known_without_the_cores_words():
+    # The core's reason is repeated only for a name of a type's form.
+    with pytest.raises(ValueError, match=r"^dtype 'floot32' is not known; dtype takes a name"):
+        dlbridge.empty(1, dtype="floot32")
+    # Even when the name holds what separates the core's reason from it.
+    with pytest.raises(ValueError, match=r"""^dtype 'x": y' is not known; dtype takes a name"""):
+        dlbridge.empty(1, dtype='x": y')
+    with pytest.raises(ValueError, match=r"^dtype 'int3' is not known \(dtype.bits is 3"):
+        dlbridge.empty(1, dtype="int3")

@@ -50,6 +50,17 @@ def test_scalar_empty_and_pathlike(tmp_path):
     assert dlbridge.load_npy(os.fsencode(p)).shape == (0, 5)
 
 
+@pytest.mark.parametrize("mmap", [None, 0, 1, "no", np.False_], ids=repr)
+def test_mmap_is_true_or_false_not_any_truth(tmp_path, mmap):
+    # Read for its truth, mmap="no" mapped the file and None read a copy.
+    p = str(tmp_path / "a.npy")
+    np.save(p, np.arange(3))
+    with pytest.raises(TypeError, match=r"load_npy\(\): mmap must be True or False, not \S*" + type(mmap).__name__):
+        dlbridge.load_npy(p, mmap=mmap)
+    assert dlbridge.load_npy(p, mmap=True).readonly
+    assert not dlbridge.load_npy(p, mmap=False).readonly
+
+
 def test_mapping_shares_the_file_and_a_read_copies(tmp_path):
     a = np.arange(1024, dtype=np.int32)
     p = save(tmp_path / "m.npy", a)
@@ -135,6 +146,41 @@ def test_pin_on_emulated_runtimes(emulators, tmp_path):  # noqa: F811
         """)
 
 
+def test_pin_false_or_none_leaves_the_memory_unpinned(tmp_path):
+    p = save(tmp_path / "p.npy", np.arange(3, dtype=np.int8))
+    for pin in (False, None):
+        for mmap in (True, False):
+            t = dlbridge.load_npy(p, mmap=mmap, pin=pin)
+            assert t.device == "cpu" and t.tolist() == [0, 1, 2]
+
+
+def test_a_read_copy_that_cannot_be_made_is_not_pinned(emulators, tmp_path):  # noqa: F811
+    # Each core allocation of a pinned read failing in turn: MemoryError,
+    # with no pinning of the copy that was not made, then the pinned copy.
+    p = save(tmp_path / "p.npy", np.arange(4, dtype=np.int16))
+    run(emulators, f"""
+        from dlbridge import _dlbridge as core
+        cuda = runtime("DLBRIDGE_CUDA_LIBRARY")
+        core._set_allocator(h.oom_allocator())
+        for n in range(1, 100):
+            h.oom_arm(n, 1)
+            try:
+                t = dlbridge.load_npy({p!r}, mmap=False, pin="cuda_host")
+            except MemoryError:
+                t = None
+            finally:
+                counted, failed = h.oom_disarm()
+            if not failed:
+                break
+            assert t is None, n
+        assert n > 2 and t.device == "cuda_host" and t.tolist() == [0, 1, 2, 3]
+        del t
+        gc.collect()
+        core._set_allocator(None)
+        assert cuda.emu_live_kind(LIVE_REGISTERED) == 0
+    """)
+
+
 def test_runtimes_without_and_with_emulators(emulators):  # noqa: F811
     r = subprocess.run(
         [sys.executable, "-c", "import dlbridge; print(repr(dlbridge.runtimes()))"],
@@ -158,6 +204,25 @@ def test_runtimes_without_and_with_emulators(emulators):  # noqa: F811
         assert rocm["devices"][0]["host_register"] is None
         assert rocm["devices"][0]["concurrent_managed"] is False
         """)
+
+
+def test_runtimes_when_python_allocations_fail():
+    # Each allocation (raw, mem and object domains) failing in turn:
+    # MemoryError, never a list with a hole in it, then the full answer.
+    from support import helper
+
+    for n in range(1, 500):
+        helper.oom_arm(n, 2 | 4 | 8)
+        try:
+            answer = dlbridge.runtimes()
+        except MemoryError:
+            answer = None
+        finally:
+            counted, failed = helper.oom_disarm()
+        if not failed:
+            break
+        assert answer is None, n
+    assert n > 2 and [r["name"] for r in answer] == ["cuda", "rocm"]
 
 
 def test_python_m_dlbridge_runs_the_command():

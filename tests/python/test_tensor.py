@@ -1,6 +1,7 @@
 """dlbridge.Tensor itself: properties, repr, indexing, views, copies and
 the constructors."""
 
+import ctypes
 import gc
 import math
 import struct
@@ -167,11 +168,12 @@ def test_number_conversions_refuse(convert, t, exc, match):
     [
         lambda: dlbridge.full(2, dlbridge.full((), 2)),
         lambda: dlbridge.arange(dlbridge.full((), 3)),
+        lambda: dlbridge.arange(dlbridge.full((), 1.0), 3),
         lambda: dlbridge.arange(0, 5, dlbridge.full((), 2.0)),
         lambda: dlbridge.empty(dlbridge.asarray([2, 3])),
         lambda: dlbridge.zeros(3)[dlbridge.full((), 1)],
     ],
-    ids=["fill_value", "arange_stop", "arange_step", "shape", "index"],
+    ids=["fill_value", "arange_stop", "arange_start", "arange_step", "shape", "index"],
 )
 def test_tensors_are_not_taken_for_python_numbers(make):
     # A one-element tensor converts with float() and friends, but the
@@ -675,6 +677,128 @@ def test_arange_errors():
         dlbridge.arange(2**63 - 1, -(2**63), -1)
     with pytest.raises(ValueError, match="too many elements"):
         dlbridge.arange(-1e300, 1e300)
+
+
+def test_full_infers_the_kind_of_numpy_scalars_and_0d_arrays():
+    # A NumPy complex scalar is no Python complex: read as a float it lost
+    # its imaginary part (NumPy only warns).
+    c = dlbridge.full(2, np.complex64(1 + 2j))
+    assert (c.dtype, c.tolist()) == ("complex64", [1 + 2j, 1 + 2j])
+    assert dlbridge.full(1, np.True_).dtype == "bool"
+    assert dlbridge.full(1, np.uint8(3)).dtype == "int64"
+    # A 0-d float array has __index__ (its type's), which refuses it.
+    f = dlbridge.full(2, np.array(1.5))
+    assert (f.dtype, f.tolist()) == ("float32", [1.5, 1.5])
+    assert dlbridge.full(1, np.array(7)).tolist() == [7]
+
+
+@needs_torch
+def test_full_and_arange_take_0d_float_tensors_as_floats():
+    f = dlbridge.full(1, torch.tensor(1.5))
+    assert (f.dtype, f.tolist()) == ("float32", [1.5])
+    assert dlbridge.arange(torch.tensor(2.5)).tolist() == [0.0, 1.0, 2.0]
+    assert dlbridge.arange(torch.tensor(3)).dtype == "int64"
+
+
+def test_numpy_complex_scalars_are_complex_for_real_dtypes():
+    for dtype in ("float32", "int32", "int4"):
+        with pytest.raises(TypeError, match=f"cannot store a complex number as {dtype}"):
+            dlbridge.full(1, np.complex64(1 + 2j), dtype=dtype)
+    t = dlbridge.zeros(2)
+    with pytest.raises(TypeError, match="cannot store a complex number as float32"):
+        t[0] = np.complex128(3 + 4j)
+    # A NumPy float scalar (a buffer too) is still a float.
+    t[1] = np.float32(2.5)
+    assert t.tolist() == [0.0, 2.5]
+
+
+@pytest.mark.parametrize("dtype", ["int32", "uint8", "int4"])
+def test_0d_float_arrays_convert_to_integer_dtypes_as_floats_do(dtype):
+    # Their __index__ refuses them: truncated as a float is, not refused.
+    assert dlbridge.full(2, np.array(2.5), dtype=dtype).tolist() == [2, 2]
+    assert dlbridge.full(1, np.array(3), dtype=dtype).tolist() == [3]
+
+
+@pytest.mark.parametrize("value", ["1", None, [1], b"1"], ids=repr)
+def test_full_names_a_fill_value_that_is_no_number(value):
+    with pytest.raises(TypeError, match=f"full\\(\\): fill_value must be a number, not {type(value).__name__}"):
+        dlbridge.full(2, value)
+    with pytest.raises(TypeError, match="fill_value must be a number"):
+        dlbridge.full(2, value, dtype="int8")
+    # For bool any value has a truth, as in NumPy.
+    assert dlbridge.full(1, value, dtype="bool").tolist() == [bool(value)]
+
+
+def test_arange_edges_of_the_count():
+    # Empty ranges whatever the step: the count of an empty span is 0,
+    # not (0 - 1) / step + 1 wrapped around.
+    for args in ((0, 0, 2), (5, 0, 3), (0, 5, -2), (3, 3, -1), (0.0, 0.0, 2.0)):
+        assert dlbridge.arange(*args).shape == (0,)
+    # 2**63 elements: one past what a shape holds.
+    with pytest.raises(ValueError, match="too many elements"):
+        dlbridge.arange(-(2**63), 0)
+    with pytest.raises(ValueError, match="too many elements"):
+        dlbridge.arange(2**63 - 1, -1, -1)
+    # An infinite step is refused as an infinite bound is.
+    for step in (math.inf, -math.inf, math.nan):
+        with pytest.raises(ValueError, match="must be finite"):
+            dlbridge.arange(0, 5, step)
+    # stop=None: the one bound given is the stop.
+    assert dlbridge.arange(3, None).tolist() == [0, 1, 2]
+    assert dlbridge.arange(2.5, None, None).tolist() == [0.0, 1.0, 2.0]
+    assert dlbridge.arange(3, None, 2).tolist() == [0, 2]
+
+
+@pytest.mark.parametrize("shared", [False, True])
+@pytest.mark.parametrize("dtype, value", [("int8", 7), ("int64", -1), ("complex128", 1j), ("float32", 2.5)])
+def test_full_of_no_elements_writes_nothing(dtype, value, shared):
+    # The value is converted (and refused when it does not fit), but the
+    # byte behind a tensor without elements stays zero.
+    t = dlbridge.full((0, 3), value, dtype=dtype, shared=shared)
+    assert t.shape == (0, 3) and ctypes.string_at(t.data_ptr, 1) == b"\0"
+
+
+def test_arange_reads_bools_and_0d_arrays_as_numpy_does():
+    assert dlbridge.arange(True, 3).tolist() == [1, 2]
+    assert dlbridge.arange(0, 4, True).tolist() == [0, 1, 2, 3]
+    assert dlbridge.arange(False, 2).dtype == "int64"
+    a = dlbridge.arange(np.array(2.5))
+    assert (a.dtype, a.tolist()) == ("float32", [0.0, 1.0, 2.0])
+    assert dlbridge.arange(0, np.array(3)).tolist() == [0, 1, 2]
+    assert dlbridge.arange(0, 2.5, np.array(1)).tolist() == [0.0, 1.0, 2.0]
+
+
+@pytest.mark.parametrize(
+    "args, match",
+    [
+        (("3",), r"arange\(\): stop must be a real number, not str"),
+        ((1j,), r"arange\(\): stop must be a real number, not complex"),
+        (("0", 3), r"arange\(\): start must be a real number, not str"),
+        ((0, 3, "1"), r"arange\(\): step must be a real number, not str"),
+        ((0.5, [3]), r"arange\(\): stop must be a real number, not list"),
+        ((None,), r"arange\(\): stop must be an int, not NoneType"),
+    ],
+)
+def test_arange_names_the_bound_that_is_no_real_number(args, match):
+    with pytest.raises(TypeError, match=match):
+        dlbridge.arange(*args)
+
+
+def test_arange_passes_on_the_error_of_float():
+    class Unfloatable:
+        def __float__(self):
+            raise ZeroDivisionError("no float")
+
+    for args in ((Unfloatable(),), (Unfloatable(), 3), (0, 3, Unfloatable())):
+        with pytest.raises(ZeroDivisionError, match="no float"):
+            dlbridge.arange(*args)
+
+
+def test_asarray_names_both_dtypes_it_will_not_convert_between():
+    with pytest.raises(TypeError, match="asarray\\(\\): dtype is int32, but the data is float32"):
+        dlbridge.asarray(dlbridge.zeros(2), dtype="int32")
+    with pytest.raises(TypeError, match="dtype is float32, but the data is float64"):
+        dlbridge.asarray(np.zeros(2), dtype="float32")
 
 
 def test_asarray_from_values():
