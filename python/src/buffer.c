@@ -219,7 +219,10 @@ PyObject *dlbpy_tensor_cuda_array_interface(PyObject *self, void *closure) {
  * ---------------------------------------------------------------------- */
 
 /* The dtype of a struct-module format with one item (no counts, no
- * structs) of view->itemsize bytes in native byte order. */
+ * structs) of view->itemsize bytes in native byte order. The item size
+ * must be the one the format letter gives: a buffer that says 'b' with
+ * 4-byte items is refused, as NumPy and memoryview refuse it, not read
+ * as int32. */
 static int dlbpy_format_dtype(const char *format, Py_ssize_t itemsize,
                               DLDataType *out) {
   /* Named in messages too: no format means bytes. */
@@ -244,7 +247,10 @@ static int dlbpy_format_dtype(const char *format, Py_ssize_t itemsize,
       break;
   }
   DLDataType dtype = {0, 0, 1};
-  Py_ssize_t expect = 0; /* 0: any integer width */
+  /* The item size the letter gives; 0 for 'l' and 'L', whose size is a C
+   * long's natively (4 or 8 bytes) and 4 in struct's standard sizes, which
+   * ctypes wrote for 8-byte longs before Python 3.10. */
+  Py_ssize_t expect;
   int complex = 0;
   if (f[0] == 'Z') {
     complex = 1;
@@ -260,31 +266,39 @@ static int dlbpy_format_dtype(const char *format, Py_ssize_t itemsize,
       break;
     case '?':
       dtype.code = kDLBool;
-      expect = 1;
       break;
-    case 'e':
+    case 'e': case 'f': case 'd':
       dtype.code = kDLFloat;
-      expect = 2;
-      break;
-    case 'f':
-      dtype.code = kDLFloat;
-      expect = 4;
-      break;
-    case 'd':
-      dtype.code = kDLFloat;
-      expect = 8;
       break;
     default:
       goto unsupported;
+  }
+  switch (f[0]) {
+    case 'b': case 'B': case 'c': case '?':
+      expect = 1;
+      break;
+    case 'h': case 'H': case 'e':
+      expect = 2;
+      break;
+    case 'i': case 'I': case 'f':
+      expect = 4;
+      break;
+    case 'q': case 'Q': case 'd':
+      expect = 8;
+      break;
+    case 'n': case 'N':
+      expect = (Py_ssize_t)sizeof(size_t);
+      break;
+    default: /* 'l', 'L' */
+      expect = 0;
+      break;
   }
   if (complex) {
     if (dtype.code != kDLFloat) goto unsupported;
     dtype.code = kDLComplex;
     expect *= 2;
   }
-  if ((expect != 0 && itemsize != expect) ||
-      (expect == 0 && itemsize != 1 && itemsize != 2 && itemsize != 4 &&
-       itemsize != 8)) {
+  if (expect != 0 ? itemsize != expect : itemsize != 4 && itemsize != 8) {
     PyErr_Format(PyExc_BufferError,
                  "buffer format '%s' with item size %zd is not a DLPack type",
                  format, itemsize);

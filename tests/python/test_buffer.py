@@ -2,6 +2,7 @@
 
 import array
 import ctypes
+import re
 import sys
 
 import pytest
@@ -268,11 +269,12 @@ def test_asarray_refuses_numpy_time_scalars(value):
     assert dlbridge.asarray(np.bytes_(b"ab")).tolist() == [97, 98]
 
 
-@pytest.mark.parametrize("itemsize", [3, 5, 16])
+@pytest.mark.parametrize("itemsize", [2, 3, 4, 5, 8, 16])
 def test_buffer_without_a_format_is_bytes(helper, itemsize):
-    # No format means 'B': an exporter that leaves it out with items no
-    # integer has is refused by name (the message printed the absent format
-    # as a C string, a NULL dereference), wherever a buffer is read.
+    # No format means 'B': an exporter that leaves it out with items of
+    # another size is refused by name (the message printed the absent format
+    # as a C string, a NULL dereference; items of 2, 4 or 8 bytes were read
+    # as uint16, uint32 or uint64), wherever a buffer is read.
     buf = helper.careless_buffer(itemsize)
     for read in (dlbridge.asarray, lambda b: dlbridge.asarray([b, b]),
                  lambda b: dlbridge.zeros(64 // itemsize).__setitem__(..., b)):
@@ -291,3 +293,60 @@ def test_buffer_import_releases_the_buffer_when_the_last_view_goes():
         ba.append(0)
     del v
     ba.append(0)
+
+
+@pytest.mark.parametrize(
+    "fmt, itemsize",
+    [("b", 4), ("B", 8), ("c", 2), ("=h", 8), ("i", 2), ("<i", 8), ("q", 4), ("Q", 2), ("n", 4), ("N", 1),
+     ("?", 2), ("e", 4), ("f", 8), ("d", 4), ("Zf", 4), ("Zd", 8), ("l", 2), ("<L", 16)],
+)
+def test_buffer_items_must_have_their_format_letters_size(helper, fmt, itemsize):
+    # An exporter saying 'b' with 4-byte items describes no int32 (NumPy and
+    # memoryview refuse it too); integer letters were read at whatever size
+    # the exporter gave.
+    buf = helper.careless_buffer(itemsize, fmt, (2,), (itemsize,))
+    with pytest.raises(BufferError, match=re.escape("format '%s' with item size %d" % (fmt, itemsize))):
+        dlbridge.asarray(buf)
+
+
+@pytest.mark.parametrize(
+    "fmt, itemsize, dtype",
+    [("b", 1, "int8"), ("c", 1, "uint8"), ("<h", 2, "int16"), ("=I", 4, "uint32"),
+     ("n", 8, "int64"), ("N", 8, "uint64"), ("l", 4, "int32"), ("<l", 8, "int64"), ("L", 8, "uint64"),
+     ("=e", 2, "float16"), ("?", 1, "bool"), (">?", 1, "bool"), (">B", 1, "uint8"), ("!b", 1, "int8"),
+     ("Ze", 4, "complex32"), ("@Zd", 16, "complex128")],
+)
+def test_buffer_formats_and_item_sizes_taken(helper, fmt, itemsize, dtype):
+    # Byte order matters only past one byte; 'l' and 'L' are 4 or 8 bytes
+    # (a C long's size varies), 'n' and 'N' a size_t's.
+    t = dlbridge.asarray(helper.careless_buffer(itemsize, fmt, (2,), (itemsize,)))
+    assert (t.dtype, t.shape) == (dtype, (2,))
+
+
+@pytest.mark.parametrize("fmt", ["", "<", "@", "Z", "Z?", "Zb", "ZZf", "ff", "2f", "x", "f:a:", "@@f", "<>f", "P", "s"])
+def test_buffer_formats_without_one_number_per_item(helper, fmt):
+    with pytest.raises(BufferError, match="format '%s' has no DLPack type" % re.escape(fmt)):
+        dlbridge.asarray(helper.careless_buffer(4, fmt, (2,), (4,)))
+
+
+def test_buffer_fields_an_exporter_gives_regardless_of_the_request(helper):
+    # Suboffsets (an indirect, PIL-style array), 65 dimensions, extents that
+    # overflow, strides left out, a read-only buffer handed to a writable
+    # request: each as NumPy takes or refuses it.
+    with pytest.raises(BufferError, match="suboffsets"):
+        dlbridge.asarray(helper.careless_buffer(1, "B", (2, 2), (2, 1), (-1, -1)))
+    with pytest.raises(BufferError, match="buffer has 65 dimensions; at most 64"):
+        dlbridge.asarray(helper.careless_buffer(1, "B", (1,) * 65, (1,) * 65))
+    assert dlbridge.asarray(helper.careless_buffer(1, "B", (1,) * 64)).ndim == 64
+    with pytest.raises(BufferError, match="exceeds INT64_MAX"):
+        dlbridge.asarray(helper.careless_buffer(1, "B", (2**62, 4), (1, 1)))
+    with pytest.raises(BufferError, match=r"shape\[0\] is -1"):
+        dlbridge.asarray(helper.careless_buffer(1, "B", (-1,), (1,)))
+    t = dlbridge.asarray(helper.careless_buffer(2, "h", (2, 3)))
+    assert (t.shape, t.strides) == ((2, 3), (3, 1))
+    ro = dlbridge.asarray(helper.careless_buffer(1, "B", (4,), (1,), readonly=True))
+    assert ro.readonly
+    with pytest.raises(ValueError, match="read-only"):
+        ro[0] = 1
+    with pytest.raises(BufferError, match=r"stride\[1\] is -3 bytes, not a multiple of the item size 2"):
+        dlbridge.asarray(helper.careless_buffer(2, "h", (2, 2), (4, -3)))
