@@ -400,7 +400,10 @@ int dlbpy_import_buffer(PyObject *obj, DLManagedTensorVersioned **out) {
   }
   int readonly = 0;
   if (PyObject_GetBuffer(obj, view, PyBUF_RECORDS) < 0) {
-    if (!PyErr_ExceptionMatches(PyExc_BufferError)) {
+    /* Read-only memory: PyBuffer_FillInfo refuses a writable request with
+     * BufferError, NumPy with ValueError. */
+    if (!PyErr_ExceptionMatches(PyExc_BufferError) &&
+        !PyErr_ExceptionMatches(PyExc_ValueError)) {
       PyMem_RawFree(view);
       return -1;
     }

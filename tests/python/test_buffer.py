@@ -350,3 +350,27 @@ def test_buffer_fields_an_exporter_gives_regardless_of_the_request(helper):
         ro[0] = 1
     with pytest.raises(BufferError, match=r"stride\[1\] is -3 bytes, not a multiple of the item size 2"):
         dlbridge.asarray(helper.careless_buffer(2, "h", (2, 2), (4, -3)))
+
+
+class _NoDlpack(np.ndarray):
+    # An exporter that is no DLPack producer (NumPy before 1.22).
+    def __getattribute__(self, name):
+        if name in ("__dlpack__", "__dlpack_device__"):
+            raise AttributeError(name)
+        return super().__getattribute__(name)
+
+
+def test_read_only_exporters_refusing_a_writable_request_with_value_error():
+    # NumPy answers a writable request for a read-only array with
+    # ValueError, not BufferError: the import asks again for a read-only
+    # buffer (it raised "buffer source array is read-only").
+    a = np.arange(3.0).view(_NoDlpack)
+    a.flags.writeable = False
+    t = dlbridge.asarray(a)
+    assert t.readonly and t.tolist() == [0.0, 1.0, 2.0] and t.data_ptr == a.ctypes.data
+    assert dlbridge.asarray([a, a]).tolist() == [[0.0, 1.0, 2.0]] * 2
+    z = dlbridge.zeros(3)
+    z[...] = a
+    assert z.tolist() == [0.0, 1.0, 2.0]
+    w = np.arange(2.0).view(_NoDlpack)
+    assert not dlbridge.asarray(w).readonly
