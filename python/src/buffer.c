@@ -494,6 +494,7 @@ PyObject *dlbpy_tensor_array(PyObject *self, PyObject *const *args,
     return NULL;
   }
   PyObject *source;
+  int values = 0;
   if (dlbpy_dtype_buffer_format(t->dtype) != NULL) {
     source = PyMemoryView_FromObject(self);
   } else if (!dlbpy_dtype_readable(t->dtype)) {
@@ -516,6 +517,7 @@ PyObject *dlbpy_tensor_array(PyObject *self, PyObject *const *args,
     return NULL;
   } else {
     source = dlbpy_tensor_tolist(self, NULL);
+    values = 1;
   }
   if (source == NULL) return NULL;
   PyObject *r = NULL;
@@ -536,5 +538,15 @@ PyObject *dlbpy_tensor_array(PyObject *self, PyObject *const *args,
   Py_XDECREF(asarray);
   Py_XDECREF(numpy);
   Py_DECREF(source);
+  /* The lists stop at the first empty dimension ([] for shape (0, 3)):
+   * an empty array gets the tensor's shape back. */
+  int64_t numel;
+  if (r != NULL && values && dlb_tensor_numel(t, &numel) == DLB_OK &&
+      numel == 0) {
+    PyObject *shape = PyObject_GetAttrString(self, "shape");
+    Py_SETREF(r, shape != NULL ? PyObject_CallMethod(r, "reshape", "(O)", shape)
+                               : NULL);
+    Py_XDECREF(shape);
+  }
   return r;
 }

@@ -369,6 +369,15 @@ def test_numpy_without_the_dtype_refuses_or_widens(name, code, bits, raw, values
         assert np.asarray(t, dtype=np.int8).tolist() == values
 
 
+@pytest.mark.parametrize("shape", [(0, 3), (2, 0, 3), (3, 0), (0,)])
+def test_numpy_widening_an_empty_tensor_keeps_its_shape(shape):
+    # The values go through lists, which stop at the first empty dimension:
+    # (0, 3) came out as (0,).
+    for dtype in ("bfloat16", "int4"):
+        a = np.asarray(dlbridge.zeros(shape, dtype=dtype), dtype=np.float32)
+        assert (a.shape, a.dtype) == (shape, np.float32)
+
+
 def test_numpy_asarray_of_a_packed_tensor_is_never_empty():
     t = tensor_of(b"\x21\xf8", INT, 4, 4)
     a = np.asarray(t, dtype=np.int16)
