@@ -797,12 +797,15 @@ static PyTypeObject *careless_type;
 static int careless_getbuffer(PyObject *self, Py_buffer *view, int flags) {
   careless_object *c = (careless_object *)self;
   (void)flags;
-  Py_ssize_t count = 1;
-  for (int i = 0; i < c->ndim; i++) count *= c->shape[i];
+  /* The length the fields make, PY_SSIZE_T_MAX past it: no consumer
+   * may trust it. */
+  Py_ssize_t len = c->itemsize;
+  for (int i = 0; i < c->ndim; i++)
+    if (__builtin_mul_overflow(len, c->shape[i], &len)) len = PY_SSIZE_T_MAX;
   view->buf = c->data;
   view->obj = self;
   Py_INCREF(self);
-  view->len = count * c->itemsize;
+  view->len = len;
   view->readonly = c->readonly;
   view->itemsize = c->itemsize;
   view->format = c->has_format ? c->format : NULL;
