@@ -124,10 +124,26 @@ def test_empty_tensors_with_wild_strides_export_a_buffer(helper):
     t = dlbridge.from_dlpack(helper.make_capsule(data=None, shape=(0, 3), strides=(1 << 61, 1 << 61)))
     m = memoryview(t)
     assert m.shape == (0, 3) and m.nbytes == 0
+    # No data pointer: the buffer's is still not NULL, which some consumers
+    # refuse even for no bytes.
+    assert helper.get_buffer(t, BUF.RECORDS_RO)["buf"] != 0
     cai_t = dlbridge.from_dlpack(
         helper.make_capsule(data=None, shape=(3, 0), strides=(1 << 61, 5), device=(KDLCUDAHOST, 0))
     )
     assert cai_t.__cuda_array_interface__["shape"] == (3, 0)
+
+
+def test_extent_one_dimensions_with_wild_strides_export_a_buffer(helper):
+    # A dimension of extent 1 is never stepped: its stride may be anything,
+    # even one whose byte count overflows, and goes out as one item.
+    a = np.arange(3.0)
+    for wild in (1 << 61, -(1 << 62)):
+        t = dlbridge.from_dlpack(
+            helper.make_capsule(data=a.ctypes.data, shape=(1, 3), strides=(wild, 1), dtype=(2, 64, 1))
+        )
+        m = memoryview(t)
+        assert m.strides == (8, 8) and m.tolist() == [[0.0, 1.0, 2.0]]
+        assert np.asarray(t).tolist() == [[0.0, 1.0, 2.0]]
 
 
 def test_host_type_memory_exports_a_buffer():
@@ -186,6 +202,11 @@ def test_cuda_array_interface_strides_read_only_and_empty(helper):
     assert cai["typestr"] == LE + "i2"
     empty = dlbridge.from_dlpack(helper.make_capsule(data=None, shape=(0,), device=(KDLCUDAHOST, 0)))
     assert empty.__cuda_array_interface__["data"] == (0, False)
+    # The pointer of an empty array is 0 whatever the tensor's data is.
+    placed = dlbridge.from_dlpack(
+        helper.make_capsule(data=0x10000, shape=(2, 0), device=(KDLCUDA, 0), byte_offset=8)
+    )
+    assert placed.__cuda_array_interface__["data"] == (0, False)
     assert on(KDLCUDAHOST, np.zeros(2, np.bool_)).__cuda_array_interface__["typestr"] == "|b1"
     assert on(KDLCUDAHOST, np.zeros(2, np.complex128)).__cuda_array_interface__["typestr"] == LE + "c16"
 

@@ -363,7 +363,10 @@ def test_numpy_without_the_dtype_refuses_or_widens(name, code, bits, raw, values
     wide = np.complex128 if name == "complex32" else np.float64
     a = np.asarray(t, dtype=wide)
     assert a.dtype == wide and a.tolist() == values
-    with pytest.raises(ValueError, match="copy=False"):
+    # Refused by name before any list is made (NumPy's own refusal of a
+    # list also says copy=False).
+    with pytest.raises(ValueError, match="%s elements become a NumPy dtype only in a copy, "
+                                         "and copy=False forbids one" % name):
         np.asarray(t, dtype=wide, copy=False)
     if name.startswith(("int", "uint")):
         assert np.asarray(t, dtype=np.int8).tolist() == values
