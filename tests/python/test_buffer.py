@@ -156,7 +156,8 @@ def test_host_type_memory_exports_a_buffer():
 def test_device_memory_refuses_the_buffer_protocol():
     for kind in (KDLCUDA, KDLROCM):
         t = dlbridge.from_dlpack(helper.make_capsule(data=0x1000, shape=(2,), device=(kind, 0)))
-        with pytest.raises(BufferError, match="CPU cannot read"):
+        with pytest.raises(BufferError, match="the tensor is in %s:0 memory, which the CPU cannot read"
+                           % ("cuda" if kind == KDLCUDA else "rocm")):
             memoryview(t)
 
 
@@ -164,6 +165,19 @@ def test_dtypes_without_a_format_refuse_the_buffer_protocol():
     for dtype in ("bfloat16", "float8_e4m3fn", "float32x4", "int4"):
         with pytest.raises(BufferError, match="format"):
             memoryview(dlbridge.empty(4, dtype=dtype))
+
+
+def test_get_buffer_returns_zero():
+    # The protocol's contract is 0 on success; some consumers test for it
+    # exactly.
+    view = ctypes.create_string_buffer(256)
+    get = ctypes.pythonapi.PyObject_GetBuffer
+    get.argtypes = [ctypes.py_object, ctypes.c_void_p, ctypes.c_int]
+    get.restype = ctypes.c_int
+    t = dlbridge.arange(3)
+    assert get(t, ctypes.addressof(view), BUF.RECORDS_RO) == 0
+    ctypes.pythonapi.PyBuffer_Release.argtypes = [ctypes.c_void_p]
+    ctypes.pythonapi.PyBuffer_Release(ctypes.addressof(view))
 
 
 def test_buffer_keeps_the_tensor_alive():
@@ -240,6 +254,16 @@ def test_asarray_of_buffers():
     assert dlbridge.asarray(memoryview(b"abcd").cast("B", (2, 2))).shape == (2, 2)
     i = dlbridge.asarray(array.array("l", [1, -2]))
     assert i.dtype == f"int{8 * array.array('l').itemsize}" and i.tolist() == [1, -2]
+
+
+def test_asarray_of_a_buffer_its_exporter_refuses():
+    # A released memoryview refuses both requests (with ValueError, which
+    # also answers a writable request for read-only memory): the second
+    # refusal is the error.
+    m = memoryview(b"ab")
+    m.release()
+    with pytest.raises(ValueError, match="released memoryview"):
+        dlbridge.asarray(m)
 
 
 def test_asarray_of_strided_buffers():

@@ -7,6 +7,7 @@ import array
 import collections
 import ctypes
 import itertools
+import tracemalloc
 
 import pytest
 
@@ -417,3 +418,27 @@ def test_nothing_past_64_dimensions_is_read():
         dlbridge.asarray(deep)
     with pytest.raises(ValueError, match="deeper than 64"):
         dlbridge.asarray([deep])
+
+
+def test_arrays_in_gpu_memory_are_copied_never_read_in_place():
+    # A device address is no host memory: the array is copied to the CPU
+    # first (which needs the GPU's runtime), not read where it points.
+    from support import helper
+
+    t = dlbridge.from_dlpack(helper.make_capsule(data=0x1000, shape=(2,), dtype=(2, 32, 1), device=(2, 0)))
+    for values in ([t, t], [[1.0, 2.0], t]):
+        with pytest.raises(BufferError, match="cannot copy a tensor from cuda:0 to cpu"):
+            dlbridge.asarray(values)
+
+
+def test_converting_arrays_keeps_no_python_number():
+    # Each element converted goes through a Python number, released once
+    # written (strided or packed): 40000 leaked floats would hold 960 kB.
+    for a in (np.arange(20000, dtype=np.float32), dlbridge.zeros(20000, dtype="float4_e2m1fn")):
+        tracemalloc.start()
+        try:
+            dlbridge.asarray([a, a], dtype="float64")
+            kept, _ = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert kept < 100000
