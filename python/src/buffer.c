@@ -247,9 +247,8 @@ static int dlbpy_format_dtype(const char *format, Py_ssize_t itemsize,
       break;
   }
   DLDataType dtype = {0, 0, 1};
-  /* The item size the letter gives; 0 for 'l' and 'L', whose size is a C
-   * long's natively (4 or 8 bytes) and 4 in struct's standard sizes, which
-   * ctypes wrote for 8-byte longs before Python 3.10. */
+  /* The item size the letter gives; 0 for 'l' and 'L', 4 or 8 bytes: a C
+   * long's size varies, and struct's standard size for them is 4. */
   Py_ssize_t expect;
   int complex = 0;
   if (f[0] == 'Z') {

@@ -356,8 +356,8 @@ def test_buffer_items_must_have_their_format_letters_size(helper, fmt, itemsize)
 
 @pytest.mark.parametrize(
     "fmt, itemsize, dtype",
-    [("b", 1, "int8"), ("c", 1, "uint8"), ("<h", 2, "int16"), ("=I", 4, "uint32"),
-     ("n", 8, "int64"), ("N", 8, "uint64"), ("l", 4, "int32"), ("<l", 8, "int64"), ("L", 8, "uint64"),
+    [("b", 1, "int8"), ("c", 1, "uint8"), (LE + "h", 2, "int16"), ("=I", 4, "uint32"),
+     ("n", 8, "int64"), ("N", 8, "uint64"), ("l", 4, "int32"), (LE + "l", 8, "int64"), ("L", 8, "uint64"),
      ("=e", 2, "float16"), ("?", 1, "bool"), (">?", 1, "bool"), (">B", 1, "uint8"), ("!b", 1, "int8"),
      ("Ze", 4, "complex32"), ("@Zd", 16, "complex128")],
 )
