@@ -219,7 +219,10 @@ PyObject *dlbpy_tensor_cuda_array_interface(PyObject *self, void *closure) {
  * ---------------------------------------------------------------------- */
 
 /* The dtype of a struct-module format with one item (no counts, no
- * structs) of view->itemsize bytes in native byte order. */
+ * structs) of view->itemsize bytes in native byte order. The item size
+ * must be the one the format letter gives: a buffer that says 'b' with
+ * 4-byte items is refused, as NumPy and memoryview refuse it, not read
+ * as int32. */
 static int dlbpy_format_dtype(const char *format, Py_ssize_t itemsize,
                               DLDataType *out) {
   /* Named in messages too: no format means bytes. */
@@ -244,7 +247,9 @@ static int dlbpy_format_dtype(const char *format, Py_ssize_t itemsize,
       break;
   }
   DLDataType dtype = {0, 0, 1};
-  Py_ssize_t expect = 0; /* 0: any integer width */
+  /* The item size the letter gives; 0 for 'l' and 'L', 4 or 8 bytes: a C
+   * long's size varies, and struct's standard size for them is 4. */
+  Py_ssize_t expect;
   int complex = 0;
   if (f[0] == 'Z') {
     complex = 1;
@@ -260,31 +265,39 @@ static int dlbpy_format_dtype(const char *format, Py_ssize_t itemsize,
       break;
     case '?':
       dtype.code = kDLBool;
-      expect = 1;
       break;
-    case 'e':
+    case 'e': case 'f': case 'd':
       dtype.code = kDLFloat;
-      expect = 2;
-      break;
-    case 'f':
-      dtype.code = kDLFloat;
-      expect = 4;
-      break;
-    case 'd':
-      dtype.code = kDLFloat;
-      expect = 8;
       break;
     default:
       goto unsupported;
+  }
+  switch (f[0]) {
+    case 'b': case 'B': case 'c': case '?':
+      expect = 1;
+      break;
+    case 'h': case 'H': case 'e':
+      expect = 2;
+      break;
+    case 'i': case 'I': case 'f':
+      expect = 4;
+      break;
+    case 'q': case 'Q': case 'd':
+      expect = 8;
+      break;
+    case 'n': case 'N':
+      expect = (Py_ssize_t)sizeof(size_t);
+      break;
+    default: /* 'l', 'L' */
+      expect = 0;
+      break;
   }
   if (complex) {
     if (dtype.code != kDLFloat) goto unsupported;
     dtype.code = kDLComplex;
     expect *= 2;
   }
-  if ((expect != 0 && itemsize != expect) ||
-      (expect == 0 && itemsize != 1 && itemsize != 2 && itemsize != 4 &&
-       itemsize != 8)) {
+  if (expect != 0 ? itemsize != expect : itemsize != 4 && itemsize != 8) {
     PyErr_Format(PyExc_BufferError,
                  "buffer format '%s' with item size %zd is not a DLPack type",
                  format, itemsize);
@@ -386,7 +399,10 @@ int dlbpy_import_buffer(PyObject *obj, DLManagedTensorVersioned **out) {
   }
   int readonly = 0;
   if (PyObject_GetBuffer(obj, view, PyBUF_RECORDS) < 0) {
-    if (!PyErr_ExceptionMatches(PyExc_BufferError)) {
+    /* Read-only memory: PyBuffer_FillInfo refuses a writable request with
+     * BufferError, NumPy with ValueError. */
+    if (!PyErr_ExceptionMatches(PyExc_BufferError) &&
+        !PyErr_ExceptionMatches(PyExc_ValueError)) {
       PyMem_RawFree(view);
       return -1;
     }
@@ -477,6 +493,7 @@ PyObject *dlbpy_tensor_array(PyObject *self, PyObject *const *args,
     return NULL;
   }
   PyObject *source;
+  int values = 0;
   if (dlbpy_dtype_buffer_format(t->dtype) != NULL) {
     source = PyMemoryView_FromObject(self);
   } else if (!dlbpy_dtype_readable(t->dtype)) {
@@ -499,6 +516,7 @@ PyObject *dlbpy_tensor_array(PyObject *self, PyObject *const *args,
     return NULL;
   } else {
     source = dlbpy_tensor_tolist(self, NULL);
+    values = 1;
   }
   if (source == NULL) return NULL;
   PyObject *r = NULL;
@@ -519,5 +537,15 @@ PyObject *dlbpy_tensor_array(PyObject *self, PyObject *const *args,
   Py_XDECREF(asarray);
   Py_XDECREF(numpy);
   Py_DECREF(source);
+  /* The lists stop at the first empty dimension ([] for shape (0, 3)):
+   * an empty array gets the tensor's shape back. */
+  int64_t numel;
+  if (r != NULL && values && dlb_tensor_numel(t, &numel) == DLB_OK &&
+      numel == 0) {
+    PyObject *shape = PyObject_GetAttrString(self, "shape");
+    Py_SETREF(r, shape != NULL ? PyObject_CallMethod(r, "reshape", "(O)", shape)
+                               : NULL);
+    Py_XDECREF(shape);
+  }
   return r;
 }

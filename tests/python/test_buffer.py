@@ -2,6 +2,7 @@
 
 import array
 import ctypes
+import re
 import sys
 
 import pytest
@@ -123,10 +124,26 @@ def test_empty_tensors_with_wild_strides_export_a_buffer(helper):
     t = dlbridge.from_dlpack(helper.make_capsule(data=None, shape=(0, 3), strides=(1 << 61, 1 << 61)))
     m = memoryview(t)
     assert m.shape == (0, 3) and m.nbytes == 0
+    # No data pointer: the buffer's is still not NULL, which some consumers
+    # refuse even for no bytes.
+    assert helper.get_buffer(t, BUF.RECORDS_RO)["buf"] != 0
     cai_t = dlbridge.from_dlpack(
         helper.make_capsule(data=None, shape=(3, 0), strides=(1 << 61, 5), device=(KDLCUDAHOST, 0))
     )
     assert cai_t.__cuda_array_interface__["shape"] == (3, 0)
+
+
+def test_extent_one_dimensions_with_wild_strides_export_a_buffer(helper):
+    # A dimension of extent 1 is never stepped: its stride may be anything,
+    # even one whose byte count overflows, and goes out as one item.
+    a = np.arange(3.0)
+    for wild in (1 << 61, -(1 << 62)):
+        t = dlbridge.from_dlpack(
+            helper.make_capsule(data=a.ctypes.data, shape=(1, 3), strides=(wild, 1), dtype=(2, 64, 1))
+        )
+        m = memoryview(t)
+        assert m.strides == (8, 8) and m.tolist() == [[0.0, 1.0, 2.0]]
+        assert np.asarray(t).tolist() == [[0.0, 1.0, 2.0]]
 
 
 def test_host_type_memory_exports_a_buffer():
@@ -139,7 +156,8 @@ def test_host_type_memory_exports_a_buffer():
 def test_device_memory_refuses_the_buffer_protocol():
     for kind in (KDLCUDA, KDLROCM):
         t = dlbridge.from_dlpack(helper.make_capsule(data=0x1000, shape=(2,), device=(kind, 0)))
-        with pytest.raises(BufferError, match="CPU cannot read"):
+        with pytest.raises(BufferError, match="the tensor is in %s:0 memory, which the CPU cannot read"
+                           % ("cuda" if kind == KDLCUDA else "rocm")):
             memoryview(t)
 
 
@@ -147,6 +165,19 @@ def test_dtypes_without_a_format_refuse_the_buffer_protocol():
     for dtype in ("bfloat16", "float8_e4m3fn", "float32x4", "int4"):
         with pytest.raises(BufferError, match="format"):
             memoryview(dlbridge.empty(4, dtype=dtype))
+
+
+def test_get_buffer_returns_zero():
+    # The protocol's contract is 0 on success; some consumers test for it
+    # exactly.
+    view = ctypes.create_string_buffer(256)
+    get = ctypes.pythonapi.PyObject_GetBuffer
+    get.argtypes = [ctypes.py_object, ctypes.c_void_p, ctypes.c_int]
+    get.restype = ctypes.c_int
+    t = dlbridge.arange(3)
+    assert get(t, ctypes.addressof(view), BUF.RECORDS_RO) == 0
+    ctypes.pythonapi.PyBuffer_Release.argtypes = [ctypes.c_void_p]
+    ctypes.pythonapi.PyBuffer_Release(ctypes.addressof(view))
 
 
 def test_buffer_keeps_the_tensor_alive():
@@ -185,6 +216,11 @@ def test_cuda_array_interface_strides_read_only_and_empty(helper):
     assert cai["typestr"] == LE + "i2"
     empty = dlbridge.from_dlpack(helper.make_capsule(data=None, shape=(0,), device=(KDLCUDAHOST, 0)))
     assert empty.__cuda_array_interface__["data"] == (0, False)
+    # The pointer of an empty array is 0 whatever the tensor's data is.
+    placed = dlbridge.from_dlpack(
+        helper.make_capsule(data=0x10000, shape=(2, 0), device=(KDLCUDA, 0), byte_offset=8)
+    )
+    assert placed.__cuda_array_interface__["data"] == (0, False)
     assert on(KDLCUDAHOST, np.zeros(2, np.bool_)).__cuda_array_interface__["typestr"] == "|b1"
     assert on(KDLCUDAHOST, np.zeros(2, np.complex128)).__cuda_array_interface__["typestr"] == LE + "c16"
 
@@ -218,6 +254,16 @@ def test_asarray_of_buffers():
     assert dlbridge.asarray(memoryview(b"abcd").cast("B", (2, 2))).shape == (2, 2)
     i = dlbridge.asarray(array.array("l", [1, -2]))
     assert i.dtype == f"int{8 * array.array('l').itemsize}" and i.tolist() == [1, -2]
+
+
+def test_asarray_of_a_buffer_its_exporter_refuses():
+    # A released memoryview refuses both requests (with ValueError, which
+    # also answers a writable request for read-only memory): the second
+    # refusal is the error.
+    m = memoryview(b"ab")
+    m.release()
+    with pytest.raises(ValueError, match="released memoryview"):
+        dlbridge.asarray(m)
 
 
 def test_asarray_of_strided_buffers():
@@ -268,11 +314,12 @@ def test_asarray_refuses_numpy_time_scalars(value):
     assert dlbridge.asarray(np.bytes_(b"ab")).tolist() == [97, 98]
 
 
-@pytest.mark.parametrize("itemsize", [3, 5, 16])
+@pytest.mark.parametrize("itemsize", [2, 3, 4, 5, 8, 16])
 def test_buffer_without_a_format_is_bytes(helper, itemsize):
-    # No format means 'B': an exporter that leaves it out with items no
-    # integer has is refused by name (the message printed the absent format
-    # as a C string, a NULL dereference), wherever a buffer is read.
+    # No format means 'B': an exporter that leaves it out with items of
+    # another size is refused by name (the message printed the absent format
+    # as a C string, a NULL dereference; items of 2, 4 or 8 bytes were read
+    # as uint16, uint32 or uint64), wherever a buffer is read.
     buf = helper.careless_buffer(itemsize)
     for read in (dlbridge.asarray, lambda b: dlbridge.asarray([b, b]),
                  lambda b: dlbridge.zeros(64 // itemsize).__setitem__(..., b)):
@@ -291,3 +338,84 @@ def test_buffer_import_releases_the_buffer_when_the_last_view_goes():
         ba.append(0)
     del v
     ba.append(0)
+
+
+@pytest.mark.parametrize(
+    "fmt, itemsize",
+    [("b", 4), ("B", 8), ("c", 2), ("=h", 8), ("i", 2), ("<i", 8), ("q", 4), ("Q", 2), ("n", 4), ("N", 1),
+     ("?", 2), ("e", 4), ("f", 8), ("d", 4), ("Zf", 4), ("Zd", 8), ("l", 2), ("<L", 16)],
+)
+def test_buffer_items_must_have_their_format_letters_size(helper, fmt, itemsize):
+    # An exporter saying 'b' with 4-byte items describes no int32 (NumPy and
+    # memoryview refuse it too); integer letters were read at whatever size
+    # the exporter gave.
+    buf = helper.careless_buffer(itemsize, fmt, (2,), (itemsize,))
+    with pytest.raises(BufferError, match=re.escape("format '%s' with item size %d" % (fmt, itemsize))):
+        dlbridge.asarray(buf)
+
+
+@pytest.mark.parametrize(
+    "fmt, itemsize, dtype",
+    [("b", 1, "int8"), ("c", 1, "uint8"), (LE + "h", 2, "int16"), ("=I", 4, "uint32"),
+     ("n", 8, "int64"), ("N", 8, "uint64"), ("l", 4, "int32"), (LE + "l", 8, "int64"), ("L", 8, "uint64"),
+     ("=e", 2, "float16"), ("?", 1, "bool"), (">?", 1, "bool"), (">B", 1, "uint8"), ("!b", 1, "int8"),
+     ("Ze", 4, "complex32"), ("@Zd", 16, "complex128")],
+)
+def test_buffer_formats_and_item_sizes_taken(helper, fmt, itemsize, dtype):
+    # Byte order matters only past one byte; 'l' and 'L' are 4 or 8 bytes
+    # (a C long's size varies), 'n' and 'N' a size_t's.
+    t = dlbridge.asarray(helper.careless_buffer(itemsize, fmt, (2,), (itemsize,)))
+    assert (t.dtype, t.shape) == (dtype, (2,))
+
+
+@pytest.mark.parametrize("fmt", ["", "<", "@", "Z", "Z?", "Zb", "ZZf", "ff", "2f", "x", "f:a:", "@@f", "<>f", "P", "s"])
+def test_buffer_formats_without_one_number_per_item(helper, fmt):
+    with pytest.raises(BufferError, match="format '%s' has no DLPack type" % re.escape(fmt)):
+        dlbridge.asarray(helper.careless_buffer(4, fmt, (2,), (4,)))
+
+
+def test_buffer_fields_an_exporter_gives_regardless_of_the_request(helper):
+    # Suboffsets (an indirect, PIL-style array), 65 dimensions, extents that
+    # overflow, strides left out, a read-only buffer handed to a writable
+    # request: each as NumPy takes or refuses it.
+    with pytest.raises(BufferError, match="suboffsets"):
+        dlbridge.asarray(helper.careless_buffer(1, "B", (2, 2), (2, 1), (-1, -1)))
+    with pytest.raises(BufferError, match="buffer has 65 dimensions; at most 64"):
+        dlbridge.asarray(helper.careless_buffer(1, "B", (1,) * 65, (1,) * 65))
+    assert dlbridge.asarray(helper.careless_buffer(1, "B", (1,) * 64)).ndim == 64
+    with pytest.raises(BufferError, match="exceeds INT64_MAX"):
+        dlbridge.asarray(helper.careless_buffer(1, "B", (2**62, 4), (1, 1)))
+    with pytest.raises(BufferError, match=r"shape\[0\] is -1"):
+        dlbridge.asarray(helper.careless_buffer(1, "B", (-1,), (1,)))
+    t = dlbridge.asarray(helper.careless_buffer(2, "h", (2, 3)))
+    assert (t.shape, t.strides) == ((2, 3), (3, 1))
+    ro = dlbridge.asarray(helper.careless_buffer(1, "B", (4,), (1,), readonly=True))
+    assert ro.readonly
+    with pytest.raises(ValueError, match="read-only"):
+        ro[0] = 1
+    with pytest.raises(BufferError, match=r"stride\[1\] is -3 bytes, not a multiple of the item size 2"):
+        dlbridge.asarray(helper.careless_buffer(2, "h", (2, 2), (4, -3)))
+
+
+class _NoDlpack(np.ndarray):
+    # An exporter that is no DLPack producer (NumPy before 1.22).
+    def __getattribute__(self, name):
+        if name in ("__dlpack__", "__dlpack_device__"):
+            raise AttributeError(name)
+        return super().__getattribute__(name)
+
+
+def test_read_only_exporters_refusing_a_writable_request_with_value_error():
+    # NumPy answers a writable request for a read-only array with
+    # ValueError, not BufferError: the import asks again for a read-only
+    # buffer (it raised "buffer source array is read-only").
+    a = np.arange(3.0).view(_NoDlpack)
+    a.flags.writeable = False
+    t = dlbridge.asarray(a)
+    assert t.readonly and t.tolist() == [0.0, 1.0, 2.0] and t.data_ptr == a.ctypes.data
+    assert dlbridge.asarray([a, a]).tolist() == [[0.0, 1.0, 2.0]] * 2
+    z = dlbridge.zeros(3)
+    z[...] = a
+    assert z.tolist() == [0.0, 1.0, 2.0]
+    w = np.arange(2.0).view(_NoDlpack)
+    assert not dlbridge.asarray(w).readonly

@@ -188,6 +188,20 @@ def test_other_dtypes_convert_through_python_numbers():
     assert b.tolist() == [1.0, 2.5]
 
 
+@pytest.mark.parametrize("shape", [(0, 3), (2, 0, 3), (3, 0)])
+def test_empty_values_of_other_dtypes_keep_their_shape(shape):
+    # The conversion goes through lists, which stop at the first empty
+    # dimension: a (0, 3) value was assigned as [], shape (0,), which does
+    # not broadcast to (0, 3).
+    for value in (np.zeros(shape, np.int32), dlbridge.zeros(shape, dtype="bfloat16"),
+                  dlbridge.zeros(shape, dtype="int4")):
+        t = dlbridge.zeros((2,) + shape, dtype="float64")
+        t[...] = value
+        t[1] = value
+    with pytest.raises(ValueError, match=r"broadcast input of shape \(0, 4\) into shape \(0, 3\)"):
+        dlbridge.zeros((0, 3))[...] = np.zeros((0, 4), np.int32)
+
+
 def test_conversions_dlbridge_lacks_are_type_errors():
     t = dlbridge.zeros(2, dtype="float32x4")
     with pytest.raises(TypeError):

@@ -363,10 +363,22 @@ def test_numpy_without_the_dtype_refuses_or_widens(name, code, bits, raw, values
     wide = np.complex128 if name == "complex32" else np.float64
     a = np.asarray(t, dtype=wide)
     assert a.dtype == wide and a.tolist() == values
-    with pytest.raises(ValueError, match="copy=False"):
+    # Refused by name before any list is made (NumPy's own refusal of a
+    # list also says copy=False).
+    with pytest.raises(ValueError, match="%s elements become a NumPy dtype only in a copy, "
+                                         "and copy=False forbids one" % name):
         np.asarray(t, dtype=wide, copy=False)
     if name.startswith(("int", "uint")):
         assert np.asarray(t, dtype=np.int8).tolist() == values
+
+
+@pytest.mark.parametrize("shape", [(0, 3), (2, 0, 3), (3, 0), (0,)])
+def test_numpy_widening_an_empty_tensor_keeps_its_shape(shape):
+    # The values go through lists, which stop at the first empty dimension:
+    # (0, 3) came out as (0,).
+    for dtype in ("bfloat16", "int4"):
+        a = np.asarray(dlbridge.zeros(shape, dtype=dtype), dtype=np.float32)
+        assert (a.shape, a.dtype) == (shape, np.float32)
 
 
 def test_numpy_asarray_of_a_packed_tensor_is_never_empty():

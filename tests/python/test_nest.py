@@ -5,7 +5,9 @@ where it is ragged; hostile sequences raise, never crash or hang."""
 
 import array
 import collections
+import ctypes
 import itertools
+import tracemalloc
 
 import pytest
 
@@ -339,3 +341,104 @@ def test_many_combinations_of_kinds_agree_with_numpy():
         t = dlbridge.asarray([f(rows[0]), g(rows[1])])
         # The items of the array are NumPy scalars: 0-d int16 arrays.
         assert t.tolist() == [[1, 2], [3, 4]] and t.dtype == "int16"
+
+
+@pytest.mark.parametrize("how", ["grow_at_the_end", "shrink", "deepen", "a_number_emptied", "array_moved_deeper",
+                                 "replaced_by_a_number"])
+def test_conversions_that_change_the_lists_during_the_fill(how):
+    # The fill converts numbers (an item's __float__ runs Python code) after
+    # the scan decided the shape: each list's size is checked before each
+    # item and after the last, a list where a number was raises, and an
+    # array met again elsewhere is checked against the shape there (read
+    # at another depth, it would write past the values).
+    arr = np.array([7.0, 8.0])
+
+    class Changer:
+        def __float__(self):
+            if how == "grow_at_the_end":
+                outer.append([0.0, 0.0])
+            elif how == "shrink":
+                outer[0].clear()
+            elif how == "deepen":
+                outer[1] = [[1.0], [2.0]]
+            elif how == "a_number_emptied":
+                # An empty list where a number was: nothing to write there.
+                outer[1][1] = []
+            elif how == "array_moved_deeper":
+                outer[0][1] = arr
+                outer[1] = [5.0, 6.0]
+            else:
+                # A row not read yet is read as it is then: here a number,
+                # which the shape cannot hold.
+                outer[1] = np.float64(3.0)
+            return 1.0
+
+    if how == "grow_at_the_end":
+        outer = [[1.0, 2.0], [3.0, Changer()]]
+    elif how == "array_moved_deeper":
+        outer = [[Changer(), 2.0], arr]
+    else:
+        outer = [[Changer(), 2.0], [3.0, 4.0]]
+    with pytest.raises(ValueError, match="changed size or items"):
+        dlbridge.asarray(outer)
+
+
+def test_zero_d_buffers_that_are_not_numbers_are_arrays():
+    # A 0-d buffer is read as a number of its dtype only when it is a number
+    # (NumPy's scalars): a ctypes scalar or a memoryview is a 0-d array, as
+    # in NumPy.
+    t = dlbridge.asarray([ctypes.c_int16(5), ctypes.c_int16(-6)])
+    assert (t.dtype, t.tolist()) == ("int16", [5, -6])
+    t = dlbridge.asarray([memoryview(np.float32(1.5)), 2])
+    assert (t.dtype, t.tolist()) == ("float64", [1.5, 2.0])
+    assert t.dtype == np.asarray([np.array(1.5, np.float32), 2]).dtype.name
+
+
+def test_dtypes_without_python_numbers_stack_only_alike():
+    # Arrays of a dtype without Python numbers (opaque handles) copy as they
+    # are only when they all have it; a bool array beside them promotes to
+    # it but would need converting, which no number can do.
+    handles = dlbridge.from_dlpack(capsule_of(np.arange(2, dtype=np.uint64), dtype=(3, 64, 1)))
+    with pytest.raises(TypeError, match="asarray\\(\\): dtype handle has no Python number type"):
+        dlbridge.asarray([handles, np.array([True, False])])
+    assert dlbridge.asarray([handles, handles]).dtype == "handle"
+
+
+def test_nothing_past_64_dimensions_is_read():
+    # The 65th level is refused before its sequence's __len__ runs.
+    class Unreadable(Seq):
+        def __len__(self):
+            raise RuntimeError("read")
+
+    deep = [Unreadable()]
+    for _ in range(62):
+        deep = [deep]
+    # At depth 63 it is read; at 64 (a 65th dimension) it is not.
+    with pytest.raises(RuntimeError, match="read"):
+        dlbridge.asarray(deep)
+    with pytest.raises(ValueError, match="deeper than 64"):
+        dlbridge.asarray([deep])
+
+
+def test_arrays_in_gpu_memory_are_copied_never_read_in_place():
+    # A device address is no host memory: the array is copied to the CPU
+    # first (which needs the GPU's runtime), not read where it points.
+    from support import helper
+
+    t = dlbridge.from_dlpack(helper.make_capsule(data=0x1000, shape=(2,), dtype=(2, 32, 1), device=(2, 0)))
+    for values in ([t, t], [[1.0, 2.0], t]):
+        with pytest.raises(BufferError, match="cannot copy a tensor from cuda:0 to cpu"):
+            dlbridge.asarray(values)
+
+
+def test_converting_arrays_keeps_no_python_number():
+    # Each element converted goes through a Python number, released once
+    # written (strided or packed): 40000 leaked floats would hold 960 kB.
+    for a in (np.arange(20000, dtype=np.float32), dlbridge.zeros(20000, dtype="float4_e2m1fn")):
+        tracemalloc.start()
+        try:
+            dlbridge.asarray([a, a], dtype="float64")
+            kept, _ = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert kept < 100000

@@ -156,6 +156,8 @@ CALLS = {
     "asarray list": (lambda e: dl.asarray([[1, 2], [3, 4]]), ()),
     "asarray numpy": (lambda e: dl.asarray(A), ("A",)),
     "asarray memoryview": (lambda e: dl.asarray(memoryview(A)), ("A",)),
+    # The import shares the exporting Tensor's owner, which may need making.
+    "asarray memoryview of a tensor": (lambda e: dl.asarray(memoryview(dl.from_dlpack(e.t))), ("t",)),
     "from_dlpack numpy": (lambda e: dl.from_dlpack(e.legacy), ("legacy",)),
     "from_dlpack torch": (lambda e: dl.from_dlpack(e.pt), ("pt",)),
     "from_dlpack tensor": (lambda e: dl.from_dlpack(e.t), ("t",)),

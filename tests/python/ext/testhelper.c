@@ -18,8 +18,8 @@
  *   decref_with_error(lst)   drop lst's items while an exception is set and
  *                            check the exception survives
  *   capi_*(...)              the C API of dlbridge_capi.h
- *   careless_buffer(n)       a buffer exporter with items of n bytes and
- *                            no format
+ *   careless_buffer(n, ...)  a buffer exporter with items of n bytes and
+ *                            no format, or any fields given
  *   oom_*(...)               allocation N failing in turn: the core's
  *                            allocator and CPython's three domains
  */
@@ -849,13 +849,25 @@ static PyObject *get_buffer(PyObject *self, PyObject *args) {
  * A careless buffer exporter
  * ---------------------------------------------------------------------- */
 
-/* careless_buffer(itemsize): 64 bytes exported as one dimension of
- * itemsize-byte items with format NULL (which means 'B'), whatever the
- * request: an exporter that ignores PyBUF_FORMAT. */
+/* careless_buffer(itemsize, format=None, shape=None, strides=None,
+ * suboffsets=None, readonly=False): 64 bytes (zeroed) exported with
+ * exactly these fields whatever the request: an exporter that ignores
+ * PyBUF_FORMAT, PyBUF_WRITABLE and the rest. format None is NULL (which
+ * means 'B'); shape None is one dimension of as many items as fit, with
+ * strides of one item; strides None with a shape is NULL. The caller
+ * keeps what the fields describe within the 64 bytes. */
+#define CARELESS_MAX_NDIM 72
+
 typedef struct {
   PyObject_HEAD
   Py_ssize_t itemsize;
-  Py_ssize_t count;
+  int ndim;
+  int readonly;
+  int has_format, has_strides, has_suboffsets;
+  char format[32];
+  Py_ssize_t shape[CARELESS_MAX_NDIM];
+  Py_ssize_t strides[CARELESS_MAX_NDIM];
+  Py_ssize_t suboffsets[CARELESS_MAX_NDIM];
   char data[64];
 } careless_object;
 
@@ -864,17 +876,22 @@ static PyTypeObject *careless_type;
 static int careless_getbuffer(PyObject *self, Py_buffer *view, int flags) {
   careless_object *c = (careless_object *)self;
   (void)flags;
+  /* The length the fields make, PY_SSIZE_T_MAX past it: no consumer
+   * may trust it. */
+  Py_ssize_t len = c->itemsize;
+  for (int i = 0; i < c->ndim; i++)
+    if (__builtin_mul_overflow(len, c->shape[i], &len)) len = PY_SSIZE_T_MAX;
   view->buf = c->data;
   view->obj = self;
   Py_INCREF(self);
-  view->len = c->count * c->itemsize;
-  view->readonly = 0;
+  view->len = len;
+  view->readonly = c->readonly;
   view->itemsize = c->itemsize;
-  view->format = NULL;
-  view->ndim = 1;
-  view->shape = &c->count;
-  view->strides = &c->itemsize;
-  view->suboffsets = NULL;
+  view->format = c->has_format ? c->format : NULL;
+  view->ndim = c->ndim;
+  view->shape = c->shape;
+  view->strides = c->has_strides ? c->strides : NULL;
+  view->suboffsets = c->has_suboffsets ? c->suboffsets : NULL;
   view->internal = NULL;
   return 0;
 }
@@ -891,19 +908,73 @@ static PyType_Spec careless_spec = {
     .slots = careless_slots,
 };
 
-static PyObject *careless_buffer(PyObject *self, PyObject *arg) {
+/* The entries of tuple t (at most CARELESS_MAX_NDIM) in out; their count,
+ * or -1. */
+static int careless_sizes(PyObject *t, const char *what, Py_ssize_t *out) {
+  if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) > CARELESS_MAX_NDIM) {
+    PyErr_Format(PyExc_ValueError, "%s is a tuple of at most %d ints", what,
+                 CARELESS_MAX_NDIM);
+    return -1;
+  }
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(t); i++) {
+    out[i] = PyLong_AsSsize_t(PyTuple_GET_ITEM(t, i));
+    if (out[i] == -1 && PyErr_Occurred()) return -1;
+  }
+  return (int)PyTuple_GET_SIZE(t);
+}
+
+static PyObject *careless_buffer(PyObject *self, PyObject *args,
+                                 PyObject *kwargs) {
   (void)self;
-  Py_ssize_t itemsize = PyLong_AsSsize_t(arg);
-  if (itemsize == -1 && PyErr_Occurred()) return NULL;
-  if (itemsize < 1 || itemsize > 64) {
-    PyErr_SetString(PyExc_ValueError, "itemsize is 1 to 64");
+  static const char *const kw[] = {"itemsize",   "format",   "shape",
+                                   "strides",    "suboffsets", "readonly",
+                                   NULL};
+  Py_ssize_t itemsize;
+  const char *format = NULL;
+  PyObject *shape = Py_None, *strides = Py_None, *suboffsets = Py_None;
+  int readonly = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "n|zOOOp",
+                                   (char **)(uintptr_t)kw, &itemsize, &format,
+                                   &shape, &strides, &suboffsets, &readonly))
+    return NULL;
+  if (itemsize < -64 || itemsize > 64 ||
+      (format != NULL && strlen(format) >= 32)) {
+    PyErr_SetString(PyExc_ValueError,
+                    "itemsize is -64 to 64, format shorter than 32");
     return NULL;
   }
   careless_object *c =
       (careless_object *)careless_type->tp_alloc(careless_type, 0);
   if (c == NULL) return NULL;
   c->itemsize = itemsize;
-  c->count = (Py_ssize_t)sizeof c->data / itemsize;
+  c->readonly = readonly;
+  c->has_format = format != NULL;
+  if (format != NULL) strcpy(c->format, format);
+  if (shape == Py_None) {
+    c->ndim = 1;
+    c->shape[0] = itemsize > 0 ? (Py_ssize_t)sizeof c->data / itemsize : 0;
+    c->strides[0] = itemsize;
+    c->has_strides = 1;
+  } else {
+    c->ndim = careless_sizes(shape, "shape", c->shape);
+    c->has_strides = strides != Py_None;
+    if (c->ndim < 0 ||
+        (c->has_strides &&
+         careless_sizes(strides, "strides", c->strides) != c->ndim)) {
+      if (!PyErr_Occurred())
+        PyErr_SetString(PyExc_ValueError, "strides has ndim entries");
+      Py_DECREF(c);
+      return NULL;
+    }
+  }
+  c->has_suboffsets = suboffsets != Py_None;
+  if (c->has_suboffsets &&
+      careless_sizes(suboffsets, "suboffsets", c->suboffsets) != c->ndim) {
+    if (!PyErr_Occurred())
+      PyErr_SetString(PyExc_ValueError, "suboffsets has ndim entries");
+    Py_DECREF(c);
+    return NULL;
+  }
   memset(c->data, 0, sizeof c->data);
   return (PyObject *)c;
 }
@@ -1184,7 +1255,8 @@ static PyMethodDef helper_methods[] = {
     {"oom_arm", oom_arm, METH_VARARGS, NULL},
     {"oom_disarm", oom_disarm, METH_NOARGS, NULL},
     {"oom_live", oom_live, METH_NOARGS, NULL},
-    {"careless_buffer", careless_buffer, METH_O, NULL},
+    {"careless_buffer", (PyCFunction)(void (*)(void))careless_buffer,
+     METH_VARARGS | METH_KEYWORDS, NULL},
     {NULL, NULL, 0, NULL},
 };
 
