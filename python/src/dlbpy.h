@@ -411,8 +411,8 @@ int dlbpy_import_apply(const dlbpy_import_opts *opts,
                        DLManagedTensorVersioned **mt);
 
 /* 1 when obj can be imported by dlbpy_import (a Tensor, a capsule, or an
- * object with a __dlpack__ attribute, as hasattr(obj, '__dlpack__') says),
- * 0 when it cannot, -1 with an exception when the look-up raised anything
+ * object with a __dlpack__ attribute, as hasattr(obj, '__dlpack__') says,
+ * other than None), 0 when it cannot, -1 with an exception when the look-up raised anything
  * but AttributeError. */
 int dlbpy_is_producer(dlbpy_state *st, PyObject *obj);
 

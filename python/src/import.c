@@ -551,8 +551,11 @@ int dlbpy_is_producer(dlbpy_state *st, PyObject *obj) {
       (PyFunction_Check(found_in_mro) ||
        Py_IS_TYPE(found_in_mro, &PyMethodDescr_Type)))
     return 1;
+  /* __dlpack__ = None says "not a producer", as __hash__ = None and
+   * __iter__ = None do for their protocols. */
   PyObject *attr = NULL;
   int found = DLBPY_GET_OPTIONAL_ATTR(obj, st->s_dlpack, &attr);
+  if (found > 0 && attr == Py_None) found = 0;
   Py_XDECREF(attr);
   return found;
 }

@@ -419,3 +419,22 @@ def test_read_only_exporters_refusing_a_writable_request_with_value_error():
     assert z.tolist() == [0.0, 1.0, 2.0]
     w = np.arange(2.0).view(_NoDlpack)
     assert not dlbridge.asarray(w).readonly
+
+
+class _DlpackNone(np.ndarray):
+    # __dlpack__ = None says "not a producer", as __hash__ = None does.
+    __dlpack__ = None
+
+
+def test_dlpack_set_to_none_is_no_producer():
+    # The buffer protocol reads it, zero-copy, wherever a value is taken.
+    a = np.arange(4.0).view(_DlpackNone)
+    t = dlbridge.asarray(a)
+    assert t.tolist() == [0.0, 1.0, 2.0, 3.0] and t.data_ptr == a.ctypes.data
+    assert dlbridge.asarray([a, a]).shape == (2, 4)
+    z = dlbridge.zeros(4)
+    z[...] = a
+    assert z.tolist() == [0.0, 1.0, 2.0, 3.0]
+    # from_dlpack calls it, as the standard's x.__dlpack__() does.
+    with pytest.raises(TypeError, match="'NoneType' object is not callable"):
+        dlbridge.from_dlpack(a)
