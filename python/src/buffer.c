@@ -537,15 +537,5 @@ PyObject *dlbpy_tensor_array(PyObject *self, PyObject *const *args,
   Py_XDECREF(asarray);
   Py_XDECREF(numpy);
   Py_DECREF(source);
-  /* The lists stop at the first empty dimension ([] for shape (0, 3)):
-   * an empty array gets the tensor's shape back. */
-  int64_t numel;
-  if (r != NULL && values && dlb_tensor_numel(t, &numel) == DLB_OK &&
-      numel == 0) {
-    PyObject *shape = PyObject_GetAttrString(self, "shape");
-    Py_SETREF(r, shape != NULL ? PyObject_CallMethod(r, "reshape", "(O)", shape)
-                               : NULL);
-    Py_XDECREF(shape);
-  }
-  return r;
+  return values ? dlbpy_in_shape_of(r, self) : r;
 }

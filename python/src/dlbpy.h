@@ -320,6 +320,11 @@ PyObject *dlbpy_tensor_cuda_array_interface(PyObject *self, void *closure);
 /* Defined in elements.c: Tensor.tolist(), the values of a CPU-readable
  * tensor as nested lists of Python numbers. */
 PyObject *dlbpy_tensor_tolist(PyObject *self, PyObject *unused);
+/* made, an array built from tensor's tolist() values, in tensor's shape:
+ * the lists stop at the first empty dimension ([] for shape (0, 3)), so an
+ * empty one is reshaped. Steals made (NULL passes through); returns a new
+ * reference or NULL with an exception set. */
+PyObject *dlbpy_in_shape_of(PyObject *made, PyObject *tensor);
 /* value in t: whether any element equals value, as NumPy's `in` answers. */
 int dlbpy_tensor_contains(PyObject *self, PyObject *value);
 

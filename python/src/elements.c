@@ -873,3 +873,18 @@ int dlbpy_tensor_contains(PyObject *self, PyObject *value) {
                            (const char *)t->data + t->byte_offset, value,
                            &ticks);
 }
+
+PyObject *dlbpy_in_shape_of(PyObject *made, PyObject *tensor) {
+  int64_t numel;
+  if (made == NULL ||
+      dlb_tensor_numel(&((dlbpy_tensor *)tensor)->mt->dl_tensor, &numel) !=
+          DLB_OK ||
+      numel != 0)
+    return made;
+  PyObject *shape = PyObject_GetAttrString(tensor, "shape");
+  Py_SETREF(made, shape != NULL
+                      ? PyObject_CallMethod(made, "reshape", "(O)", shape)
+                      : NULL);
+  Py_XDECREF(shape);
+  return made;
+}

@@ -276,7 +276,7 @@ static int dlbpy_prefetch_stream(dlbpy_state *st, PyObject *obj,
     }
   }
   void *handle = NULL;
-  int sync = 0;
+  int sync; /* 1: -1, the one value that gives 0, was refused above */
   dlb_status s = dlb_stream_from_dlpack(kDLCUDAManaged, value, &handle, &sync);
   if (s != DLB_OK) return dlbpy_fail(s, st->stream_error, "prefetch()");
   *out = handle;

@@ -359,31 +359,24 @@ static PyObject *dlbpy_assigned_value(PyObject *self, PyObject *value,
       char have[DLB_DTYPE_NAME_MAX];
       if (dlb_dtype_format(t->dtype, have, sizeof have) != DLB_OK)
         have[0] = '\0';
-      PyObject *values = NULL, *shape = NULL;
-      int64_t numel;
+      PyObject *from = src;
+      src = NULL;
       if (dlbpy_dtype_readable(t->dtype) && dlbpy_dtype_has_scalars(dtype) &&
           dlb_device_type_cpu_accessible(t->device.device_type)) {
-        values = dlbpy_tensor_tolist(src, NULL);
-        /* The lists stop at the first empty dimension ([] for shape
-         * (0, 3)): an empty value gets its shape back. */
-        if (values != NULL && dlb_tensor_numel(t, &numel) == DLB_OK &&
-            numel == 0 &&
-            (shape = PyObject_GetAttrString(src, "shape")) == NULL)
-          Py_CLEAR(values);
-      } else
+        PyObject *values = dlbpy_tensor_tolist(from, NULL);
+        if (values != NULL) {
+          PyObject *vargs[2] = {values, dtype_name};
+          src = dlbpy_in_shape_of(dlbpy_asarray(module, vargs, 1, kwnames),
+                                  from);
+          Py_DECREF(values);
+        }
+      } else {
         PyErr_Format(PyExc_TypeError,
                      "t[...] = value: the value is %s, the tensor %s, and "
                      "dlbridge has no conversion between them",
                      have, name);
-      Py_SETREF(src, NULL);
-      if (values != NULL) {
-        PyObject *vargs[2] = {values, dtype_name};
-        src = dlbpy_asarray(module, vargs, 1, kwnames);
-        Py_DECREF(values);
-        if (src != NULL && shape != NULL)
-          Py_SETREF(src, PyObject_CallMethod(src, "reshape", "(O)", shape));
       }
-      Py_XDECREF(shape);
+      Py_DECREF(from);
     }
   } else if (producer == 0) {
     PyObject *vargs[2] = {value, dtype_name};
