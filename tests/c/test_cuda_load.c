@@ -29,6 +29,8 @@ DLB_TEST(cuda_load_missing_library) {
   CHECK_STATUS(dlb_runtime_device_count(DLB_RUNTIME_CUDA, &n),
                DLB_E_NO_RUNTIME);
   CHECK_EQ_INT(n, 7);
+  CHECK_STATUS(dlb_runtime_version(DLB_RUNTIME_CUDA, &n), DLB_E_NO_RUNTIME);
+  CHECK_EQ_INT(n, 7);
   /* Asking for cuda memory says why it cannot be had. */
   DLManagedTensorVersioned *t = NULL;
   int64_t shape[1] = {4};

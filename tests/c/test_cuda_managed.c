@@ -54,7 +54,11 @@ DLB_TEST(cuda_managed_refuses_other_memory) {
     DLTensor lie = t->dl_tensor;
     lie.device = (DLDevice){kDLCUDAManaged, 0};
     CHECK_STATUS(dlb_managed_prefetch(&lie, cpu, NULL), DLB_E_DEVICE);
-    CHECK_ERROR_MENTIONS("not cuda_managed");
+    /* The message says what the memory is. */
+    char name[DLB_DEVICE_NAME_MAX], said[DLB_DEVICE_NAME_MAX + 32];
+    CHECK_OK(dlb_device_format(others[k], name, sizeof name));
+    snprintf(said, sizeof said, " is %s, not cuda_managed", name);
+    CHECK_ERROR_MENTIONS(said);
     CHECK_STATUS(dlb_managed_advise(&lie, DLB_ADVISE_SET_READ_MOSTLY, cpu),
                  DLB_E_DEVICE);
     dlb_tensor_release(t);
@@ -68,6 +72,7 @@ DLB_TEST(cuda_managed_refuses_other_memory) {
                DLB_E_DEVICE);
   CHECK_ERROR_MENTIONS("target is rocm");
   CHECK_STATUS(dlb_managed_prefetch(NULL, cpu, NULL), DLB_E_INVAL);
+  CHECK_ERROR_MENTIONS("dlb_managed_prefetch: t is NULL");
   CHECK_STATUS(dlb_managed_advise(&m->dl_tensor, (dlb_advice)7, cpu),
                DLB_E_INVAL);
   CHECK_STATUS(dlb_managed_advise(&m->dl_tensor, (dlb_advice)0, cpu),

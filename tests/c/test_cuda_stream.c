@@ -50,7 +50,12 @@ DLB_TEST(cuda_stream_from_dlpack_conventions) {
     CHECK_OK(dlb_stream_from_dlpack(rocm_kinds[k], -1, &s, &sync));
     CHECK_EQ_INT(sync, 0);
   }
+  /* cpu needs no synchronisation: both outputs are set, whatever they
+   * held before. */
+  s = (void *)0x99;
+  sync = 7;
   CHECK_OK(dlb_stream_from_dlpack(kDLCPU, DLB_STREAM_NONE, &s, &sync));
+  CHECK(s == NULL);
   CHECK_EQ_INT(sync, 0);
   CHECK_STATUS(dlb_stream_from_dlpack(kDLCPU, 1, &s, &sync), DLB_E_INVAL);
   CHECK_STATUS(dlb_stream_from_dlpack(kDLCPU, -1, &s, &sync), DLB_E_INVAL);
@@ -204,6 +209,7 @@ DLB_TEST(cuda_stream_synchronize_host_types) {
   CHECK_ERROR_MENTIONS("cuStreamSynchronize");
   CHECK_STATUS(dlb_stream_synchronize((DLDevice){kDLCPU, 0}, NULL),
                DLB_E_DEVICE);
+  CHECK_ERROR_MENTIONS("cpu (device_type 1) has no GPU runtime streams");
   dlb_tensor_release(t);
   CHECK_EQ_INT(cu.cuStreamDestroy_v2(st), 0);
   CHECK_EQ_INT(e.live(), 0);
