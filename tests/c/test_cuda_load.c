@@ -53,8 +53,19 @@ DLB_TEST(cuda_load_default_names) {
   dlb_status s = dlb_runtime_status(DLB_RUNTIME_CUDA);
   if (real != NULL) return; /* a machine with a driver: nothing to check */
   CHECK_EQ_INT(s, DLB_E_NO_RUNTIME);
-  CHECK_ERROR_MENTIONS("libcuda.so.1");
-  CHECK_ERROR_MENTIONS("DLBRIDGE_CUDA_LIBRARY");
+  CHECK_ERROR_MENTIONS("CUDA driver not found: tried libcuda.so.1 and "
+                       "libcuda.so (install the NVIDIA driver, or set "
+                       "DLBRIDGE_CUDA_LIBRARY to its path)");
+}
+
+/* Without the variable the usual names are tried first to last: a driver
+ * already in the process under its soname is found by the first. */
+DLB_TEST(cuda_load_default_names_first_one_first) {
+  emu e = emu_cuda();
+  unsetenv("DLBRIDGE_CUDA_LIBRARY");
+  CHECK_OK(dlb_runtime_status(DLB_RUNTIME_CUDA));
+  CHECK_STR(dlb_runtime_library(DLB_RUNTIME_CUDA), "libcuda.so.1");
+  CHECK_EQ_INT(e.calls("cuInit"), 1);
 }
 
 DLB_TEST(cuda_load_status_is_remembered) {

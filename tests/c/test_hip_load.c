@@ -35,8 +35,10 @@ DLB_TEST(hip_load_default_names) {
   dlb_status s = dlb_runtime_status(DLB_RUNTIME_HIP);
   if (real != NULL) return;
   CHECK_EQ_INT(s, DLB_E_NO_RUNTIME);
-  CHECK_ERROR_MENTIONS("libamdhip64.so.7");
-  CHECK_ERROR_MENTIONS("DLBRIDGE_HIP_LIBRARY");
+  CHECK_ERROR_MENTIONS("HIP runtime not found: tried libamdhip64.so.7, "
+                       "libamdhip64.so.6, libamdhip64.so.5 and libamdhip64.so "
+                       "(install ROCm, or set DLBRIDGE_HIP_LIBRARY to its "
+                       "path)");
 }
 
 DLB_TEST(hip_load_not_hip) {
