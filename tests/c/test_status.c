@@ -1,5 +1,10 @@
 /* test_status.c -- status names, messages, the thread-local last error. */
 #include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
 
 #include "internal.h"
 #include "test.h"
@@ -109,4 +114,117 @@ DLB_TEST(alloc_blocks_free_through_their_allocator) {
   CHECK_OK(dlb_set_allocator(NULL));
   dlb__data_free(p);
   CHECK_EQ_INT(dlb_test_failalloc_live(), 0);
+}
+
+/* An allocator that remembers its one live block and checks that the free
+ * names the size and alignment the alloc was asked for. */
+static struct {
+  void *p;
+  size_t size, alignment;
+  int mismatches;
+} rec;
+
+static void *rec_alloc(void *ctx, size_t size, size_t alignment) {
+  (void)ctx;
+  void *p = NULL;
+  if (posix_memalign(&p, alignment, size) != 0) return NULL;
+  rec.p = p;
+  rec.size = size;
+  rec.alignment = alignment;
+  return p;
+}
+
+static void rec_free(void *ctx, void *p, size_t size, size_t alignment) {
+  (void)ctx;
+  if (p != rec.p || size != rec.size || alignment != rec.alignment)
+    rec.mismatches++;
+  rec.p = NULL;
+  free(p);
+}
+
+DLB_TEST(alloc_free_gets_the_size_and_alignment_of_its_alloc) {
+  static const size_t alignments[] = {1, 64, 256, 4096};
+  dlb_allocator a = {rec_alloc, rec_free, NULL};
+  CHECK_OK(dlb_set_allocator(&a));
+  for (size_t i = 0; i < sizeof alignments / sizeof alignments[0]; i++) {
+    void *p = dlb__data_alloc(1000, alignments[i]);
+    CHECK(p != NULL);
+    CHECK(rec.size >= 1000);
+    CHECK(rec.alignment >= alignments[i]);
+    dlb__data_free(p);
+    CHECK(rec.p == NULL);
+  }
+  CHECK_OK(dlb_set_allocator(NULL));
+  CHECK_EQ_INT(rec.mismatches, 0);
+}
+
+/* The VmFlags of the mapping holding p contain flag (smaps). */
+static int mapping_has_flag(const void *p, const char *flag) {
+  FILE *f = fopen("/proc/self/smaps", "r");
+  if (f == NULL) return -1;
+  char line[512];
+  int inside = 0, found = 0;
+  while (fgets(line, sizeof line, f) != NULL) {
+    unsigned long lo, hi;
+    if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+      inside = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+    } else if (inside && strncmp(line, "VmFlags:", 8) == 0) {
+      found = strstr(line, flag) != NULL;
+      break;
+    }
+  }
+  fclose(f);
+  return found;
+}
+
+/* Blocks of 4 MiB and more start on a 2 MiB boundary and ask for huge
+ * pages, where the kernel has them; smaller ones need neither. */
+DLB_TEST(alloc_default_large_blocks_ask_for_huge_pages) {
+  CHECK_OK(dlb_set_allocator(NULL));
+  dlb_allocator a;
+  dlb_get_allocator(&a);
+  const size_t huge = (size_t)2 << 20;
+  char *big = a.alloc(a.ctx, (size_t)4 << 20, 64);
+  CHECK(big != NULL);
+  CHECK_EQ_INT((uintptr_t)big % huge, 0);
+  /* The kernel can take the advice when an anonymous mapping can. */
+  void *probe = mmap(NULL, 2 * huge, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  CHECK(probe != MAP_FAILED);
+  int can = madvise(probe, 2 * huge, MADV_HUGEPAGE) == 0;
+  munmap(probe, 2 * huge);
+  if (can) CHECK_EQ_INT(mapping_has_flag(big, " hg"), 1);
+  a.free(a.ctx, big, (size_t)4 << 20, 64);
+  char *small = a.alloc(a.ctx, ((size_t)4 << 20) - 1, 4096);
+  CHECK(small != NULL);
+  CHECK_EQ_INT((uintptr_t)small % 4096, 0);
+  if (can) CHECK_EQ_INT(mapping_has_flag(small, " hg"), 0);
+  a.free(a.ctx, small, ((size_t)4 << 20) - 1, 4096);
+}
+
+/* A wrapped message keeps the wrapper's text whole; the reason follows
+ * as far as ": " and a character of it fit, else it is left out. */
+DLB_TEST(status_wrapped_message_at_the_buffer_end) {
+  char outer[DLB__ERROR_MAX], want[DLB__ERROR_MAX];
+  for (size_t fill = DLB__ERROR_MAX - 5; fill < DLB__ERROR_MAX; fill++) {
+    memset(outer, 'x', fill);
+    outer[fill] = '\0';
+    static const char tail[] = ": the reason";
+    size_t kept = 0;
+    if (fill + 3 <= DLB__ERROR_MAX) kept = DLB__ERROR_MAX - 1 - fill;
+    if (kept > sizeof tail - 1) kept = sizeof tail - 1;
+    memcpy(want, outer, fill);
+    memcpy(want + fill, tail, kept);
+    want[fill + kept] = '\0';
+    dlb__fail(DLB_E_INVAL, "the reason");
+    CHECK_EQ_INT(dlb__fail_within(DLB_E_LAYOUT, "%s", outer), DLB_E_LAYOUT);
+    CHECK(strnlen(dlb_last_error(), DLB__ERROR_MAX) < DLB__ERROR_MAX);
+    CHECK_STR(dlb_last_error(), want);
+  }
+  dlb__fail(DLB_E_INVAL, "the reason");
+  dlb__fail_within(DLB_E_LAYOUT, "%s", "");
+  CHECK_STR(dlb_last_error(), ": the reason");
+  dlb__fail(DLB_E_INVAL, "the reason");
+  dlb__fail_within(DLB_E_LAYOUT, "shape[%d]", 2);
+  CHECK_STR(dlb_last_error(), "shape[2]: the reason");
 }
