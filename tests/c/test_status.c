@@ -205,18 +205,20 @@ DLB_TEST(alloc_default_large_blocks_ask_for_huge_pages) {
 /* A wrapped message keeps the wrapper's text whole; the reason follows
  * as far as ": " and a character of it fit, else it is left out. */
 DLB_TEST(status_wrapped_message_at_the_buffer_end) {
-  char outer[DLB__ERROR_MAX], want[DLB__ERROR_MAX];
-  for (size_t fill = DLB__ERROR_MAX - 5; fill < DLB__ERROR_MAX; fill++) {
+  char outer[DLB__ERROR_MAX], reason[101], want[DLB__ERROR_MAX];
+  memset(reason, 'r', 100);
+  reason[100] = '\0';
+  for (size_t fill = DLB__ERROR_MAX - 110; fill < DLB__ERROR_MAX; fill++) {
     memset(outer, 'x', fill);
     outer[fill] = '\0';
-    static const char tail[] = ": the reason";
     size_t kept = 0;
     if (fill + 3 <= DLB__ERROR_MAX) kept = DLB__ERROR_MAX - 1 - fill;
-    if (kept > sizeof tail - 1) kept = sizeof tail - 1;
+    if (kept > 102) kept = 102;
     memcpy(want, outer, fill);
-    memcpy(want + fill, tail, kept);
+    memcpy(want + fill, ": ", kept < 2 ? kept : 2);
+    if (kept > 2) memcpy(want + fill + 2, reason, kept - 2);
     want[fill + kept] = '\0';
-    dlb__fail(DLB_E_INVAL, "the reason");
+    dlb__fail(DLB_E_INVAL, "%s", reason);
     CHECK_EQ_INT(dlb__fail_within(DLB_E_LAYOUT, "%s", outer), DLB_E_LAYOUT);
     CHECK(strnlen(dlb_last_error(), DLB__ERROR_MAX) < DLB__ERROR_MAX);
     CHECK_STR(dlb_last_error(), want);
