@@ -2,10 +2,12 @@
  * while any owner lives, memory pinned already, shared memory of another
  * process, failures with nothing leaked. */
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 
 #include "../emu/emu_fns.h"
+#include "internal.h"
 #include "test.h"
 
 static const DLDataType f32 = {kDLFloat, 32, 1};
@@ -301,4 +303,52 @@ DLB_TEST(cuda_pin_every_driver_call_failing) {
     CHECK_EQ_INT(e.context_depth(), 0);
   }
   dlb_tensor_release(t);
+}
+
+static void *pin_in_thread(void *arg) {
+  DLManagedTensorVersioned **t = arg;
+  return dlb_tensor_pin(t[0], kDLCUDAHost, &t[1]) == DLB_OK ? NULL
+                                                             : (void *)1;
+}
+
+/* A thread forks while another pins, holding the registry's lock across
+ * a slow registration: the child, where that thread does not exist, makes
+ * the lock anew and pins at once rather than waiting forever. */
+DLB_TEST(cuda_pin_in_a_child_forked_during_a_pin) {
+  setenv("EMU_CUDA_SLOW", "cuMemHostRegister_v2", 1);
+  setenv("EMU_CUDA_SLOW_MS", "500", 1);
+  emu e = emu_cuda();
+  CHECK_OK(dlb_runtime_status(DLB_RUNTIME_CUDA));
+  DLManagedTensorVersioned *t[2] = {dlb_test_counting_floats(1000), NULL};
+  DLManagedTensorVersioned *other = dlb_test_counting_floats(1000);
+  pthread_t th;
+  CHECK_EQ_INT(pthread_create(&th, NULL, pin_in_thread, t), 0);
+  /* Only the thread takes the lock, and keeps it through the sleep. */
+  while (pthread_mutex_trylock(&dlb__pin_lock) == 0) {
+    pthread_mutex_unlock(&dlb__pin_lock);
+    usleep(1000);
+  }
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    alarm(20);
+    DLManagedTensorVersioned *p = NULL;
+    if (dlb_tensor_pin(other, kDLCUDAHost, &p) != DLB_OK ||
+        kind_of(other->dl_tensor.data) != kDLCUDAHost)
+      _exit(1);
+    dlb_tensor_release(p);
+    _exit(0);
+  }
+  int st = 0;
+  CHECK(waitpid(pid, &st, 0) == pid);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  void *res = (void *)2;
+  CHECK_EQ_INT(pthread_join(th, &res), 0);
+  CHECK(res == NULL);
+  CHECK_EQ_INT(kind_of(t[0]->dl_tensor.data), kDLCUDAHost);
+  CHECK_EQ_INT(kind_of(other->dl_tensor.data), kDLCPU);
+  dlb_tensor_release(t[1]);
+  dlb_tensor_release(t[0]);
+  dlb_tensor_release(other);
+  CHECK_EQ_INT(e.live(), 0);
 }

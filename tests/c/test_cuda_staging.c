@@ -5,6 +5,8 @@
  * before its half was filled, or a half reused before its DMA ran, shows
  * up as wrong data. */
 #include <pthread.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "../emu/emu_fns.h"
 #include "backend/staging.h"
@@ -528,6 +530,53 @@ DLB_TEST(staging_two_threads_at_once) {
   }
   CHECK(E.calls("cuMemHostAlloc") == 1);
   dlb__stage_release();
+  CHECK_EQ_INT(E.live(), 0);
+}
+
+static void *upload_in_thread(void *arg) {
+  worker *w = arg;
+  w->ok = dlb_copy_sync(&w->h->dl_tensor, &w->d->dl_tensor, NULL) == DLB_OK;
+  return NULL;
+}
+
+/* A thread forks while another stages a copy, holding the buffer's lock
+ * across slow DMAs: the child makes the lock anew and stages its own copy
+ * through the buffer rather than finding it taken for good. */
+DLB_TEST(staging_in_a_child_forked_during_a_staged_copy) {
+  setenv("EMU_CUDA_SLOW", "cuMemcpyAsync", 1);
+  setenv("EMU_CUDA_SLOW_MS", "200", 1);
+  E = emu_cuda();
+  CHECK_OK(dlb_runtime_status(DLB_RUNTIME_CUDA));
+  int64_t n[1] = {1 << 20}; /* 4 MiB: four chunks of 1 MiB */
+  worker w = {alloc_filled(&E, cpu, 1, n, 5), alloc_filled(&E, cuda0, 1, n, 0),
+              NULL, 0};
+  DLManagedTensorVersioned *h = alloc_filled(&E, cpu, 1, n, 9);
+  pthread_t th;
+  CHECK_EQ_INT(pthread_create(&th, NULL, upload_in_thread, &w), 0);
+  /* The buffer is allocated under the lock, which the copy then keeps. */
+  while (E.calls("cuMemHostAlloc") == 0) usleep(1000);
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    alarm(20);
+    DLManagedTensorVersioned *d = alloc_filled(&E, cuda0, 1, n, 0);
+    counts c0 = count_now();
+    int ok = dlb_copy_sync(&h->dl_tensor, &d->dl_tensor, NULL) == DLB_OK &&
+             memcmp(words(&E, d), words(&E, h), (size_t)n[0] * 4) == 0 &&
+             E.calls("cuMemcpyAsync") - c0.memcpy1d == 4 &&
+             E.calls("cuMemHostAlloc") == c0.host_alloc;
+    _exit(ok ? 0 : 1);
+  }
+  int st = 0;
+  CHECK(waitpid(pid, &st, 0) == pid);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  CHECK_EQ_INT(pthread_join(th, NULL), 0);
+  CHECK(w.ok);
+  CHECK(memcmp(words(&E, w.d), words(&E, w.h), (size_t)n[0] * 4) == 0);
+  dlb__stage_release();
+  dlb_tensor_release(w.h);
+  dlb_tensor_release(w.d);
+  dlb_tensor_release(h);
   CHECK_EQ_INT(E.live(), 0);
 }
 
