@@ -191,6 +191,34 @@ DLB_TEST(share_socket_stream_descriptor_with_the_first_bytes_alone) {
   dlb_tensor_release(t);
 }
 
+/* A stream peer that attaches a descriptor to each byte of the prefix
+ * sends more than fit the receiver's list of them (8), over as many reads:
+ * those past it are counted and closed, none is kept or written past the
+ * list, and the stream goes on at the next message. */
+DLB_TEST(share_socket_stream_descriptor_with_every_prefix_byte) {
+  DLManagedTensorVersioned *t = share_bytes(10);
+  share_handle h = share_export(t);
+  int sv[2];
+  share_socketpair(SOCK_STREAM, sv);
+  int fds = dlb_test_count_fds();
+  for (size_t i = 0; i < 16; i++) send_raw(sv[0], h.bytes + i, 1, h.fd, 1);
+  send_raw(sv[0], h.bytes + 16, h.len - 16, -1, 0);
+  send_raw(sv[0], h.bytes, h.len, h.fd, 1);
+  DLManagedTensorVersioned *u = NULL;
+  CHECK_STATUS(dlb_share_recv(sv[1], 0, &u), DLB_E_HANDLE);
+  CHECK_ERROR_MENTIONS("16 descriptors came with it");
+  CHECK(u == NULL);
+  CHECK_EQ_INT(dlb_test_count_fds(), fds);
+  CHECK_OK(dlb_share_recv(sv[1], 0, &u));
+  CHECK_EQ_INT((int)u->dl_tensor.shape[0], 10);
+  dlb_tensor_release(u);
+  CHECK_EQ_INT(dlb_test_count_fds(), fds);
+  close(sv[0]);
+  close(sv[1]);
+  close(h.fd);
+  dlb_tensor_release(t);
+}
+
 DLB_TEST(share_socket_refuses_oversized_and_truncated_messages) {
   int sv[2];
   share_socketpair(SOCK_SEQPACKET, sv);
