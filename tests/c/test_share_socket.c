@@ -2,6 +2,8 @@
  * datagram), refused messages closing every descriptor they brought, and
  * every allocating sharing call failing in turn. */
 #include <errno.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 
@@ -61,6 +63,56 @@ DLB_TEST(share_socket_received_fds_are_cloexec) {
   }
   CHECK_EQ_INT(found, 2);
   dlb_tensor_release(u);
+  dlb_tensor_release(t);
+}
+
+/* This binary's sendmsg: the system call itself, taking at most
+ * send_cap bytes a call when send_cap is set, as a stream socket does
+ * when a signal interrupts a send that is partly done. */
+static size_t send_cap;
+static long send_calls;
+
+ssize_t sendmsg(int sock, const struct msghdr *msg, int flags) {
+  send_calls++;
+  struct msghdr m = *msg;
+  struct iovec iov;
+  if (send_cap > 0 && m.msg_iovlen == 1 && m.msg_iov[0].iov_len > send_cap) {
+    iov = m.msg_iov[0];
+    iov.iov_len = send_cap;
+    m.msg_iov = &iov;
+  }
+  return (ssize_t)syscall(SYS_sendmsg, sock, &m, flags);
+}
+
+/* A send taken in parts: the descriptor goes with the first part only,
+ * each later part starts where the last one ended, and the receiver gets
+ * the handle whole with the next one right behind it. */
+DLB_TEST(share_socket_stream_send_taken_in_parts) {
+  int sv[2];
+  share_socketpair(SOCK_STREAM, sv);
+  DLManagedTensorVersioned *t = share_bytes(10);
+  ((uint8_t *)t->dl_tensor.data)[3] = 77;
+  int fds = dlb_test_count_fds();
+  /* Parts of 5 to 9 bytes: at least one size leaves a shorter last part. */
+  for (size_t cap = 5; cap <= 9; cap++) {
+    send_cap = cap;
+    send_calls = 0;
+    CHECK_OK(dlb_share_send(sv[0], t));
+    CHECK(send_calls > 2);
+    send_cap = 0;
+    CHECK_OK(dlb_share_send(sv[0], t));
+    DLManagedTensorVersioned *u = NULL, *w = NULL;
+    CHECK_OK(dlb_share_recv(sv[1], 0, &u));
+    CHECK_OK(dlb_share_recv(sv[1], 0, &w));
+    CHECK_EQ_INT(((uint8_t *)u->dl_tensor.data)[3], 77);
+    CHECK_EQ_INT(((uint8_t *)w->dl_tensor.data)[3], 77);
+    CHECK_EQ_INT(dlb_test_count_fds(), fds + 2);
+    dlb_tensor_release(u);
+    dlb_tensor_release(w);
+    CHECK_EQ_INT(dlb_test_count_fds(), fds);
+  }
+  close(sv[0]);
+  close(sv[1]);
   dlb_tensor_release(t);
 }
 
