@@ -2,6 +2,8 @@
  * datagram), refused messages closing every descriptor they brought, and
  * every allocating sharing call failing in turn. */
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <sys/mman.h>
@@ -268,6 +270,57 @@ DLB_TEST(share_socket_stream_descriptor_with_every_prefix_byte) {
   close(sv[0]);
   close(sv[1]);
   close(h.fd);
+  dlb_tensor_release(t);
+}
+
+static void on_signal(int sig) { (void)sig; }
+
+typedef struct slow_sender {
+  int sock;
+  pthread_t receiver;
+  share_handle h;
+} slow_sender;
+
+/* Interrupts the receiver while it waits for the prefix, sends the prefix
+ * with the descriptor, interrupts it while it waits for the rest, then
+ * sends the rest. */
+static void *send_slowly(void *arg) {
+  slow_sender *s = arg;
+  usleep(200000);
+  pthread_kill(s->receiver, SIGUSR1);
+  usleep(50000);
+  send_raw(s->sock, s->h.bytes, 16, s->h.fd, 1);
+  usleep(200000);
+  pthread_kill(s->receiver, SIGUSR1);
+  usleep(50000);
+  send_raw(s->sock, s->h.bytes + 16, s->h.len - 16, -1, 0);
+  return NULL;
+}
+
+/* A signal whose handler does not restart calls (no SA_RESTART) while the
+ * receiver waits for the prefix or for the rest of a stream's message:
+ * the wait goes on, and the message is received whole. */
+DLB_TEST(share_socket_stream_receive_interrupted_by_signals) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  CHECK_EQ_INT(sigaction(SIGUSR1, &sa, NULL), 0);
+  DLManagedTensorVersioned *t = share_bytes(10);
+  ((uint8_t *)t->dl_tensor.data)[3] = 77;
+  int sv[2];
+  share_socketpair(SOCK_STREAM, sv);
+  slow_sender s = {sv[0], pthread_self(), share_export(t)};
+  pthread_t th;
+  CHECK_EQ_INT(pthread_create(&th, NULL, send_slowly, &s), 0);
+  DLManagedTensorVersioned *u = NULL;
+  CHECK_OK(dlb_share_recv(sv[1], 0, &u));
+  CHECK_EQ_INT(pthread_join(th, NULL), 0);
+  CHECK_EQ_INT(((uint8_t *)u->dl_tensor.data)[3], 77);
+  dlb_tensor_release(u);
+  close(s.h.fd);
+  close(sv[0]);
+  close(sv[1]);
   dlb_tensor_release(t);
 }
 
