@@ -357,6 +357,17 @@ DLB_TEST(share_socket_refuses_oversized_and_truncated_messages) {
   CHECK_EQ_INT(dlb_test_count_fds(), fds + 1);
   close(sv[0]);
   close(sv[1]);
+  /* Each of the length's four bytes counts, the last one too. */
+  share_socketpair(SOCK_STREAM, sv);
+  h.bytes[12] = 0x10;
+  h.bytes[13] = 0x00;
+  h.bytes[14] = 0x00;
+  h.bytes[15] = 0x81;
+  send_raw(sv[0], h.bytes, 16, -1, 0);
+  CHECK_STATUS(dlb_share_recv(sv[1], 0, &u), DLB_E_HANDLE);
+  CHECK_ERROR_MENTIONS("it says it is 2164260880 bytes");
+  close(sv[0]);
+  close(sv[1]);
   close(h.fd);
   dlb_tensor_release(t);
   CHECK(u == NULL);
