@@ -73,9 +73,11 @@ DLB_TEST(cuda_device_of_bad_arguments) {
   emu_cuda();
   DLDevice d = {kDLCUDA, 3};
   CHECK_STATUS(dlb_device_of_pointer(NULL, &d), DLB_E_INVAL);
+  CHECK_ERROR_MENTIONS("dlb_device_of_pointer: ptr is NULL");
   CHECK_EQ_INT(d.device_type, kDLCUDA);
   CHECK_EQ_INT(d.device_id, 3);
   CHECK_STATUS(dlb_device_of_pointer(&d, NULL), DLB_E_INVAL);
+  CHECK_ERROR_MENTIONS("dlb_device_of_pointer: out is NULL");
 }
 
 DLB_TEST(cuda_device_of_query_fails) {

@@ -79,6 +79,7 @@ DLB_TEST(cuda_managed_refuses_other_memory) {
                DLB_E_INVAL);
   CHECK_STATUS(dlb_managed_advise(NULL, DLB_ADVISE_SET_READ_MOSTLY, cpu),
                DLB_E_INVAL);
+  CHECK_ERROR_MENTIONS("dlb_managed_advise: t is NULL");
   CHECK_EQ_INT(e.prefetch_location(m->dl_tensor.data), EMU_NO_PREFETCH);
   dlb_tensor_release(m);
   CHECK_EQ_INT(e.live(), 0);

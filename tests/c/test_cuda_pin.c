@@ -151,6 +151,11 @@ DLB_TEST(cuda_pin_partly_registered_range) {
   dlb_test_failalloc_install(0);
   CHECK_STATUS(dlb_tensor_pin(t, kDLCUDAHost, &all), DLB_E_RUNTIME);
   CHECK_ERROR_MENTIONS("only part of the range is registered");
+  char range[128];
+  snprintf(range, sizeof range, "[%p, %p) as pinned already, but byte %p",
+           t->dl_tensor.data, (void *)((float *)t->dl_tensor.data + 1024),
+           (void *)((char *)t->dl_tensor.data + 1024 * 4 - 1));
+  CHECK_ERROR_MENTIONS(range);
   CHECK(all == NULL);
   CHECK_EQ_INT(dlb_test_failalloc_live(), 0);
   dlb_test_failalloc_remove();
@@ -350,5 +355,37 @@ DLB_TEST(cuda_pin_in_a_child_forked_during_a_pin) {
   dlb_tensor_release(t[1]);
   dlb_tensor_release(t[0]);
   dlb_tensor_release(other);
+  CHECK_EQ_INT(e.live(), 0);
+}
+
+/* A pinned tensor released while another thread pins (the registry's
+ * lock held across a slow registration) waits for that pin to finish
+ * before it changes the registry. */
+DLB_TEST(cuda_pin_release_waits_for_a_pin_in_progress) {
+  setenv("EMU_CUDA_SLOW", "cuMemHostRegister_v2", 1);
+  setenv("EMU_CUDA_SLOW_MS", "300", 1);
+  emu e = emu_cuda();
+  CHECK_OK(dlb_runtime_status(DLB_RUNTIME_CUDA));
+  DLManagedTensorVersioned *first = dlb_test_counting_floats(1000), *p = NULL;
+  CHECK_OK(dlb_tensor_pin(first, kDLCUDAHost, &p));
+  DLManagedTensorVersioned *t[2] = {dlb_test_counting_floats(1000), NULL};
+  pthread_t th;
+  CHECK_EQ_INT(pthread_create(&th, NULL, pin_in_thread, t), 0);
+  while (pthread_mutex_trylock(&dlb__pin_lock) == 0) {
+    pthread_mutex_unlock(&dlb__pin_lock);
+    usleep(1000);
+  }
+  dlb_tensor_release(p);
+  /* The other pin's registration was done before this release went on. */
+  CHECK_EQ_INT(e.calls("cuMemHostRegister_v2"), 2);
+  CHECK_EQ_INT(e.calls("cuMemHostUnregister"), 1);
+  void *res = (void *)2;
+  CHECK_EQ_INT(pthread_join(th, &res), 0);
+  CHECK(res == NULL);
+  CHECK_EQ_INT(kind_of(t[0]->dl_tensor.data), kDLCUDAHost);
+  CHECK_EQ_INT(kind_of(first->dl_tensor.data), kDLCPU);
+  dlb_tensor_release(t[1]);
+  dlb_tensor_release(t[0]);
+  dlb_tensor_release(first);
   CHECK_EQ_INT(e.live(), 0);
 }

@@ -225,8 +225,11 @@ DLB_TEST(cuda_device_synchronize_waits_for_everything) {
   CHECK_EQ_INT(s.e.pending(), 0);
   CHECK(((float *)s.host->dl_tensor.data)[255] == 255.0f);
   long n = s.e.calls("cuCtxSynchronize");
+  long retains = s.e.calls("cuDevicePrimaryCtxRetain");
   CHECK_OK(dlb_device_synchronize((DLDevice){kDLCUDAHost, 0}));
   CHECK_EQ_INT(s.e.calls("cuCtxSynchronize"), n + 1); /* cuda:1 unused */
+  /* cuda:0 was the one: cuda:1's context was not made to wait on. */
+  CHECK_EQ_INT(s.e.calls("cuDevicePrimaryCtxRetain"), retains);
   s.e.fail("cuCtxSynchronize", 1, 999);
   CHECK_STATUS(dlb_device_synchronize(cuda0), DLB_E_RUNTIME);
   CHECK_ERROR_MENTIONS("cuCtxSynchronize on cuda:0");

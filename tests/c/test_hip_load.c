@@ -164,6 +164,12 @@ static void classify_all(const char *version) {
   CHECK_EQ_INT(out.device_type, kDLROCM);
   CHECK_OK(dlb_tensor_check_device(&t, DLB_LABEL_CORRECT, &out));
   CHECK_EQ_INT(out.device_type, kDLROCMHost);
+  /* Pinned memory that is not managed, labelled rocm:0, is not: a GPU
+   * would have to reach it through a mapping the label does not ask for. */
+  t.data = host->dl_tensor.data;
+  CHECK_STATUS(dlb_tensor_check_device(&t, DLB_LABEL_CORRECT, &out),
+               DLB_E_DEVICE);
+  CHECK_ERROR_MENTIONS("device label rocm:0 contradicts");
   /* Device memory labelled rocm_host is not. */
   t.data = dev->dl_tensor.data;
   t.device = rocm_host;
