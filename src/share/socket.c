@@ -19,6 +19,11 @@
 #define PREFIX 16
 /* Descriptors a refused message may bring; more are cut (MSG_CTRUNC). */
 #define MAX_FDS 8
+/* A descriptor of the sender's process (Linux 6.5), which a receiving
+ * socket with SO_PASSPIDFD gets with every message. */
+#ifndef SCM_PIDFD
+#define SCM_PIDFD 0x04
+#endif
 
 static dlb_status sock_fail(const char *what, int err) {
   char buf[128];
@@ -72,15 +77,22 @@ dlb_status dlb_share_send(int sock, const DLManagedTensorVersioned *t) {
 }
 
 /* Collects the descriptors of one received control buffer into fds,
- * counting them in *n; those past MAX_FDS are counted and closed. */
+ * counting them in *n; those past MAX_FDS are counted and closed, and so
+ * is a pidfd of the sender, which is none of the handle's. */
 static void take_fds(struct msghdr *msg, int *fds, int *n) {
   for (struct cmsghdr *c = CMSG_FIRSTHDR(msg); c != NULL;
        c = CMSG_NXTHDR(msg, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    if (c->cmsg_level != SOL_SOCKET ||
+        (c->cmsg_type != SCM_RIGHTS && c->cmsg_type != SCM_PIDFD))
+      continue;
     size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
     for (size_t i = 0; i < count; i++) {
       int fd;
       memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+      if (c->cmsg_type == SCM_PIDFD) {
+        close(fd);
+        continue;
+      }
       if (*n < MAX_FDS)
         fds[*n] = fd;
       else
@@ -120,8 +132,12 @@ dlb_status dlb_share_recv(int sock, uint64_t flags,
     return sock_fail("asking the socket's type", errno);
   int stream = type == SOCK_STREAM;
   uint8_t buf[DLB_SHARE_HANDLE_MAX];
+  /* Room for MAX_FDS descriptors and for what the socket may have asked
+   * for besides: the sender's credentials (SO_PASSCRED) and a pidfd of it
+   * (SO_PASSPIDFD), which would otherwise cut the descriptors short. */
   union {
-    char bytes[CMSG_SPACE(MAX_FDS * sizeof(int))];
+    char bytes[CMSG_SPACE(MAX_FDS * sizeof(int)) +
+               CMSG_SPACE(sizeof(struct ucred)) + CMSG_SPACE(sizeof(int))];
     struct cmsghdr align;
   } control;
   /* A stream's read stops early at bytes that bring descriptors (a peer

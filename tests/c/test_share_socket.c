@@ -122,7 +122,7 @@ DLB_TEST(share_socket_stream_send_taken_in_parts) {
 static void send_raw(int sock, const void *bytes, size_t len, int fd, int n) {
   struct iovec iov = {(void *)(uintptr_t)bytes, len};
   union {
-    char b[CMSG_SPACE(16 * sizeof(int))];
+    char b[CMSG_SPACE(32 * sizeof(int))];
     struct cmsghdr align;
   } control;
   memset(&control, 0, sizeof control);
@@ -175,8 +175,10 @@ DLB_TEST(share_socket_refuses_two_fds) {
 }
 
 DLB_TEST(share_socket_refuses_cut_control_message) {
-  refused(SOCK_SEQPACKET, 12, DLB_E_HANDLE, "more than 8 descriptors");
-  refused(SOCK_STREAM, 9, DLB_E_HANDLE, "more than 8 descriptors");
+  refused(SOCK_SEQPACKET, 30, DLB_E_HANDLE, "more than 8 descriptors");
+  refused(SOCK_STREAM, 30, DLB_E_HANDLE, "more than 8 descriptors");
+  /* Fewer than the control buffer holds are counted and named. */
+  refused(SOCK_SEQPACKET, 12, DLB_E_HANDLE, "12 descriptors came with it");
 }
 
 /* A receiver whose descriptor table is full cannot take the descriptor:
@@ -324,6 +326,79 @@ DLB_TEST(share_socket_stream_receive_interrupted_by_signals) {
   dlb_tensor_release(t);
 }
 
+#ifndef SO_PASSPIDFD
+#define SO_PASSPIDFD 76 /* Linux 6.5 */
+#endif
+
+/* A receiving socket that asks for the sender's credentials
+ * (SO_PASSCRED: SCM_CREDENTIALS) or a pidfd of the sender (SO_PASSPIDFD:
+ * SCM_PIDFD, a descriptor) gets them with every message: the handle is
+ * received as from any other socket, and the pidfd is no descriptor of
+ * the handle and is closed. */
+static void receive_with_option(int option) {
+  static const int types[] = {SOCK_STREAM, SOCK_SEQPACKET, SOCK_DGRAM};
+  DLManagedTensorVersioned *t = share_bytes(10);
+  ((uint8_t *)t->dl_tensor.data)[3] = 77;
+  for (int i = 0; i < 3; i++) {
+    int sv[2];
+    share_socketpair(types[i], sv);
+    int on = 1;
+    if (setsockopt(sv[1], SOL_SOCKET, option, &on, sizeof on) != 0) {
+      CHECK_EQ_INT(option, SO_PASSPIDFD); /* older kernels lack it */
+      close(sv[0]);
+      close(sv[1]);
+      break;
+    }
+    int fds = dlb_test_count_fds();
+    CHECK_OK(dlb_share_send(sv[0], t));
+    DLManagedTensorVersioned *u = NULL;
+    CHECK_OK(dlb_share_recv(sv[1], 0, &u));
+    CHECK_EQ_INT(((uint8_t *)u->dl_tensor.data)[3], 77);
+    CHECK_EQ_INT(dlb_test_count_fds(), fds + 1);
+    dlb_tensor_release(u);
+    CHECK_EQ_INT(dlb_test_count_fds(), fds);
+    close(sv[0]);
+    close(sv[1]);
+  }
+  dlb_tensor_release(t);
+}
+
+DLB_TEST(share_socket_receiver_asking_for_credentials) {
+  receive_with_option(SO_PASSCRED);
+}
+
+DLB_TEST(share_socket_receiver_asking_for_a_pidfd) {
+  receive_with_option(SO_PASSPIDFD);
+}
+
+/* The largest handle (DLB_MAX_NDIM dimensions) goes through a stream
+ * whole, and the next one after it. */
+DLB_TEST(share_socket_stream_largest_handle) {
+  int64_t shape[DLB_MAX_NDIM];
+  for (int i = 0; i < DLB_MAX_NDIM; i++) shape[i] = 1;
+  shape[0] = 3;
+  DLManagedTensorVersioned *t = NULL;
+  CHECK_OK(dlb_shared_alloc(share_u8, DLB_MAX_NDIM, shape, &t));
+  ((uint8_t *)t->dl_tensor.data)[2] = 77;
+  share_handle h = share_export(t);
+  CHECK(h.len <= DLB_SHARE_HANDLE_MAX);
+  close(h.fd);
+  int sv[2];
+  share_socketpair(SOCK_STREAM, sv);
+  CHECK_OK(dlb_share_send(sv[0], t));
+  CHECK_OK(dlb_share_send(sv[0], t));
+  for (int k = 0; k < 2; k++) {
+    DLManagedTensorVersioned *u = NULL;
+    CHECK_OK(dlb_share_recv(sv[1], 0, &u));
+    CHECK_EQ_INT(u->dl_tensor.ndim, DLB_MAX_NDIM);
+    CHECK_EQ_INT(((uint8_t *)u->dl_tensor.data)[2], 77);
+    dlb_tensor_release(u);
+  }
+  close(sv[0]);
+  close(sv[1]);
+  dlb_tensor_release(t);
+}
+
 DLB_TEST(share_socket_refuses_oversized_and_truncated_messages) {
   int sv[2];
   share_socketpair(SOCK_SEQPACKET, sv);
@@ -345,6 +420,23 @@ DLB_TEST(share_socket_refuses_oversized_and_truncated_messages) {
   CHECK_STATUS(dlb_share_recv(sv[1], 0, &u), DLB_E_HANDLE);
   CHECK_ERROR_MENTIONS("after 100 of 224 bytes (truncated)");
   CHECK_EQ_INT(dlb_test_count_fds(), fds);
+  close(sv[1]);
+  /* A length of exactly DLB_SHARE_HANDLE_MAX is read whole before the
+   * handle is judged, so the stream goes on at the next message. */
+  share_socketpair(SOCK_STREAM, sv);
+  uint8_t longest[DLB_SHARE_HANDLE_MAX];
+  memset(longest, 0, sizeof longest);
+  memcpy(longest, h.bytes, h.len);
+  longest[12] = DLB_SHARE_HANDLE_MAX & 0xff;
+  longest[13] = DLB_SHARE_HANDLE_MAX >> 8;
+  send_raw(sv[0], longest, sizeof longest, -1, 0);
+  send_raw(sv[0], h.bytes, h.len, h.fd, 1);
+  CHECK_STATUS(dlb_share_recv(sv[1], 0, &u), DLB_E_HANDLE);
+  CHECK_OK(dlb_share_recv(sv[1], 0, &u));
+  CHECK_EQ_INT((int)u->dl_tensor.shape[0], 10);
+  dlb_tensor_release(u);
+  u = NULL;
+  close(sv[0]);
   close(sv[1]);
   /* A stream whose length field is out of range. */
   share_socketpair(SOCK_STREAM, sv);
