@@ -565,6 +565,12 @@ DLB_TEST(staging_in_a_child_forked_during_a_staged_copy) {
              memcmp(words(&E, d), words(&E, h), (size_t)n[0] * 4) == 0 &&
              E.calls("cuMemcpyAsync") - c0.memcpy1d == 4 &&
              E.calls("cuMemHostAlloc") == c0.host_alloc;
+    /* The copy in flight holds no block of its own: all can go. */
+    dlb_tensor_release(d);
+    dlb_tensor_release(h);
+    dlb_tensor_release(w.h);
+    dlb_tensor_release(w.d);
+    dlb__stage_release();
     _exit(ok ? 0 : 1);
   }
   int st = 0;
