@@ -8,13 +8,15 @@
 #ifndef DLB_BACKEND_LOADER_H
 #define DLB_BACKEND_LOADER_H
 
+#include <limits.h>
 #include <pthread.h>
 #include <string.h>
 
 #include "internal.h"
 
 #define DLB__LOADER_MESSAGE_MAX 512
-#define DLB__LOADER_PATH_MAX 256
+/* Any path the system can open: dlb_runtime_library() names it whole. */
+#define DLB__LOADER_PATH_MAX PATH_MAX
 
 typedef struct dlb__loader {
   /* Set by the runtime's file. */

@@ -1,6 +1,8 @@
 /* test_cuda_load.c -- loading the CUDA driver: found, missing, not a
  * driver, no device, failing init, symbol versions, once per process. */
 #include <pthread.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "../emu/emu_control.h"
 #include "test.h"
@@ -66,6 +68,37 @@ DLB_TEST(cuda_load_default_names_first_one_first) {
   CHECK_OK(dlb_runtime_status(DLB_RUNTIME_CUDA));
   CHECK_STR(dlb_runtime_library(DLB_RUNTIME_CUDA), "libcuda.so.1");
   CHECK_EQ_INT(e.calls("cuInit"), 1);
+}
+
+/* A library whose path is longer than a short buffer (deep environments
+ * are) is named whole by dlb_runtime_library. */
+DLB_TEST(cuda_load_library_with_a_long_path) {
+  char emu_file[PATH_MAX + 64], dir[PATH_MAX], link[PATH_MAX];
+  emu_path("libcuda.so.1", emu_file, sizeof emu_file);
+  CHECK(realpath(emu_file, link) != NULL);
+  snprintf(emu_file, sizeof emu_file, "%s", link);
+  snprintf(dir, sizeof dir, "/tmp/dlb-long-XXXXXX");
+  CHECK(mkdtemp(dir) != NULL);
+  char made[4][PATH_MAX];
+  size_t len = strlen(dir);
+  for (int i = 0; i < 4; i++) {
+    dir[len++] = '/';
+    memset(dir + len, 'a' + i, 100);
+    len += 100;
+    dir[len] = '\0';
+    CHECK_EQ_INT(mkdir(dir, 0700), 0);
+    snprintf(made[i], sizeof made[i], "%s", dir);
+  }
+  snprintf(link, sizeof link, "%s/libcuda.so.1", dir);
+  CHECK_EQ_INT(symlink(emu_file, link), 0);
+  setenv("DLBRIDGE_CUDA_LIBRARY", link, 1);
+  CHECK_OK(dlb_runtime_status(DLB_RUNTIME_CUDA));
+  CHECK_STR(dlb_runtime_library(DLB_RUNTIME_CUDA), link);
+  CHECK(strlen(link) > 400);
+  unlink(link);
+  for (int i = 3; i >= 0; i--) rmdir(made[i]);
+  dir[strlen("/tmp/dlb-long-XXXXXX")] = '\0';
+  rmdir(dir);
 }
 
 DLB_TEST(cuda_load_status_is_remembered) {
