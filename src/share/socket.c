@@ -17,7 +17,9 @@
 
 /* The handle's first 16 bytes: magic, version, fixed size, whole size. */
 #define PREFIX 16
-/* Descriptors a refused message may bring; more are cut (MSG_CTRUNC). */
+/* Descriptors kept of a refused message; more are counted and closed,
+ * and past what the control buffer holds the kernel cuts them
+ * (MSG_CTRUNC). */
 #define MAX_FDS 8
 /* A descriptor of the sender's process (Linux 6.5), which a receiving
  * socket with SO_PASSPIDFD gets with every message. */
