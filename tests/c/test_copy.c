@@ -401,6 +401,29 @@ DLB_TEST(copy_zero_dims_and_empty_tensors) {
   DLTensor e1 = tensor(NULL, dt(kDLFloat, 32, 1), 3, shape, NULL, 0);
   DLTensor e2 = tensor(NULL, dt(kDLFloat, 32, 1), 3, shape, NULL, 0);
   CHECK_OK(dlb_copy(&e1, &e2));
+  /* Huge extents around a zero, with strides that no element uses: a copy
+   * of nothing, packed or not, and a compact copy of nothing. */
+  int64_t huge[3] = {INT64_MAX, 0, INT64_MAX};
+  int64_t wild[3] = {1, INT64_MAX, -1};
+  const DLDataType types[2] = {dt(kDLFloat, 32, 1), dt(kDLInt, 4, 1)};
+  for (int i = 0; i < 2; i++) {
+    DLTensor h1 = tensor(NULL, types[i], 3, huge, wild, 0);
+    DLTensor h2 = tensor(NULL, types[i], 3, huge, NULL, 0);
+    CHECK_OK(dlb_copy(&h1, &h2));
+    CHECK_OK(dlb_copy(&h2, &h1));
+    DLManagedTensorVersioned *c = NULL;
+    CHECK_OK(dlb_tensor_copy(&h1, (DLDevice){kDLCPU, 0}, &c));
+    CHECK_EQ_INT(c->dl_tensor.ndim, 3);
+    CHECK(c->dl_tensor.shape[0] == INT64_MAX && c->dl_tensor.shape[1] == 0);
+    dlb_tensor_release(c);
+  }
+  /* A 0-d packed element: the other bits of its byte stay. */
+  unsigned char p = 0x3a, q = 0xc5;
+  DLTensor p1 = tensor(&p, dt(kDLInt, 4, 1), 0, NULL, NULL, 0);
+  DLTensor q1 = tensor(&q, dt(kDLInt, 4, 1), 0, NULL, NULL, 0);
+  CHECK_OK(dlb_copy(&p1, &q1));
+  CHECK_EQ_INT(q, 0xca);
+  CHECK_EQ_INT(p, 0x3a);
 }
 
 /* ---- overlap ---------------------------------------------------------- */
@@ -844,6 +867,46 @@ DLB_TEST(copy_two_parts_share_out) {
   free(b);
 }
 
+/* Copies share out from DLB__COPY_PARALLEL_MIN bytes on (rows gathered
+ * from every second byte) and contiguous ones from
+ * DLB__COPY_PARALLEL_MIN_CONTIGUOUS, a byte less running alone; with many
+ * threads a part is 256 KiB at least (plan.c), so a copy a byte short of
+ * 12 of them is offered to 11 threads. */
+DLB_TEST(copy_threads_from_each_threshold_on) {
+  const int64_t part = (int64_t)256 << 10;
+  const int64_t most = 2 * 12 * part;
+  uint8_t *a = malloc((size_t)most), *b = malloc((size_t)most);
+  CHECK(a != NULL && b != NULL);
+  fill_random(a, (size_t)most, 13);
+  const struct {
+    int64_t n, step;
+    int threads, shared;
+  } cases[] = {
+      {DLB__COPY_PARALLEL_MIN - 1, 2, 2, 1},
+      {DLB__COPY_PARALLEL_MIN, 2, 2, 2},
+      {DLB__COPY_PARALLEL_MIN_CONTIGUOUS - 1, 1, 2, 1},
+      {DLB__COPY_PARALLEL_MIN_CONTIGUOUS, 1, 2, 2},
+      {12 * part - 1, 2, 16, 11},
+      {12 * part, 2, 16, 12},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    dlb_copy_set_threads(cases[k].threads);
+    memset(b, 0, (size_t)most);
+    int64_t shape[1] = {cases[k].n}, str[1] = {cases[k].step};
+    DLTensor src = tensor(a, dt(kDLUInt, 8, 1), 1, shape, str, 0);
+    DLTensor dst = tensor(b, dt(kDLUInt, 8, 1), 1, shape, NULL, 0);
+    CHECK_OK(dlb_copy(&src, &dst));
+    CHECK_EQ_INT(dlb__copy_last_threads(), cases[k].shared);
+    for (int64_t i = 0; i < cases[k].n; i++)
+      if (b[i] != a[i * cases[k].step])
+        dlb_test_failed(__FILE__, __LINE__, "case %zu: b[%lld]", k,
+                        (long long)i);
+  }
+  dlb_copy_set_threads(0);
+  free(a);
+  free(b);
+}
+
 /* Contiguous copies share out between DLB__COPY_PARALLEL_MIN_CONTIGUOUS
  * and DLB__STREAM_MIN bytes, stay on one thread from there (streamed
  * copies on two threads ran slower) and share out again from
@@ -856,8 +919,8 @@ DLB_TEST(copy_threads_around_the_streamed_threshold) {
   fill_random(a, (size_t)n, 11);
   memset(b, 0, (size_t)n);
   dlb_copy_set_threads(2);
-  const int64_t sizes[] = {DLB__STREAM_MIN - 64, DLB__STREAM_MIN,
-                           DLB__COPY_PARALLEL_MIN_STREAMED - 64,
+  const int64_t sizes[] = {DLB__STREAM_MIN - 1, DLB__STREAM_MIN,
+                           DLB__COPY_PARALLEL_MIN_STREAMED - 1,
                            DLB__COPY_PARALLEL_MIN_STREAMED};
   const int shared[] = {1, 0, 0, 1};
   for (size_t k = 0; k < 4; k++) {
@@ -1106,6 +1169,38 @@ DLB_TEST(tensor_copy_makes_a_compact_owned_copy) {
   for (int i = 0; i < 5; i++)
     for (int j = 0; j < 3; j++) CHECK_EQ_INT(d[i * 3 + j], a[j * 5 + i]);
   dlb_tensor_release(t);
+}
+
+/* Into memory just allocated a memcpy-like copy runs on one thread (page
+ * faults bound it), other large copies share out as they would into
+ * memory already written; dlb_copy into that memory shares out too. */
+DLB_TEST(tensor_copy_of_a_block_into_fresh_memory_stays_on_one_thread) {
+  const int64_t n = (int64_t)6 << 20;
+  uint8_t *a = malloc((size_t)(2 * n));
+  CHECK(a != NULL);
+  fill_random(a, (size_t)(2 * n), 17);
+  dlb_copy_set_threads(2);
+  int64_t shape[1] = {n}, two[1] = {2};
+  const DLDevice cpu = {kDLCPU, 0};
+  DLTensor block = tensor(a, dt(kDLUInt, 8, 1), 1, shape, NULL, 0);
+  DLTensor every_other = tensor(a, dt(kDLUInt, 8, 1), 1, shape, two, 0);
+  DLManagedTensorVersioned *t = NULL, *u = NULL;
+  CHECK_OK(dlb_tensor_copy(&block, cpu, &t));
+  CHECK_EQ_INT(dlb__copy_last_threads(), 1);
+  CHECK(memcmp(t->dl_tensor.data, a, (size_t)n) == 0);
+  CHECK_OK(dlb_tensor_copy(&every_other, cpu, &u));
+  CHECK_EQ_INT(dlb__copy_last_threads(), 2);
+  const uint8_t *d = u->dl_tensor.data;
+  for (int64_t i = 0; i < n; i++)
+    if (d[i] != a[2 * i])
+      dlb_test_failed(__FILE__, __LINE__, "element %lld", (long long)i);
+  CHECK_OK(dlb_copy(&block, &u->dl_tensor));
+  CHECK_EQ_INT(dlb__copy_last_threads(), 2);
+  CHECK(memcmp(u->dl_tensor.data, a, (size_t)n) == 0);
+  dlb_tensor_release(t);
+  dlb_tensor_release(u);
+  dlb_copy_set_threads(0);
+  free(a);
 }
 
 DLB_TEST(tensor_copy_refuses_what_it_cannot_copy) {
