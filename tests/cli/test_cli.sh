@@ -98,6 +98,11 @@ expect check-emu-some 0 '^6 of 6 checks passed$' -- check --kinds cuda:1,rocm_ho
 expect check-emu-twice 0 '^6 of 6 checks passed$' -- check --kinds rocm_host,cuda:1,rocm_host
 expect_json check-emu-twice-json 0 '[k["kind"] for k in j["kinds"]] == ["rocm_host", "cuda:1"]' -- check --json --kinds rocm_host,cuda:1,rocm_host
 expect check-bad-kind 2 "unknown or unusable kind 'cuda:7'; usable here: cpu cuda:0 cuda:1 cuda_host" -- check --kinds cpu,cuda:7
+# A GPU's name comes from the runtime: text output escapes it as it
+# escapes file names, JSON as JSON does.
+with="DLBRIDGE_CUDA_LIBRARY=$emu/libcuda.so.1 EMU_CUDA_NAME=$(printf 'G\033c"\\\001\377')"
+expect info-gpu-name-escaped 0 '^  cuda:0  G\\x1bc"\\\\\\x01\\xff, 1\.0 GiB;' -- info
+expect_json info-gpu-name-json 0 'j["runtimes"][0]["devices"][1]["name"] == "G\x1bc\"\\\x01\ufffd"' -- info --json
 # Many GPUs: every one of them and every host kind is listed and usable.
 with="DLBRIDGE_CUDA_LIBRARY=$emu/libcuda.so.1 DLBRIDGE_HIP_LIBRARY=$emu/libamdhip64.so.6 EMU_CUDA_DEVICES=16 EMU_HIP_DEVICES=16"
 expect info-many-gpus 0 '^kinds +cpu cuda:0 .* cuda:15 cuda_host cuda_managed cuda_host\(reg\) rocm:0 .* rocm:15 rocm_host rocm_host\(reg\)$' -- info
@@ -166,6 +171,11 @@ bad=$(printf '%s/bad\377\300\355\240\200.npy' "$scratch")
 good=$(printf '%s/caf\303\251.npy' "$scratch")
 cp "$scratch/c.npy" "$bad" && cp "$scratch/c.npy" "$good"
 expect_json inspect-json-names 0 'j[0]["file"].endswith("/bad\ufffd\ufffd\ufffd\ufffd\ufffd.npy") and j[1]["file"].endswith("/caf\u00e9.npy")' -- inspect --json "$bad" "$good"
+# Quotes, backslashes and control bytes in a name are escaped as JSON
+# escapes them; DEL and the C1 controls are valid JSON as they are.
+odd_json=$(printf '%s/q"\\\001\037\177\302\233.npy' "$scratch")
+cp "$scratch/c.npy" "$odd_json"
+expect_json inspect-json-escapes 0 'j[0]["file"].endswith("/q\"\\\x01\x1f\x7f\x9b.npy")' -- inspect --json "$odd_json"
 # Text output escapes what could steer a terminal: control bytes (C0, DEL,
 # the C1 controls), bytes that are not UTF-8, and backslashes; other UTF-8
 # comes out as it is. The same holds for messages quoting a file name or
@@ -180,7 +190,8 @@ long=$(python3 -c 'print("\x01" * 5000)')
 expect command-cut 2 "unknown command '(\\\\x01)+\.\.\.'; valid commands" -- "$long"
 expect inspect-big-endian 1 "big\.npy: .*'>f8', big-endian" -- inspect "$scratch/big.npy"
 expect inspect-missing 1 'nope\.npy: cannot open .*No such file' -- inspect "$scratch/nope.npy"
-expect inspect-no-file 2 'missing arguments' -- inspect
+expect inspect-no-file 2 '^dlbridge inspect: missing arguments: FILE\.npy\.\.\.$' -- inspect
+expect dtype-no-name 2 '^dlbridge dtype: missing arguments: NAME\.\.\.$' -- dtype
 # A file cut shorter just after it was sized (as by another process) is
 # refused, not a crash: the header is read, not mapped. A header over two
 # pages, cut inside it, then cut to nothing.
@@ -211,12 +222,13 @@ for c in info check bench inspect dtype device version; do
   expect "bad-option-$c" 2 "dlbridge $c: unknown option '--frob'; valid options: .*--help" -- "$c" --frob
 done
 expect bad-option-lists 2 "valid options: --json --kinds --help" -- check --frob
-expect json-takes-no-value 2 '--json takes no value' -- info --json=yes
+expect json-takes-no-value 2 "^dlbridge info: --json takes no value; given 'yes'$" -- info --json=yes
+# --reps stops where bench_copy does, which refuses more (a stand-in
+# Python that succeeds at once runs the rest, and would run in place of
+# the benchmarks should a bad value be let through).
+with="DLBRIDGE_PYTHON=true"
 expect bench-reps-bad 2 "--reps is 'x'" -- bench --reps x
 expect bench-reps-missing 2 '--reps needs a value' -- bench --reps
-# --reps stops where bench_copy does, which refuses more (a stand-in
-# Python that succeeds at once runs the rest).
-with="DLBRIDGE_PYTHON=true"
 expect bench-reps-most 0 '' -- bench --reps 101
 expect bench-reps-too-many 2 "--reps is '102'; must be 1 to 101" -- bench --reps 102
 with=
@@ -229,7 +241,10 @@ if [ -e "$fail_fork" ]; then
 else
   echo "cli: $fail_fork not built: skipped the failing fork"
 fi
-expect info-extra 2 'too many arguments' -- info extra
+# A surplus argument is named, the first one past what the command takes.
+expect info-extra 2 "^dlbridge info: too many arguments: 'extra' \\(it takes 0\\)$" -- info extra
+expect info-extras 2 "^dlbridge info: too many arguments: 'a' " -- info a b
+expect check-extra-escaped 2 "^dlbridge check: too many arguments: 'x\\\\x1b' " -- check "$(printf 'x\033')"
 # bench waits for the benchmarks even with SIGCHLD ignored (inherited
 # through exec), here a stand-in Python that exits at once, 0 or 1.
 for code in 0 1; do
@@ -256,9 +271,9 @@ expect help-lists-version 0 '^       dlbridge --version \| -V \| --help \| -h \|
 expect no-command 2 'usage' --
 # --version and help take no more than the synopsis says; --help, as a
 # command's --help, prints the help whatever follows.
-expect version-flag-extra 2 '^dlbridge --version: too many arguments' -- --version extra
-expect version-short-extra 2 '^dlbridge -V: too many arguments' -- -V extra
-expect help-word-extra 2 '^dlbridge help: too many arguments' -- help info extra
+expect version-flag-extra 2 "^dlbridge --version: too many arguments: 'extra'$" -- --version extra
+expect version-short-extra 2 "^dlbridge -V: too many arguments: 'extra'$" -- -V extra
+expect help-word-extra 2 "^dlbridge help: too many arguments: 'extra'$" -- help info extra
 expect help-extra 0 '^usage: dlbridge' -- --help extra
 
 # Output that cannot be written (a full disk) fails the run, which says so;

@@ -140,6 +140,9 @@ static void read_config(void) {
   snprintf(key, sizeof key, "%sHIDE", cfg_prefix);
   const char *hide = getenv(key);
   snprintf(emu_cfg.hide, sizeof emu_cfg.hide, "%s", hide != NULL ? hide : "");
+  snprintf(key, sizeof key, "%sNAME", cfg_prefix);
+  const char *name = getenv(key);
+  snprintf(emu_cfg.name, sizeof emu_cfg.name, "%s", name != NULL ? name : "");
   snprintf(key, sizeof key, "%sSLOW", cfg_prefix);
   const char *slow = getenv(key);
   snprintf(emu_cfg.slow, sizeof emu_cfg.slow, ",%s,", slow != NULL ? slow : "");
