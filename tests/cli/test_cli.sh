@@ -29,6 +29,21 @@ expect() { # expect NAME EXIT_CODE PATTERN -- ARGS...
     printf 'FAIL %s: exit %s (wanted %s), output:\n%s\n' "$name" "$rc" "$code" "$out"
   fi
 }
+# expect_only NAME EXIT_CODE PATTERN UNWANTED -- ARGS...: as expect, and
+# no line of the output matches UNWANTED.
+expect_only() {
+  name=$1 code=$2 pattern=$3 unwanted=$4
+  shift 5
+  out=$(run_tool "$@" 2>&1)
+  rc=$?
+  if [ "$rc" -eq "$code" ] && printf '%s\n' "$out" | grep -Eq -- "$pattern" &&
+     ! printf '%s\n' "$out" | grep -Eq -- "$unwanted"; then
+    pass=$((pass + 1))
+  else
+    fail=$((fail + 1))
+    printf 'FAIL %s: exit %s (wanted %s), output (wanted no line matching %s):\n%s\n' "$name" "$rc" "$code" "$unwanted" "$out"
+  fi
+}
 # expect_json NAME EXIT_CODE PYTHON_EXPR -- ARGS...: stdout parses as JSON
 # (python3 -m json.tool) and PYTHON_EXPR, about the parsed value j, holds.
 expect_json() {
@@ -38,7 +53,7 @@ expect_json() {
   rc=$?
   if [ "$rc" -eq "$code" ] &&
      python3 -m json.tool "$scratch/out.json" >/dev/null 2>"$scratch/jerr" &&
-     python3 -c "import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if ($cond) else 1)" "$scratch/out.json"; then
+     python3 -c "import json,os,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if ($cond) else 1)" "$scratch/out.json"; then
     pass=$((pass + 1))
   else
     fail=$((fail + 1))
@@ -82,6 +97,7 @@ expect check-cpu-table 0 '^cpu +ok$' -- check
 for kinds in '' ',' ',cpu' 'cpu,' 'cpu,,cpu'; do
   expect "check-empty-kind-'$kinds'" 2 "^dlbridge check: --kinds '$kinds' has an empty name; usable here: cpu$" -- check --kinds "$kinds"
 done
+expect_only check-cpu-no-failures 0 '^2 of 2 checks passed$' '^FAIL' -- check
 expect_json check-cpu-json 0 'j["passed"] and j["checks"] == 2 and j["copies"] == [{"from": "cpu", "to": "cpu", "ok": True, "error": None}]' -- check --json
 
 # Against the emulated runtimes: every GPU, its properties, every kind.
@@ -112,6 +128,13 @@ expect check-many-gpus 0 '^6 of 6 checks passed$' -- check --kinds 'rocm:15,rocm
 with="DLBRIDGE_CUDA_LIBRARY=$emu/libcuda.so.1 EMU_CUDA_DEVICE_MEMORY=16"
 expect check-emu-fails 1 '^FAIL cuda:0 -> cpu: allocate: .*cuMemAlloc' -- check
 expect_json check-emu-fails-json 1 'not j["passed"] and j["failures"] > 0 and any(c["to"] == "cuda:1" and not c["ok"] and "allocate" in c["error"] for c in j["copies"])' -- check --json
+# One page of memory per GPU: a copy to the GPU its source is on fails at
+# the second allocation, with its own reason, and only those copies fail.
+with="DLBRIDGE_CUDA_LIBRARY=$emu/libcuda.so.1 EMU_CUDA_DEVICE_MEMORY=4096"
+expect check-emu-one-page 1 '^4 of 6 checks passed$' -- check --kinds cuda:0,cuda:1
+expect check-emu-one-page-table 1 '^cuda:0 {11}FAIL {12}ok$' -- check --kinds cuda:0,cuda:1
+expect check-emu-one-page-columns 1 '^ {17}cuda:0 {10}cuda:1$' -- check --kinds cuda:0,cuda:1
+expect_only check-emu-one-page-reasons 1 '^FAIL cuda:1 -> cuda:1: allocate: cuMemAlloc_v2\(48 bytes\) on cuda:1: CUDA_ERROR_OUT_OF_MEMORY' '^FAIL cuda:(0 -> cuda:1|1 -> cuda:0|[01]:)' -- check --kinds cuda:0,cuda:1
 with=
 
 expect dtype 0 'float32: code 2, bits 32, lanes 1.*itemsize 4' -- dtype float32
@@ -221,6 +244,10 @@ for c in info check bench inspect dtype device version; do
   expect "help-word-$c" 0 "^usage: dlbridge $c " -- help "$c"
   expect "bad-option-$c" 2 "dlbridge $c: unknown option '--frob'; valid options: .*--help" -- "$c" --frob
 done
+# --help prints the help and runs nothing, wherever it stands; after --
+# everything is an argument.
+expect_only help-runs-nothing 0 '^usage: dlbridge dtype ' '^float32:' -- dtype float32 --help
+expect dtype-after-dashes 1 'dtype "--json" is not a known type name' -- dtype -- --json
 expect bad-option-lists 2 "valid options: --json --kinds --help" -- check --frob
 expect json-takes-no-value 2 "^dlbridge info: --json takes no value; given 'yes'$" -- info --json=yes
 # --reps stops where bench_copy does, which refuses more (a stand-in
@@ -232,6 +259,48 @@ expect bench-reps-missing 2 '--reps needs a value' -- bench --reps
 expect bench-reps-most 0 '' -- bench --reps 101
 expect bench-reps-too-many 2 "--reps is '102'; must be 1 to 101" -- bench --reps 102
 with=
+# A stand-in for the benchmarks and their Python: it says how it was run,
+# on standard output as a benchmark's table, and writes that as the
+# results where asked (--out DIR of run_bench.py, --json FILE of
+# bench_copy); $STAND_IN_STATUS is its exit status.
+stand_in="$scratch/stand-in"
+cat >"$stand_in" <<'SH'
+#!/bin/sh
+args="$*" json=
+echo "stand-in: $args"
+while [ $# -gt 0 ]; do
+  case $1 in
+    --out) json=$2/latest.json; shift ;;
+    --json) json=$2; shift ;;
+  esac
+  shift
+done
+[ -z "$json" ] || printf '{"args": "%s"}\n' "$args" >"$json"
+exit "${STAND_IN_STATUS:-0}"
+SH
+chmod +x "$stand_in"
+# With --json, the results alone on stdout (tables to stderr), from a
+# scratch folder removed afterwards; the options passed on.
+with="DLBRIDGE_PYTHON=$stand_in"
+expect_json bench-json 0 'j["args"].endswith("--quick --reps 3 --out " + j["args"].split()[-1]) and not os.path.exists(j["args"].split()[-1])' -- bench --json --quick --reps 3
+with="DLBRIDGE_PYTHON=$stand_in TMPDIR=$scratch/none"
+expect bench-json-no-scratch 1 '^dlbridge bench: cannot make a scratch folder: No such file' -- bench --json
+# Installed: bench_copy from ../libexec/dlbridge, then the Python module's
+# benchmark when dlbridge.bench imports.
+mkdir -p "$scratch/inst/bin" "$scratch/inst/libexec/dlbridge"
+cp "$tool" "$scratch/inst/bin/dlbridge"
+cp "$stand_in" "$scratch/inst/libexec/dlbridge/bench_copy"
+build_tool=$tool
+tool="$scratch/inst/bin/dlbridge"
+with="LD_LIBRARY_PATH=$build/src DLBRIDGE_PYTHON=$stand_in"
+expect_json bench-installed-json 0 'j["args"].startswith("--quick --reps 3 --json ")' -- bench --json --reps 3 --quick
+expect_only bench-installed-python 0 '^stand-in: -m dlbridge\.bench$' 'cannot import' -- bench --json
+with="LD_LIBRARY_PATH=$build/src DLBRIDGE_PYTHON=false"
+expect bench-installed-no-python 0 '^dlbridge bench: false cannot import dlbridge\.bench \(set DLBRIDGE_PYTHON\); skipped the exchange benchmark$' -- bench
+with="LD_LIBRARY_PATH=$build/src DLBRIDGE_PYTHON=$stand_in STAND_IN_STATUS=1"
+expect_only bench-installed-fails 1 '^stand-in: --quick$' 'dlbridge\.bench' -- bench --quick
+with=
+tool=$build_tool
 fail_fork="$build/tests/cli/libfail_fork.so"
 if [ -e "$fail_fork" ]; then
   # A benchmark that cannot be started is named, with the reason.
