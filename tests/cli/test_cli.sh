@@ -10,12 +10,14 @@ scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 pass=0
 fail=0
-# $with: NAME=VALUE words added to the tool's environment.
+# $with: NAME=VALUE words added to the tool's environment. Memory malloc
+# hands out is filled with a pattern (MALLOC_PERTURB_), not left zero, so
+# a field the tool forgets to set does not pass for 0.
 with=
 run_tool() {
   # shellcheck disable=SC2086
   env -u DLBRIDGE_CUDA_LIBRARY -u DLBRIDGE_HIP_LIBRARY -u DLBRIDGE_COPY_ISA \
-    $with "$tool" "$@"
+    MALLOC_PERTURB_=165 $with "$tool" "$@"
 }
 expect() { # expect NAME EXIT_CODE PATTERN -- ARGS...
   name=$1 code=$2 pattern=$3
@@ -66,12 +68,24 @@ expect version 0 '^[0-9]+\.[0-9]+\.[0-9]+$' -- version
 expect version-flag 0 '^[0-9]+\.[0-9]+\.[0-9]+$' -- --version
 expect version-short 0 '^[0-9]+\.[0-9]+\.[0-9]+$' -- -V
 expect_json version-json 0 'j["version"].count(".") == 2 and j["dlpack"] == "1.3"' -- version --json
+# One JSON value, on one line that ends the output.
+if [ "$(run_tool version --json | wc -l)" -eq 1 ] && [ "$(run_tool dtype --json int8 float32 | wc -l)" -eq 1 ]; then
+  pass=$((pass + 1))
+else
+  fail=$((fail + 1))
+  printf 'FAIL json-one-line: %s\n' "$(run_tool version --json | od -c | tail -2)"
+fi
 expect info 0 'DLPack 1\.3' -- info
 # Where a driver is installed the default search finds it; elsewhere the
 # line names the files it tried.
 expect info-cuda-default 0 'cuda +(DLB_E_NO_RUNTIME: .*libcuda\.so\.1|[0-9]+ device\(s\), version [0-9]+, from )' -- info
 expect info-rocm-default 0 'rocm +(DLB_E_NO_RUNTIME: .*libamdhip64\.so|[0-9]+ device\(s\), version [0-9]+, from )' -- info
 expect info-kinds-cpu 0 '^kinds +cpu' -- info
+thp=/sys/kernel/mm/transparent_hugepage/enabled
+if [ -r "$thp" ]; then
+  expect info-thp 0 "^ +transparent huge pages: $(sed 's/[][]/\\&/g' "$thp")$" -- info
+  expect_json info-thp-json 0 'j["transparent_hugepages"] == open("'"$thp"'").read().strip()' -- info --json
+fi
 # The copy kernels: the best the machine has, lowered (never raised) by
 # DLBRIDGE_COPY_ISA; an unknown name changes nothing.
 expect info-kernels 0 '^cpu +copy threads [0-9]+, kernels (avx512|avx2|sse2|neon|portable)$' -- info
@@ -135,6 +149,12 @@ expect check-emu-one-page 1 '^4 of 6 checks passed$' -- check --kinds cuda:0,cud
 expect check-emu-one-page-table 1 '^cuda:0 {11}FAIL {12}ok$' -- check --kinds cuda:0,cuda:1
 expect check-emu-one-page-columns 1 '^ {17}cuda:0 {10}cuda:1$' -- check --kinds cuda:0,cuda:1
 expect_only check-emu-one-page-reasons 1 '^FAIL cuda:1 -> cuda:1: allocate: cuMemAlloc_v2\(48 bytes\) on cuda:1: CUDA_ERROR_OUT_OF_MEMORY' '^FAIL cuda:(0 -> cuda:1|1 -> cuda:0|[01]:)' -- check --kinds cuda:0,cuda:1
+# A copy, or its reading back, that the driver refuses fails that check
+# alone, with the driver's reason.
+with="DLBRIDGE_CUDA_LIBRARY=$emu/libcuda.so.1 EMU_CUDA_FAIL=cuMemcpy2DAsync_v2:1"
+expect_only check-emu-copy-fails 1 '^FAIL cpu -> cuda:0: copy: cuMemcpy2DAsync_v2\(12 x 4 bytes, pitches 8 and 4\): CUDA_ERROR_INVALID_VALUE' '^FAIL (cuda:0|cpu:|cpu -> cpu)' -- check --kinds cpu,cuda:0
+with="DLBRIDGE_CUDA_LIBRARY=$emu/libcuda.so.1 EMU_CUDA_FAIL=cuMemcpyAsync:1"
+expect check-emu-read-back-fails 1 '^FAIL cpu -> cuda:0: read back: cuMemcpyAsync\(48 bytes\): CUDA_ERROR_INVALID_VALUE' -- check --kinds cpu,cuda:0
 with=
 
 expect dtype 0 'float32: code 2, bits 32, lanes 1.*itemsize 4' -- dtype float32
@@ -186,6 +206,7 @@ npy(d + "/f.npy", 3, "{'descr': '<c16', 'fortran_order': True, 'shape': (5,), }"
 npy(d + "/big.npy", 1, "{'descr': '>f8', 'fortran_order': False, 'shape': (1,), }", bytes(8))
 PY
 expect inspect 0 "c\.npy: dtype float32 \('<f4'\), shape \(2, 3\), order C, format 1\.0, data at byte 128 \(24 bytes\)$" -- inspect "$scratch/c.npy"
+expect_only inspect-text-only 0 "c\.npy: dtype float32" '^[][]' -- inspect "$scratch/c.npy"
 expect inspect-f 0 "f\.npy: dtype complex128 \('<c16'\), shape \(5,\), order F, format 3\.0, data at byte 128 \(80 bytes\)$" -- inspect "$scratch/f.npy"
 expect_json inspect-json 0 'j[0]["shape"] == [2, 3] and j[0]["order"] == "C" and j[0]["version"] == "1.0" and j[0]["data_offset"] == 128 and j[0]["dtype"] == "float32" and j[1]["order"] == "F" and j[1]["version"] == "3.0"' -- inspect --json "$scratch/c.npy" "$scratch/f.npy"
 # File names are bytes: what is not UTF-8 comes out as U+FFFD, so the
@@ -211,6 +232,36 @@ expect dtype-escaped 1 'dlbridge dtype: .*a\\x1b\[2J' -- dtype "$(printf 'a\033[
 expect command-escaped 2 "unknown command 'x\\\\x1b\[2J'" -- "$(printf 'x\033[2J')"
 long=$(python3 -c 'print("\x01" * 5000)')
 expect command-cut 2 "unknown command '(\\\\x01)+\.\.\.'; valid commands" -- "$long"
+# Every edge of UTF-8: the first and last character of each length (the
+# first after the C1 controls for two bytes), a continuation byte at each
+# end of its range; then what is not UTF-8: a C1 control (shown escaped,
+# valid JSON), overlong forms of each length, a surrogate, past U+10FFFF,
+# a lead byte past F4, continuation bytes out of range.
+edges='a\302\240\337\277\340\240\200\341\200\200\355\237\277\357\277\277\360\220\200\200\361\220\200\200\364\217\277\277'
+refused='\302\237\301\200\340\237\277\355\240\200\360\217\277\277\364\220\200\200\365\200\200\200\341\177\341\300'
+utf8=$(printf "$edges|$refused")
+shown=$(printf "$edges|%s" '\xc2\x9f\xc1\x80\xe0\x9f\xbf\xed\xa0\x80\xf0\x8f\xbf\xbf\xf4\x90\x80\x80\xf5\x80\x80\x80\xe1\x7f\xe1\xc0')
+out=$(run_tool "$utf8" 2>&1)
+if [ $? -eq 2 ] && [ "$out" = "dlbridge: unknown command '$shown'; valid commands: info check bench inspect dtype device version" ]; then
+  pass=$((pass + 1))
+else
+  fail=$((fail + 1))
+  printf 'FAIL utf8-edges-shown: wanted %s, output:\n%s\n' "$shown" "$out"
+fi
+cp "$scratch/c.npy" "$scratch/$utf8.npy"
+expect_json utf8-edges-json 0 'j[0]["file"].endswith("/a\u00a0\u07ff\u0800\u1000\ud7ff\uffff\U00010000\U00050000\U0010ffff|\u009f" + "\ufffd" * 21 + "\x7f" + "\ufffd" * 2 + ".npy")' -- inspect --json "$scratch/$utf8.npy"
+# A name is shown whole up to 16 KiB and 4 bytes; past that, cut there.
+for n in 16388 16389; do
+  out=$(run_tool "$(python3 -c "print('x' * $n)")" 2>&1)
+  shown=$(printf '%s\n' "$out" | sed -n "s/^dlbridge: unknown command '\(x*\)\(\.\.\.\)\{0,1\}'.*/\1 \2/p")
+  if [ "$n" -eq 16388 ]; then want="$(python3 -c "print('x' * 16388)") "; else want="$(python3 -c "print('x' * 16388)") ..."; fi
+  if [ "$shown" = "$want" ]; then
+    pass=$((pass + 1))
+  else
+    fail=$((fail + 1))
+    printf 'FAIL shown-cut-%s: %s\n' "$n" "$(printf '%s' "$shown" | wc -c)"
+  fi
+done
 expect inspect-big-endian 1 "big\.npy: .*'>f8', big-endian" -- inspect "$scratch/big.npy"
 expect inspect-missing 1 'nope\.npy: cannot open .*No such file' -- inspect "$scratch/nope.npy"
 expect inspect-no-file 2 '^dlbridge inspect: missing arguments: FILE\.npy\.\.\.$' -- inspect
@@ -256,6 +307,8 @@ expect json-takes-no-value 2 "^dlbridge info: --json takes no value; given 'yes'
 with="DLBRIDGE_PYTHON=true"
 expect bench-reps-bad 2 "--reps is 'x'" -- bench --reps x
 expect bench-reps-missing 2 '--reps needs a value' -- bench --reps
+expect bench-reps-least 0 '' -- bench --reps 1
+expect bench-reps-none 2 "--reps is '0'; must be 1 to 101" -- bench --reps 0
 expect bench-reps-most 0 '' -- bench --reps 101
 expect bench-reps-too-many 2 "--reps is '102'; must be 1 to 101" -- bench --reps 102
 with=
@@ -295,10 +348,24 @@ tool="$scratch/inst/bin/dlbridge"
 with="LD_LIBRARY_PATH=$build/src DLBRIDGE_PYTHON=$stand_in"
 expect_json bench-installed-json 0 'j["args"].startswith("--quick --reps 3 --json ")' -- bench --json --reps 3 --quick
 expect_only bench-installed-python 0 '^stand-in: -m dlbridge\.bench$' 'cannot import' -- bench --json
+with="LD_LIBRARY_PATH=$build/src DLBRIDGE_PYTHON=$stand_in TMPDIR=$scratch/none"
+expect_only bench-installed-no-scratch 1 '^dlbridge bench: cannot make a scratch folder: No such file' '^stand-in' -- bench --json
 with="LD_LIBRARY_PATH=$build/src DLBRIDGE_PYTHON=false"
 expect bench-installed-no-python 0 '^dlbridge bench: false cannot import dlbridge\.bench \(set DLBRIDGE_PYTHON\); skipped the exchange benchmark$' -- bench
 with="LD_LIBRARY_PATH=$build/src DLBRIDGE_PYTHON=$stand_in STAND_IN_STATUS=1"
 expect_only bench-installed-fails 1 '^stand-in: --quick$' 'dlbridge\.bench' -- bench --quick
+# Each stage is announced on a terminal, and only there.
+with="LD_LIBRARY_PATH=$build/src DLBRIDGE_PYTHON=$stand_in"
+expect_only bench-installed-no-terminal 0 '^stand-in: -m dlbridge\.bench$' '\[[12]/2\]' -- bench
+if command -v script >/dev/null; then
+  out=$(LD_LIBRARY_PATH=$build/src DLBRIDGE_PYTHON=$stand_in script -qec "$tool bench" /dev/null 2>&1)
+  if printf '%s\n' "$out" | grep -q '\[2/2\] exchange through the Python module'; then
+    pass=$((pass + 1))
+  else
+    fail=$((fail + 1))
+    printf 'FAIL bench-installed-terminal: output:\n%s\n' "$out"
+  fi
+fi
 with=
 tool=$build_tool
 fail_fork="$build/tests/cli/libfail_fork.so"
