@@ -263,6 +263,10 @@ for n in 16388 16389; do
   fi
 done
 expect inspect-big-endian 1 "big\.npy: .*'>f8', big-endian" -- inspect "$scratch/big.npy"
+# The library's own reasons come out as they are (only what they quote
+# is escaped).
+printf 'not a .npy file\n' >"$scratch/text.npy"
+expect inspect-not-npy 1 'text\.npy: \.npy file: the magic string \(byte 0x93, then NUMPY\) is missing$' -- inspect "$scratch/text.npy"
 expect inspect-missing 1 'nope\.npy: cannot open .*No such file' -- inspect "$scratch/nope.npy"
 expect inspect-no-file 2 '^dlbridge inspect: missing arguments: FILE\.npy\.\.\.$' -- inspect
 expect dtype-no-name 2 '^dlbridge dtype: missing arguments: NAME\.\.\.$' -- dtype
