@@ -252,8 +252,8 @@ static dlb_status parse_prefix(const unsigned char *base, uint64_t size,
                                uint64_t *len) {
   static const unsigned char magic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
   if (memcmp(base, magic, sizeof magic) != 0)
-    return dlb__fail(DLB_E_INVAL, ".npy file: the magic string \\x93NUMPY is "
-                     "missing");
+    return dlb__fail(DLB_E_INVAL, ".npy file: the magic string (byte 0x93, "
+                     "then NUMPY) is missing");
   r->major = base[6];
   r->minor = base[7];
   if (r->major < 1 || r->major > 3 || r->minor != 0)

@@ -182,7 +182,10 @@ cures cuDeviceGetName(char *name, int len, dlb__cu_device device) {
   if (name == NULL || len <= 0) RETURN(DLB__CUDA_ERROR_INVALID_VALUE);
   if (device < 0 || device >= emu_cfg.devices)
     RETURN(DLB__CUDA_ERROR_INVALID_DEVICE);
-  snprintf(name, (size_t)len, "Emulated CUDA GPU %d", device);
+  if (emu_cfg.name[0] != '\0')
+    snprintf(name, (size_t)len, "%s", emu_cfg.name);
+  else
+    snprintf(name, (size_t)len, "Emulated CUDA GPU %d", device);
   RETURN(DLB__CUDA_SUCCESS);
 }
 
