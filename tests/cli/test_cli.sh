@@ -155,6 +155,9 @@ with="DLBRIDGE_CUDA_LIBRARY=$emu/libcuda.so.1 EMU_CUDA_FAIL=cuMemcpy2DAsync_v2:1
 expect_only check-emu-copy-fails 1 '^FAIL cpu -> cuda:0: copy: cuMemcpy2DAsync_v2\(12 x 4 bytes, pitches 8 and 4\): CUDA_ERROR_INVALID_VALUE' '^FAIL (cuda:0|cpu:|cpu -> cpu)' -- check --kinds cpu,cuda:0
 with="DLBRIDGE_CUDA_LIBRARY=$emu/libcuda.so.1 EMU_CUDA_FAIL=cuMemcpyAsync:1"
 expect check-emu-read-back-fails 1 '^FAIL cpu -> cuda:0: read back: cuMemcpyAsync\(48 bytes\): CUDA_ERROR_INVALID_VALUE' -- check --kinds cpu,cuda:0
+# The driver's description of an error is printed escaped, as names are.
+with="DLBRIDGE_CUDA_LIBRARY=$emu/libcuda.so.1 EMU_CUDA_FAIL=cuMemcpyAsync:1 EMU_CUDA_ERROR_TEXT=$(printf 'bad\033\\')"
+expect check-emu-reason-escaped 1 '^FAIL cpu -> cuda:0: read back: cuMemcpyAsync\(48 bytes\): CUDA_ERROR_INVALID_VALUE \(1\): bad\\x1b\\\\$' -- check --kinds cpu,cuda:0
 with=
 
 expect dtype 0 'float32: code 2, bits 32, lanes 1.*itemsize 4' -- dtype float32
@@ -204,10 +207,12 @@ d = sys.argv[1]
 npy(d + "/c.npy", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", bytes(24))
 npy(d + "/f.npy", 3, "{'descr': '<c16', 'fortran_order': True, 'shape': (5,), }", bytes(80))
 npy(d + "/big.npy", 1, "{'descr': '>f8', 'fortran_order': False, 'shape': (1,), }", bytes(8))
+npy(d + "/one.npy", 1, "{'descr': '|i1', 'fortran_order': False, 'shape': (), }", bytes(1))
 PY
 expect inspect 0 "c\.npy: dtype float32 \('<f4'\), shape \(2, 3\), order C, format 1\.0, data at byte 128 \(24 bytes\)$" -- inspect "$scratch/c.npy"
 expect_only inspect-text-only 0 "c\.npy: dtype float32" '^[][]' -- inspect "$scratch/c.npy"
 expect inspect-f 0 "f\.npy: dtype complex128 \('<c16'\), shape \(5,\), order F, format 3\.0, data at byte 128 \(80 bytes\)$" -- inspect "$scratch/f.npy"
+expect inspect-one-byte 0 "one\.npy: dtype int8 \('\|i1'\), shape \(\), order C, format 1\.0, data at byte 128 \(1 byte\)$" -- inspect "$scratch/one.npy"
 expect_json inspect-json 0 'j[0]["shape"] == [2, 3] and j[0]["order"] == "C" and j[0]["version"] == "1.0" and j[0]["data_offset"] == 128 and j[0]["dtype"] == "float32" and j[1]["order"] == "F" and j[1]["version"] == "3.0"' -- inspect --json "$scratch/c.npy" "$scratch/f.npy"
 # File names are bytes: what is not UTF-8 comes out as U+FFFD, so the
 # output stays JSON; UTF-8 comes out as it is.
