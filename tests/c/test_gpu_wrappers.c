@@ -1,0 +1,516 @@
+/*
+ * test_gpu_wrappers.c -- the runtime wrappers (cuda_*.c, hip_*.c,
+ * gpu_copy.c) against odd answers and failures of the driver: a test
+ * swaps an entry of the loaded table (dlb__cu, dlb__hi) for a spy or a
+ * liar in front of the emulator's, which the test's own process owns.
+ */
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../emu/emu_fns.h"
+#include "backend/cuda_loader.h"
+#include "backend/hip_loader.h"
+#include "test.h"
+
+static const DLDataType f32 = {kDLFloat, 32, 1};
+static const DLDevice cpu = {kDLCPU, 0};
+
+static emu E;
+static cu_fns CU;
+
+static void load_cuda(void) {
+  E = emu_cuda();
+  CU = cu_fns_of(&E);
+  CHECK_OK(dlb_runtime_status(DLB_RUNTIME_CUDA));
+}
+
+static DLManagedTensorVersioned *alloc_on(DLDevice d, int32_t ndim,
+                                          const int64_t *shape) {
+  DLManagedTensorVersioned *t = NULL;
+  CHECK_OK(dlb_tensor_alloc(d, f32, ndim, shape, &t));
+  return t;
+}
+
+/* ---- copies --------------------------------------------------------------- */
+
+/* A source whose rows overlap (a sliding window: strides 1, 1) has a row
+ * pitch below the row's width, which no pitched copy takes: it stages, in
+ * both directions. */
+DLB_TEST(gpu_copy_source_rows_overlapping) {
+  load_cuda();
+  float host[8];
+  for (int i = 0; i < 8; i++) host[i] = (float)(i + 1);
+  int64_t shape[2] = {3, 4}, window[2] = {1, 1};
+  DLTensor src = {host, cpu, 2, f32, shape, window, 0};
+  DLManagedTensorVersioned *d = alloc_on((DLDevice){kDLCUDA, 0}, 2, shape);
+  CHECK_OK(dlb_copy_sync(&src, &d->dl_tensor, NULL));
+  const float *got = E.shadow(d->dl_tensor.data);
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 4; j++) CHECK(got[i * 4 + j] == (float)(i + j + 1));
+  /* And out of device memory read the same way. */
+  DLManagedTensorVersioned *flat = NULL;
+  int64_t eight[1] = {8};
+  CHECK_OK(dlb_tensor_copy(&(DLTensor){host, cpu, 1, f32, eight, NULL, 0},
+                           (DLDevice){kDLCUDA, 1}, &flat));
+  DLTensor dsrc = flat->dl_tensor;
+  dsrc.ndim = 2;
+  dsrc.shape = shape;
+  dsrc.strides = window;
+  float back[12];
+  DLTensor dst = {back, cpu, 2, f32, shape, NULL, 0};
+  CHECK_OK(dlb_copy_sync(&dsrc, &dst, NULL));
+  for (int i = 0; i < 12; i++) CHECK(back[i] == (float)(i / 4 + i % 4 + 1));
+  dlb_tensor_release(d);
+  dlb_tensor_release(flat);
+  CHECK_EQ_INT(E.live(), 0);
+}
+
+/* The device of the context current at each cuMemcpyAsync. */
+static dlb__cu_pfn_cuMemcpyAsync real_memcpy;
+static int memcpy_device = -9;
+
+static dlb__cu_result spy_memcpy(dlb__cu_deviceptr dst, dlb__cu_deviceptr src,
+                                 size_t bytes, dlb__cu_stream stream) {
+  dlb__cu_device dev = -8;
+  if (CU.cuCtxGetDevice(&dev) != 0) dev = -7;
+  memcpy_device = dev;
+  return real_memcpy(dst, src, bytes, stream);
+}
+
+/* A copy between device memory of cuda:1 and pinned or managed memory
+ * (device 0's, to the runtime) runs in cuda:1's context, whichever side
+ * the device memory is. */
+DLB_TEST(gpu_copy_runs_in_the_device_sides_context) {
+  load_cuda();
+  int64_t shape[1] = {16};
+  DLManagedTensorVersioned *pinned = alloc_on((DLDevice){kDLCUDAHost, 0}, 1, shape);
+  DLManagedTensorVersioned *managed =
+      alloc_on((DLDevice){kDLCUDAManaged, 0}, 1, shape);
+  DLManagedTensorVersioned *dev = alloc_on((DLDevice){kDLCUDA, 1}, 1, shape);
+  real_memcpy = dlb__cu.cuMemcpyAsync;
+  dlb__cu.cuMemcpyAsync = spy_memcpy;
+  const DLTensor *others[2] = {&pinned->dl_tensor, &managed->dl_tensor};
+  for (int i = 0; i < 2; i++) {
+    memcpy_device = -9;
+    CHECK_OK(dlb_copy_sync(others[i], &dev->dl_tensor, NULL));
+    CHECK_EQ_INT(memcpy_device, 1);
+    memcpy_device = -9;
+    CHECK_OK(dlb_copy_sync(&dev->dl_tensor, others[i], NULL));
+    CHECK_EQ_INT(memcpy_device, 1);
+  }
+  dlb__cu.cuMemcpyAsync = real_memcpy;
+  dlb_tensor_release(pinned);
+  dlb_tensor_release(managed);
+  dlb_tensor_release(dev);
+  CHECK_EQ_INT(E.live(), 0);
+}
+
+/* Packed sub-byte elements filling whole bytes go in one copy, every
+ * byte of them. */
+DLB_TEST(gpu_copy_packed_whole_bytes_arrive) {
+  load_cuda();
+  DLDataType i4 = {kDLInt, 4, 1};
+  int64_t shape[1] = {8};
+  unsigned char bytes[4] = {0x21, 0x43, 0x65, 0x87}, back[4] = {0};
+  DLTensor h = {bytes, cpu, 1, i4, shape, NULL, 0};
+  DLTensor b = {back, cpu, 1, i4, shape, NULL, 0};
+  DLManagedTensorVersioned *d = NULL;
+  CHECK_OK(dlb_tensor_alloc((DLDevice){kDLCUDA, 1}, i4, 1, shape, &d));
+  CHECK_OK(dlb_copy_sync(&h, &d->dl_tensor, NULL));
+  CHECK(memcmp(E.shadow(d->dl_tensor.data), bytes, 4) == 0);
+  CHECK_OK(dlb_copy_sync(&d->dl_tensor, &b, NULL));
+  CHECK(memcmp(back, bytes, 4) == 0);
+  dlb_tensor_release(d);
+  CHECK_EQ_INT(E.live(), 0);
+}
+
+/* ---- failure messages ------------------------------------------------------ */
+
+/* A failing call's message names the call, the error's name and number
+ * and the driver's description; out-of-memory is DLB_E_NOMEM. */
+DLB_TEST(gpu_cuda_failure_names_the_error) {
+  load_cuda();
+  int64_t shape[1] = {4};
+  DLManagedTensorVersioned *t = NULL;
+  E.fail("cuMemAlloc_v2", 1, 2);
+  CHECK_STATUS(dlb_tensor_alloc((DLDevice){kDLCUDA, 1}, f32, 1, shape, &t),
+               DLB_E_NOMEM);
+  CHECK(t == NULL);
+  CHECK_ERROR_MENTIONS("cuMemAlloc_v2(16 bytes) on cuda:1: "
+                       "CUDA_ERROR_OUT_OF_MEMORY (2): out of memory");
+  /* A code the driver cannot name. */
+  E.fail("cuMemAlloc_v2", 1, 12345);
+  CHECK_STATUS(dlb_tensor_alloc((DLDevice){kDLCUDA, 0}, f32, 1, shape, &t),
+               DLB_E_RUNTIME);
+  CHECK_ERROR_MENTIONS("cuMemAlloc_v2(16 bytes) on cuda:0: "
+                       "CUDA_ERROR_UNKNOWN_CODE (12345): no description");
+  CHECK_EQ_INT(E.live(), 0);
+}
+
+/* Retaining a primary context fails when the driver refuses the device:
+ * the failure is reported, and no other device's context stands in. */
+DLB_TEST(gpu_cuda_device_refused_at_first_use) {
+  load_cuda();
+  int64_t shape[1] = {4};
+  DLManagedTensorVersioned *t = NULL;
+  E.fail("cuDeviceGet", 1, 101);
+  CHECK_STATUS(dlb_tensor_alloc((DLDevice){kDLCUDA, 1}, f32, 1, shape, &t),
+               DLB_E_RUNTIME);
+  CHECK(t == NULL);
+  CHECK_ERROR_MENTIONS("retaining the primary context of cuda:1: "
+                       "CUDA_ERROR_INVALID_DEVICE (101)");
+  CHECK_EQ_INT(E.calls("cuDevicePrimaryCtxRetain"), 0);
+  CHECK_EQ_INT(E.live(), 0);
+  /* Not remembered: the next use retains it. */
+  CHECK_OK(dlb_tensor_alloc((DLDevice){kDLCUDA, 1}, f32, 1, shape, &t));
+  dlb_tensor_release(t);
+  CHECK_EQ_INT(E.context_depth(), 0);
+}
+
+/* ---- classification ---------------------------------------------------------- */
+
+/* The classify operation itself: kind, ordinal and the managed flag. */
+DLB_TEST(gpu_cuda_classify_operation) {
+  load_cuda();
+  int64_t shape[1] = {16};
+  DLManagedTensorVersioned *dev = alloc_on((DLDevice){kDLCUDA, 1}, 1, shape);
+  DLManagedTensorVersioned *pinned = alloc_on((DLDevice){kDLCUDAHost, 0}, 1, shape);
+  DLManagedTensorVersioned *managed =
+      alloc_on((DLDevice){kDLCUDAManaged, 0}, 1, shape);
+  static const dlb__ptr_kind unset = {{kDLOneAPI, 7}, 7};
+  dlb__ptr_kind k = unset;
+  CHECK_OK(dlb__cuda.classify(dev->dl_tensor.data, &k));
+  CHECK_EQ_INT(k.device.device_type, kDLCUDA);
+  CHECK_EQ_INT(k.device.device_id, 1);
+  CHECK_EQ_INT(k.managed, 0);
+  k = unset;
+  CHECK_OK(dlb__cuda.classify(pinned->dl_tensor.data, &k));
+  CHECK_EQ_INT(k.device.device_type, kDLCUDAHost);
+  CHECK_EQ_INT(k.device.device_id, 0);
+  CHECK_EQ_INT(k.managed, 0);
+  k = unset;
+  CHECK_OK(dlb__cuda.classify(managed->dl_tensor.data, &k));
+  CHECK_EQ_INT(k.device.device_type, kDLCUDAManaged);
+  CHECK_EQ_INT(k.device.device_id, 0);
+  CHECK_EQ_INT(k.managed, 1);
+  int local = 0;
+  k = unset;
+  CHECK_OK(dlb__cuda.classify(&local, &k));
+  CHECK_EQ_INT(k.device.device_type, kDLCPU);
+  CHECK_EQ_INT(k.managed, 0);
+  dlb_tensor_release(dev);
+  dlb_tensor_release(pinned);
+  dlb_tensor_release(managed);
+}
+
+/* Before any primary context is active the driver cannot be asked (no
+ * context), and no CUDA memory exists yet: the answer is cpu, written. */
+DLB_TEST(gpu_cuda_classify_before_any_context) {
+  load_cuda();
+  int local = 0;
+  dlb__ptr_kind k = {{kDLOneAPI, 7}, 7};
+  CHECK_OK(dlb__cuda.classify(&local, &k));
+  CHECK_EQ_INT(k.device.device_type, kDLCPU);
+  CHECK_EQ_INT(k.device.device_id, 0);
+  CHECK_EQ_INT(k.managed, 0);
+  CHECK_EQ_INT(E.calls("cuPointerGetAttributes"), 1);
+  CHECK_EQ_INT(E.calls("cuDevicePrimaryCtxRetain"), 0);
+}
+
+/* A driver answering device memory on an ordinal it does not have. */
+static dlb__cu_pfn_cuPointerGetAttributes real_attributes;
+static int lie_ordinal;
+
+static dlb__cu_result lying_attributes(unsigned int count, dlb__cu_enum *attrs,
+                                       void **data, dlb__cu_deviceptr ptr) {
+  dlb__cu_result r = real_attributes(count, attrs, data, ptr);
+  for (unsigned i = 0; r == 0 && i < count; i++)
+    if (attrs[i] == DLB__CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL)
+      *(int *)data[i] = lie_ordinal;
+  return r;
+}
+
+DLB_TEST(gpu_cuda_classify_ordinal_the_driver_lacks) {
+  load_cuda();
+  int64_t shape[1] = {16};
+  DLManagedTensorVersioned *dev = alloc_on((DLDevice){kDLCUDA, 1}, 1, shape);
+  real_attributes = dlb__cu.cuPointerGetAttributes;
+  dlb__cu.cuPointerGetAttributes = lying_attributes;
+  static const int lies[3] = {2, 64, -1};
+  for (int i = 0; i < 3; i++) {
+    lie_ordinal = lies[i];
+    DLDevice d = {kDLCPU, 0};
+    CHECK_STATUS(dlb_device_of_pointer(dev->dl_tensor.data, &d),
+                 DLB_E_RUNTIME);
+    char want[64];
+    snprintf(want, sizeof want, "device memory with device ordinal %d",
+             lies[i]);
+    CHECK_ERROR_MENTIONS(want);
+    CHECK_ERROR_MENTIONS("cuPointerGetAttributes");
+  }
+  lie_ordinal = 1;
+  DLDevice d = {kDLCPU, 0};
+  CHECK_OK(dlb_device_of_pointer(dev->dl_tensor.data, &d));
+  CHECK_EQ_INT(d.device_id, 1);
+  dlb__cu.cuPointerGetAttributes = real_attributes;
+  dlb_tensor_release(dev);
+}
+
+/* ---- device information ----------------------------------------------------- */
+
+static dlb__cu_result unterminated_name(char *name, int len,
+                                        dlb__cu_device dev) {
+  (void)dev;
+  memset(name, 'x', (size_t)len);
+  return 0;
+}
+
+/* A name filling the whole buffer without its NUL is cut to fit. */
+DLB_TEST(gpu_cuda_info_name_without_terminator) {
+  load_cuda();
+  dlb__cu.cuDeviceGetName = unterminated_name;
+  dlb_gpu_info info;
+  memset(&info, 0, sizeof info);
+  CHECK_OK(dlb_gpu_get_info((DLDevice){kDLCUDA, 1}, &info));
+  CHECK_EQ_INT(strlen(info.name), DLB_GPU_NAME_MAX - 1);
+  CHECK_EQ_INT(info.name[0], 'x');
+}
+
+/* ---- missing entry points -------------------------------------------------------- */
+
+/* A driver with neither form of cuMemPrefetchAsync, or of cuMemAdvise:
+ * the operation is unsupported, naming what is missing and the driver;
+ * the other still works. */
+DLB_TEST(gpu_cuda_driver_without_prefetch) {
+  setenv("EMU_CUDA_HIDE", "cuMemPrefetchAsync", 1);
+  load_cuda();
+  int64_t shape[1] = {64};
+  DLManagedTensorVersioned *m = alloc_on((DLDevice){kDLCUDAManaged, 0}, 1, shape);
+  CHECK_STATUS(dlb_managed_prefetch(&m->dl_tensor, (DLDevice){kDLCUDA, 1}, NULL),
+               DLB_E_UNSUPPORTED);
+  CHECK_ERROR_MENTIONS("has no cuMemPrefetchAsync");
+  CHECK_ERROR_MENTIONS(dlb_runtime_library(DLB_RUNTIME_CUDA));
+  CHECK_OK(dlb_managed_advise(&m->dl_tensor, DLB_ADVISE_SET_READ_MOSTLY, cpu));
+  dlb_tensor_release(m);
+  CHECK_EQ_INT(E.live(), 0);
+}
+
+DLB_TEST(gpu_cuda_driver_without_advise) {
+  setenv("EMU_CUDA_HIDE", "cuMemAdvise", 1);
+  load_cuda();
+  int64_t shape[1] = {64};
+  DLManagedTensorVersioned *m = alloc_on((DLDevice){kDLCUDAManaged, 0}, 1, shape);
+  CHECK_STATUS(dlb_managed_advise(&m->dl_tensor, DLB_ADVISE_SET_READ_MOSTLY, cpu),
+               DLB_E_UNSUPPORTED);
+  CHECK_ERROR_MENTIONS("has no cuMemAdvise");
+  CHECK_OK(dlb_managed_prefetch(&m->dl_tensor, cpu, NULL));
+  dlb_tensor_release(m);
+  CHECK_EQ_INT(E.live(), 0);
+}
+
+/* ---- HIP ----------------------------------------------------------------------- */
+
+static dlb__hip_pfn_hipPointerGetAttributes real_hip_attributes;
+static int hip_lie;
+
+static dlb__hip_error lying_hip_attributes(dlb__hip_ptr_attr *a,
+                                           const void *p) {
+  dlb__hip_error e = real_hip_attributes(a, p);
+  if (e == 0) a->device = hip_lie;
+  return e;
+}
+
+DLB_TEST(gpu_hip_classify_ordinal_the_runtime_lacks) {
+  E = emu_hip();
+  CHECK_OK(dlb_runtime_status(DLB_RUNTIME_HIP));
+  int64_t shape[1] = {16};
+  DLManagedTensorVersioned *dev = alloc_on((DLDevice){kDLROCM, 1}, 1, shape);
+  real_hip_attributes = dlb__hi.hipPointerGetAttributes;
+  dlb__hi.hipPointerGetAttributes = lying_hip_attributes;
+  static const int lies[3] = {2, 64, -1};
+  for (int i = 0; i < 3; i++) {
+    hip_lie = lies[i];
+    DLDevice d = {kDLCPU, 0};
+    CHECK_STATUS(dlb_device_of_pointer(dev->dl_tensor.data, &d),
+                 DLB_E_RUNTIME);
+    char want[64];
+    snprintf(want, sizeof want, "device memory on device %d", lies[i]);
+    CHECK_ERROR_MENTIONS(want);
+    CHECK_ERROR_MENTIONS("hipPointerGetAttributes");
+  }
+  hip_lie = 1;
+  DLDevice d = {kDLCPU, 0};
+  CHECK_OK(dlb_device_of_pointer(dev->dl_tensor.data, &d));
+  CHECK_EQ_INT(d.device_type, kDLROCM);
+  CHECK_EQ_INT(d.device_id, 1);
+  dlb__hi.hipPointerGetAttributes = real_hip_attributes;
+  dlb_tensor_release(dev);
+}
+
+/* ---- driver calls of the context and synchronisation helpers --------------- */
+
+/* Asking for the current context fails: the operation fails with it. */
+DLB_TEST(gpu_cuda_current_context_unknown) {
+  load_cuda();
+  int64_t shape[1] = {4};
+  DLManagedTensorVersioned *t = NULL;
+  E.fail("cuCtxGetCurrent", 1, 999);
+  CHECK_STATUS(dlb_tensor_alloc((DLDevice){kDLCUDA, 0}, f32, 1, shape, &t),
+               DLB_E_RUNTIME);
+  CHECK(E.fail_fired());
+  CHECK_ERROR_MENTIONS("cuCtxGetCurrent: CUDA_ERROR_UNKNOWN (999)");
+  CHECK_EQ_INT(E.calls("cuMemAlloc_v2"), 0);
+  CHECK_EQ_INT(E.live(), 0);
+  CHECK_EQ_INT(E.context_depth(), 0);
+}
+
+/* Whether a primary context is active cannot be told: classification
+ * before any context fails (it might be CUDA memory), and active() says
+ * 1, so that synchronising callers do not skip the device. */
+DLB_TEST(gpu_cuda_primary_context_state_unknown) {
+  load_cuda();
+  int local = 0;
+  dlb__ptr_kind k;
+  E.fail("cuDevicePrimaryCtxGetState", 1, 999);
+  CHECK_STATUS(dlb__cuda.classify(&local, &k), DLB_E_RUNTIME);
+  CHECK(E.fail_fired());
+  CHECK_ERROR_MENTIONS("cuDevicePrimaryCtxGetState(cuda:0): "
+                       "CUDA_ERROR_UNKNOWN (999)");
+  E.fail("cuDevicePrimaryCtxGetState", 1, 999);
+  CHECK_EQ_INT(dlb__cuda.active(1), 1);
+  CHECK(E.fail_fired());
+  CHECK_EQ_INT(dlb__cuda.active(1), 0);
+}
+
+/* Entering a device's context fails: nothing of the operation runs on
+ * whatever context is current instead. */
+DLB_TEST(gpu_cuda_no_work_without_the_context) {
+  load_cuda();
+  E.fail("cuCtxPushCurrent_v2", 1, 999);
+  CHECK_STATUS(dlb_stream_synchronize((DLDevice){kDLCUDA, 1}, NULL),
+               DLB_E_RUNTIME);
+  CHECK_ERROR_MENTIONS("cuCtxPushCurrent(primary context of cuda:1): "
+                       "CUDA_ERROR_UNKNOWN (999)");
+  CHECK_EQ_INT(E.calls("cuStreamSynchronize"), 0);
+  E.fail("cuCtxPushCurrent_v2", 1, 999);
+  CHECK_STATUS(dlb_device_synchronize((DLDevice){kDLCUDA, 1}), DLB_E_RUNTIME);
+  CHECK_ERROR_MENTIONS("cuCtxPushCurrent(primary context of cuda:1)");
+  CHECK_EQ_INT(E.calls("cuCtxSynchronize"), 0);
+  /* Exporting device memory enters three times (range, handle, event). */
+  int64_t n = 64;
+  DLManagedTensorVersioned *d = NULL;
+  CHECK_OK(dlb_tensor_alloc((DLDevice){kDLCUDA, 0}, f32, 1, &n, &d));
+  uint8_t buf[DLB_SHARE_HANDLE_MAX];
+  size_t len = 0;
+  int fd = -1;
+  E.fail("cuCtxPushCurrent_v2", 3, 999);
+  CHECK_STATUS(dlb_share_export(d, buf, sizeof buf, &len, &fd), DLB_E_RUNTIME);
+  CHECK(E.fail_fired());
+  CHECK_ERROR_MENTIONS("cuCtxPushCurrent(primary context of cuda:0)");
+  CHECK_EQ_INT(E.calls("cuEventCreate"), 0);
+  CHECK_EQ_INT(E.live_kind(EMU_LIVE_EVENT), 0);
+  CHECK_EQ_INT(E.context_depth(), 0);
+  dlb_tensor_release(d);
+}
+
+/* The synchronisation before an unaligned device-to-device copy fails. */
+DLB_TEST(gpu_cuda_unaligned_copy_cannot_wait) {
+  setenv("EMU_CUDA_D2D_PITCH_ALIGN", "512", 1);
+  load_cuda();
+  int64_t shape[2] = {4, 10}, part[2] = {4, 5};
+  DLManagedTensorVersioned *a = alloc_on((DLDevice){kDLCUDA, 0}, 2, shape);
+  DLManagedTensorVersioned *b = alloc_on((DLDevice){kDLCUDA, 1}, 2, shape);
+  DLTensor s = a->dl_tensor, d = b->dl_tensor;
+  int64_t strides[2] = {10, 1};
+  s.shape = d.shape = part;
+  s.strides = d.strides = strides;
+  E.fail("cuStreamSynchronize", 1, 999);
+  CHECK_STATUS(dlb_copy_sync(&s, &d, NULL), DLB_E_RUNTIME);
+  CHECK(E.fail_fired());
+  CHECK_ERROR_MENTIONS("cuStreamSynchronize before cuMemcpy2DUnaligned_v2: "
+                       "CUDA_ERROR_UNKNOWN (999)");
+  CHECK_EQ_INT(E.calls("cuMemcpy2DUnaligned_v2"), 0);
+  dlb_tensor_release(a);
+  dlb_tensor_release(b);
+  CHECK_EQ_INT(E.live(), 0);
+}
+
+/* A 3-D copy the driver refuses. */
+DLB_TEST(gpu_cuda_3d_copy_fails) {
+  load_cuda();
+  int64_t shape[3] = {3, 5, 10}, part[3] = {3, 4, 5};
+  DLManagedTensorVersioned *a = alloc_on((DLDevice){kDLCUDAHost, 0}, 3, shape);
+  DLManagedTensorVersioned *b = alloc_on((DLDevice){kDLCUDA, 1}, 3, shape);
+  DLTensor s = a->dl_tensor, d = b->dl_tensor;
+  int64_t strides[3] = {50, 10, 1};
+  s.shape = d.shape = part;
+  s.strides = d.strides = strides;
+  E.fail("cuMemcpy3DAsync_v2", 1, 999);
+  CHECK_STATUS(dlb_copy_sync(&s, &d, NULL), DLB_E_RUNTIME);
+  CHECK(E.fail_fired());
+  CHECK_ERROR_MENTIONS("cuMemcpy3DAsync_v2(3 x 4 x 20 bytes): "
+                       "CUDA_ERROR_UNKNOWN (999)");
+  dlb_tensor_release(a);
+  dlb_tensor_release(b);
+  CHECK_EQ_INT(E.live(), 0);
+}
+
+/* ---- IPC ------------------------------------------------------------------------ */
+
+/* A driver lacking an IPC entry point: export or import is unsupported,
+ * naming the entry point, and nothing is called through it. An import
+ * runs in a child: the exporting process cannot open its own handle. */
+static void ipc_without(const char *hidden, int export_fails) {
+  setenv("EMU_CUDA_HIDE", hidden, 1);
+  load_cuda();
+  int64_t n = 64;
+  DLManagedTensorVersioned *d = NULL;
+  CHECK_OK(dlb_tensor_alloc((DLDevice){kDLCUDA, 0}, f32, 1, &n, &d));
+  uint8_t buf[DLB_SHARE_HANDLE_MAX];
+  size_t len = 0;
+  int fd = -1;
+  char want[64];
+  snprintf(want, sizeof want, "lacks %s", hidden);
+  dlb_status s = dlb_share_export(d, buf, sizeof buf, &len, &fd);
+  if (export_fails) {
+    CHECK_STATUS(s, DLB_E_UNSUPPORTED);
+    CHECK_ERROR_MENTIONS(want);
+    CHECK_ERROR_MENTIONS(dlb_runtime_library(DLB_RUNTIME_CUDA));
+  } else {
+    CHECK_OK(s);
+    CHECK_EQ_INT(E.context_depth(), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+      DLManagedTensorVersioned *u = NULL;
+      s = dlb_share_import(buf, len, fd, 0, &u);
+      _exit(s != DLB_E_UNSUPPORTED                            ? 1
+            : u != NULL                                       ? 2
+            : strstr(dlb_last_error(), want) == NULL          ? 3
+            : strstr(dlb_last_error(),
+                     dlb_runtime_library(DLB_RUNTIME_CUDA)) == NULL ? 5
+            : E.live_kind(EMU_LIVE_DEVICE) != 1               ? 4
+                                                              : 0);
+    }
+    int st = 0;
+    CHECK(waitpid(pid, &st, 0) == pid);
+    CHECK(WIFEXITED(st));
+    CHECK_EQ_INT(WEXITSTATUS(st), 0);
+  }
+  dlb_tensor_release(d);
+  CHECK_EQ_INT(E.live_kind(EMU_LIVE_DEVICE), 0);
+}
+
+DLB_TEST(gpu_cuda_ipc_without_get_handle) { ipc_without("cuIpcGetMemHandle", 1); }
+DLB_TEST(gpu_cuda_ipc_without_address_range) {
+  ipc_without("cuMemGetAddressRange", 1);
+}
+DLB_TEST(gpu_cuda_ipc_without_event_handle) {
+  ipc_without("cuIpcGetEventHandle", 1);
+}
+DLB_TEST(gpu_cuda_ipc_without_open) { ipc_without("cuIpcOpenMemHandle", 0); }
+DLB_TEST(gpu_cuda_ipc_without_close) { ipc_without("cuIpcCloseMemHandle", 0); }
+DLB_TEST(gpu_cuda_ipc_without_open_event) {
+  ipc_without("cuIpcOpenEventHandle", 0);
+}
