@@ -396,6 +396,23 @@ DLB_TEST(gpu_cuda_no_work_without_the_context) {
   CHECK_STATUS(dlb_device_synchronize((DLDevice){kDLCUDA, 1}), DLB_E_RUNTIME);
   CHECK_ERROR_MENTIONS("cuCtxPushCurrent(primary context of cuda:1)");
   CHECK_EQ_INT(E.calls("cuCtxSynchronize"), 0);
+  E.fail("cuCtxPushCurrent_v2", 1, 999);
+  CHECK_STATUS(dlb_stream_wait((DLDevice){kDLCUDA, 1}, DLB_CUDA_STREAM_LEGACY,
+                               DLB_CUDA_STREAM_PER_THREAD),
+               DLB_E_RUNTIME);
+  CHECK_ERROR_MENTIONS("cuCtxPushCurrent(primary context of cuda:1)");
+  CHECK_EQ_INT(E.calls("cuEventCreate"), 0);
+  int64_t four = 4;
+  DLManagedTensorVersioned *p = NULL, *q = NULL;
+  CHECK_OK(dlb_tensor_alloc((DLDevice){kDLCUDAHost, 0}, f32, 1, &four, &p));
+  CHECK_OK(dlb_tensor_alloc((DLDevice){kDLCUDA, 1}, f32, 1, &four, &q));
+  E.fail("cuCtxPushCurrent_v2", 1, 999);
+  CHECK_STATUS(dlb_copy_async(&p->dl_tensor, &q->dl_tensor, NULL),
+               DLB_E_RUNTIME);
+  CHECK_ERROR_MENTIONS("cuCtxPushCurrent(primary context of cuda:1)");
+  CHECK_EQ_INT(E.calls("cuMemcpyAsync"), 0);
+  dlb_tensor_release(p);
+  dlb_tensor_release(q);
   /* Exporting device memory enters three times (range, handle, event). */
   int64_t n = 64;
   DLManagedTensorVersioned *d = NULL;
@@ -430,6 +447,12 @@ DLB_TEST(gpu_cuda_unaligned_copy_cannot_wait) {
   CHECK_ERROR_MENTIONS("cuStreamSynchronize before cuMemcpy2DUnaligned_v2: "
                        "CUDA_ERROR_UNKNOWN (999)");
   CHECK_EQ_INT(E.calls("cuMemcpy2DUnaligned_v2"), 0);
+  /* And the unaligned copy itself fails. */
+  E.fail("cuMemcpy2DUnaligned_v2", 1, 999);
+  CHECK_STATUS(dlb_copy_sync(&s, &d, NULL), DLB_E_RUNTIME);
+  CHECK(E.fail_fired());
+  CHECK_ERROR_MENTIONS("cuMemcpy2DUnaligned_v2(4 x 20 bytes, pitches 40 and "
+                       "40): CUDA_ERROR_UNKNOWN (999)");
   dlb_tensor_release(a);
   dlb_tensor_release(b);
   CHECK_EQ_INT(E.live(), 0);
@@ -513,4 +536,144 @@ DLB_TEST(gpu_cuda_ipc_without_open) { ipc_without("cuIpcOpenMemHandle", 0); }
 DLB_TEST(gpu_cuda_ipc_without_close) { ipc_without("cuIpcCloseMemHandle", 0); }
 DLB_TEST(gpu_cuda_ipc_without_open_event) {
   ipc_without("cuIpcOpenEventHandle", 0);
+}
+
+/* An importer that cannot enter the device's context opens nothing. */
+DLB_TEST(gpu_cuda_ipc_import_without_the_context) {
+  load_cuda();
+  int64_t n = 64;
+  DLManagedTensorVersioned *d = NULL;
+  CHECK_OK(dlb_tensor_alloc((DLDevice){kDLCUDA, 0}, f32, 1, &n, &d));
+  uint8_t buf[DLB_SHARE_HANDLE_MAX];
+  size_t len = 0;
+  int fd = -1;
+  CHECK_OK(dlb_share_export(d, buf, sizeof buf, &len, &fd));
+  fflush(NULL);
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    DLManagedTensorVersioned *u = NULL;
+    E.fail("cuCtxPushCurrent_v2", 1, 999);
+    dlb_status s = dlb_share_import(buf, len, fd, 0, &u);
+    _exit(s != DLB_E_RUNTIME                                      ? 1
+          : u != NULL                                             ? 2
+          : strstr(dlb_last_error(), "cuCtxPushCurrent") == NULL  ? 3
+          : E.calls("cuIpcOpenMemHandle_v2") != 0                 ? 4
+                                                                  : 0);
+  }
+  int st = 0;
+  CHECK(waitpid(pid, &st, 0) == pid);
+  CHECK(WIFEXITED(st));
+  CHECK_EQ_INT(WEXITSTATUS(st), 0);
+  dlb_tensor_release(d);
+  CHECK_EQ_INT(E.live_kind(EMU_LIVE_DEVICE), 0);
+}
+
+/* ---- boundaries --------------------------------------------------------------- */
+
+/* One element, one byte: copied, not taken for an empty tensor. */
+DLB_TEST(gpu_copy_one_byte) {
+  load_cuda();
+  DLDataType u8 = {kDLUInt, 8, 1};
+  unsigned char one = 0xA7, back = 0;
+  DLTensor h = {&one, cpu, 0, u8, NULL, NULL, 0};
+  DLTensor b = {&back, cpu, 0, u8, NULL, NULL, 0};
+  DLManagedTensorVersioned *d = NULL;
+  CHECK_OK(dlb_tensor_alloc((DLDevice){kDLCUDA, 1}, u8, 0, NULL, &d));
+  CHECK_OK(dlb_copy_sync(&h, &d->dl_tensor, NULL));
+  CHECK_EQ_INT(*(unsigned char *)E.shadow(d->dl_tensor.data), 0xA7);
+  CHECK_OK(dlb_copy_sync(&d->dl_tensor, &b, NULL));
+  CHECK_EQ_INT(back, 0xA7);
+  dlb_tensor_release(d);
+  CHECK_EQ_INT(E.live(), 0);
+}
+
+/* Two rows of a wider base: one pitched copy of both rows. */
+DLB_TEST(gpu_copy_two_rows) {
+  load_cuda();
+  int64_t shape[2] = {2, 8}, part[2] = {2, 5};
+  DLManagedTensorVersioned *p = alloc_on((DLDevice){kDLCUDAHost, 0}, 2, shape);
+  DLManagedTensorVersioned *d = alloc_on((DLDevice){kDLCUDA, 0}, 2, shape);
+  float *v = p->dl_tensor.data;
+  for (int i = 0; i < 16; i++) v[i] = (float)(i + 1);
+  memset(E.shadow(d->dl_tensor.data), 0, 16 * sizeof(float));
+  DLTensor s = p->dl_tensor, t = d->dl_tensor;
+  s.shape = t.shape = part;
+  long before = E.calls("cuMemcpy2DAsync_v2");
+  int64_t strides[2] = {8, 1};
+  s.strides = t.strides = strides;
+  CHECK_OK(dlb_copy_sync(&s, &t, NULL));
+  CHECK_EQ_INT(E.calls("cuMemcpy2DAsync_v2"), before + 1);
+  const float *got = E.shadow(d->dl_tensor.data);
+  for (int i = 0; i < 16; i++)
+    CHECK(got[i] == (i % 8 < 5 ? (float)(i + 1) : 0.0f));
+  dlb_tensor_release(p);
+  dlb_tensor_release(d);
+}
+
+/* The interprocess event of a device is made once and recorded again at
+ * each later export. */
+DLB_TEST(gpu_cuda_ipc_one_event_per_device) {
+  load_cuda();
+  int64_t n = 64;
+  DLManagedTensorVersioned *d = NULL;
+  CHECK_OK(dlb_tensor_alloc((DLDevice){kDLCUDA, 1}, f32, 1, &n, &d));
+  uint8_t buf[DLB_SHARE_HANDLE_MAX];
+  size_t len = 0;
+  int fd = -1;
+  for (int i = 0; i < 3; i++)
+    CHECK_OK(dlb_share_export(d, buf, sizeof buf, &len, &fd));
+  CHECK_EQ_INT(E.live_kind(EMU_LIVE_EVENT), 1);
+  CHECK_EQ_INT(E.calls("cuEventCreate"), 1);
+  CHECK_EQ_INT(E.calls("cuEventRecord"), 3);
+  dlb_tensor_release(d);
+}
+
+/* The CUDA 8 prefetch takes an ordinal: device 0 is 0, not the host. */
+DLB_TEST(gpu_cuda_old_prefetch_to_device_zero) {
+  setenv("EMU_CUDA_VERSION", "12000", 1);
+  load_cuda();
+  int64_t shape[1] = {64};
+  DLManagedTensorVersioned *m = alloc_on((DLDevice){kDLCUDAManaged, 0}, 1, shape);
+  CHECK_OK(dlb_managed_prefetch(&m->dl_tensor, (DLDevice){kDLCUDA, 0}, NULL));
+  CHECK_EQ_INT(E.prefetch_location(m->dl_tensor.data), 0);
+  CHECK_EQ_INT(E.calls("cuMemPrefetchAsync"), 1);
+  dlb_tensor_release(m);
+}
+
+/* Without concurrent managed access, read-mostly advice (set or unset)
+ * still works with a device named: it ignores the location. */
+DLB_TEST(gpu_cuda_read_mostly_without_concurrent_access) {
+  setenv("EMU_CUDA_CONCURRENT_MANAGED", "0", 1);
+  load_cuda();
+  int64_t shape[1] = {64};
+  DLManagedTensorVersioned *m = alloc_on((DLDevice){kDLCUDAManaged, 0}, 1, shape);
+  const DLDevice gpu = {kDLCUDA, 0};
+  CHECK_OK(dlb_managed_advise(&m->dl_tensor, DLB_ADVISE_SET_READ_MOSTLY, gpu));
+  CHECK_OK(dlb_managed_advise(&m->dl_tensor, DLB_ADVISE_UNSET_READ_MOSTLY, gpu));
+  CHECK_EQ_INT(E.advice(m->dl_tensor.data, NULL) & 1u, 0);
+  dlb_tensor_release(m);
+}
+
+/* A driver answering a capability with a value other than 0 or 1. */
+static dlb__cu_pfn_cuDeviceGetAttribute real_attribute;
+
+static dlb__cu_result attribute_seven(int *v, dlb__cu_enum attr,
+                                      dlb__cu_device dev) {
+  dlb__cu_result r = real_attribute(v, attr, dev);
+  if (r == 0) *v = *v != 0 ? 7 : 0;
+  return r;
+}
+
+DLB_TEST(gpu_cuda_info_capabilities_are_0_or_1) {
+  load_cuda();
+  real_attribute = dlb__cu.cuDeviceGetAttribute;
+  dlb__cu.cuDeviceGetAttribute = attribute_seven;
+  dlb_gpu_info info;
+  CHECK_OK(dlb_gpu_get_info((DLDevice){kDLCUDA, 0}, &info));
+  CHECK_EQ_INT(info.managed_memory, 1);
+  CHECK_EQ_INT(info.concurrent_managed, 1);
+  CHECK_EQ_INT(info.host_register, 1);
+  CHECK_EQ_INT(info.ipc, 1);
+  dlb__cu.cuDeviceGetAttribute = real_attribute;
 }
