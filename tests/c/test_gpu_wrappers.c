@@ -677,3 +677,210 @@ DLB_TEST(gpu_cuda_info_capabilities_are_0_or_1) {
   CHECK_EQ_INT(info.ipc, 1);
   dlb__cu.cuDeviceGetAttribute = real_attribute;
 }
+
+/* ---- HIP wrappers --------------------------------------------------------------- */
+
+static hip_fns HI;
+
+static void load_hip(void) {
+  E = emu_hip();
+  HI = hip_fns_of(&E);
+  CHECK_OK(dlb_runtime_status(DLB_RUNTIME_HIP));
+}
+
+/* A runtime whose driver is too old is no usable runtime. */
+DLB_TEST(gpu_hip_init_insufficient_driver) {
+  E = emu_hip();
+  E.fail("hipInit", 1, 35);
+  CHECK_STATUS(dlb_runtime_status(DLB_RUNTIME_HIP), DLB_E_NO_RUNTIME);
+  CHECK_ERROR_MENTIONS("has no usable driver: hipInit returned "
+                       "hipErrorInsufficientDriver (35)");
+}
+
+/* Switching to the device fails: nothing of the operation runs on the
+ * device that was current instead. */
+DLB_TEST(gpu_hip_no_work_without_the_device) {
+  load_hip();
+  int64_t four = 4;
+  DLManagedTensorVersioned *p = NULL, *q = NULL;
+  CHECK_OK(dlb_tensor_alloc((DLDevice){kDLROCMHost, 0}, f32, 1, &four, &p));
+  CHECK_OK(dlb_tensor_alloc((DLDevice){kDLROCM, 1}, f32, 1, &four, &q));
+  CHECK_EQ_INT(HI.hipSetDevice(0), 0);
+  long copies = E.calls("hipMemcpyAsync");
+  E.fail("hipSetDevice", 1, 999);
+  CHECK_STATUS(dlb_copy_async(&p->dl_tensor, &q->dl_tensor, NULL),
+               DLB_E_RUNTIME);
+  CHECK_ERROR_MENTIONS("hipSetDevice(1): hipErrorUnknown (999): unknown error");
+  CHECK_EQ_INT(E.calls("hipMemcpyAsync"), copies);
+  E.fail("hipSetDevice", 1, 999);
+  CHECK_STATUS(dlb_stream_wait((DLDevice){kDLROCM, 1}, NULL, (void *)2),
+               DLB_E_RUNTIME);
+  CHECK_EQ_INT(E.calls("hipEventCreateWithFlags"), 0);
+  E.fail("hipSetDevice", 1, 999);
+  CHECK_STATUS(dlb_stream_synchronize((DLDevice){kDLROCM, 1}, NULL),
+               DLB_E_RUNTIME);
+  CHECK_EQ_INT(E.calls("hipStreamSynchronize"), 0);
+  /* Exporting enters three times (range, handle, event), each switch
+   * followed by the one back. */
+  uint8_t buf[DLB_SHARE_HANDLE_MAX];
+  size_t len = 0;
+  int fd = -1;
+  for (int n = 1; n <= 3; n++) {
+    long ranges = E.calls("hipMemGetAddressRange");
+    long handles = E.calls("hipIpcGetMemHandle");
+    E.fail("hipSetDevice", 2 * n - 1, 999);
+    CHECK_STATUS(dlb_share_export(q, buf, sizeof buf, &len, &fd),
+                 DLB_E_RUNTIME);
+    CHECK(E.fail_fired());
+    CHECK_ERROR_MENTIONS("hipSetDevice(1)");
+    CHECK_EQ_INT(E.calls("hipMemGetAddressRange") - ranges, n > 1);
+    CHECK_EQ_INT(E.calls("hipIpcGetMemHandle") - handles, n > 2);
+    CHECK_EQ_INT(E.calls("hipEventCreateWithFlags"), 0);
+    CHECK_EQ_INT(E.live_kind(EMU_LIVE_EVENT), 0);
+  }
+  dlb_tensor_release(p);
+  dlb_tensor_release(q);
+}
+
+/* A failing stream synchronisation is reported, naming the call. */
+DLB_TEST(gpu_hip_stream_sync_fails) {
+  load_hip();
+  E.fail("hipStreamSynchronize", 1, 999);
+  CHECK_STATUS(dlb_stream_synchronize((DLDevice){kDLROCM, 1}, NULL),
+               DLB_E_RUNTIME);
+  CHECK(E.fail_fired());
+  CHECK_ERROR_MENTIONS("on rocm:1: hipErrorUnknown (999): unknown error");
+  CHECK_ERROR_MENTIONS("hipStreamSynchronize(");
+}
+
+/* The IPC handle is asked for with the allocation's device current. */
+static dlb__hip_pfn_hipIpcGetMemHandle real_hip_handle;
+static int handle_device = -9;
+
+static dlb__hip_error spy_hip_handle(dlb__hip_ipc_mem_handle *h, void *p) {
+  int dev = -8;
+  if (HI.hipGetDevice(&dev) != 0) dev = -7;
+  handle_device = dev;
+  return real_hip_handle(h, p);
+}
+
+DLB_TEST(gpu_hip_ipc_on_the_allocations_device) {
+  load_hip();
+  int64_t n = 64;
+  DLManagedTensorVersioned *d = NULL;
+  CHECK_OK(dlb_tensor_alloc((DLDevice){kDLROCM, 1}, f32, 1, &n, &d));
+  CHECK_EQ_INT(HI.hipSetDevice(0), 0);
+  real_hip_handle = dlb__hi.hipIpcGetMemHandle;
+  dlb__hi.hipIpcGetMemHandle = spy_hip_handle;
+  uint8_t buf[DLB_SHARE_HANDLE_MAX];
+  size_t len = 0;
+  int fd = -1;
+  CHECK_OK(dlb_share_export(d, buf, sizeof buf, &len, &fd));
+  CHECK_EQ_INT(handle_device, 1);
+  int cur = -1;
+  CHECK_EQ_INT(HI.hipGetDevice(&cur), 0);
+  CHECK_EQ_INT(cur, 0);
+  dlb__hi.hipIpcGetMemHandle = real_hip_handle;
+  dlb_tensor_release(d);
+}
+
+/* A runtime without interprocess events (no hipIpcGetEventHandle)
+ * synchronises the device at export and sends an all-zero event. */
+DLB_TEST(gpu_hip_ipc_without_event_entry_point) {
+  load_hip();
+  int64_t n = 64;
+  DLManagedTensorVersioned *d = NULL;
+  CHECK_OK(dlb_tensor_alloc((DLDevice){kDLROCM, 0}, f32, 1, &n, &d));
+  dlb__hi.hipIpcGetEventHandle = NULL;
+  uint8_t buf[DLB_SHARE_HANDLE_MAX];
+  size_t len = 0;
+  int fd = -1;
+  long syncs = E.calls("hipDeviceSynchronize");
+  CHECK_OK(dlb_share_export(d, buf, sizeof buf, &len, &fd));
+  CHECK_EQ_INT(E.calls("hipDeviceSynchronize"), syncs + 1);
+  CHECK_EQ_INT(E.calls("hipEventCreateWithFlags"), 0);
+  CHECK_EQ_INT(E.live_kind(EMU_LIVE_EVENT), 0);
+  dlb_tensor_release(d);
+}
+
+/* Importing in a child: a runtime lacking hipIpcOpenMemHandle, and one
+ * whose hipIpcOpenEventHandle fails. */
+static int hip_import_child(const uint8_t *buf, size_t len, int fd,
+                            dlb_status want, const char *mention) {
+  fflush(NULL);
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    DLManagedTensorVersioned *u = NULL;
+    dlb_status s = dlb_share_import(buf, len, fd, 0, &u);
+    _exit(s != want                                  ? 1
+          : u != NULL                                ? 2
+          : strstr(dlb_last_error(), mention) == NULL ? 3
+          : E.live_kind(EMU_LIVE_DEVICE) != 1        ? 4
+                                                     : 0);
+  }
+  int st = 0;
+  CHECK(waitpid(pid, &st, 0) == pid);
+  CHECK(WIFEXITED(st));
+  return WEXITSTATUS(st);
+}
+
+DLB_TEST(gpu_hip_ipc_import_failures) {
+  load_hip();
+  int64_t n = 64;
+  DLManagedTensorVersioned *d = NULL;
+  CHECK_OK(dlb_tensor_alloc((DLDevice){kDLROCM, 1}, f32, 1, &n, &d));
+  uint8_t buf[DLB_SHARE_HANDLE_MAX];
+  size_t len = 0;
+  int fd = -1;
+  CHECK_OK(dlb_share_export(d, buf, sizeof buf, &len, &fd));
+  E.fail("hipIpcOpenEventHandle", 1, 999);
+  CHECK_EQ_INT(hip_import_child(buf, len, fd, DLB_E_RUNTIME,
+                                "hipIpcOpenEventHandle on rocm:1: "
+                                "hipErrorUnknown (999)"),
+               0);
+  /* The device cannot be made current: nothing is opened. */
+  CHECK_EQ_INT(HI.hipSetDevice(0), 0);
+  E.fail("hipSetDevice", 1, 999);
+  CHECK_EQ_INT(hip_import_child(buf, len, fd, DLB_E_RUNTIME,
+                                "hipSetDevice(1): hipErrorUnknown (999)"),
+               0);
+  E.fail(NULL, 0, 0);
+  dlb__hip_pfn_hipIpcOpenMemHandle open = dlb__hi.hipIpcOpenMemHandle;
+  dlb__hi.hipIpcOpenMemHandle = NULL;
+  CHECK_EQ_INT(hip_import_child(buf, len, fd, DLB_E_UNSUPPORTED,
+                                "lacks hipIpcOpenMemHandle"),
+               0);
+  dlb__hi.hipIpcOpenMemHandle = open;
+  dlb_tensor_release(d);
+}
+
+/* Device information: a name without its NUL is cut to fit, and an
+ * attribute the runtime lacks leaves no error behind for the caller's
+ * next hipGetLastError. */
+static dlb__hip_error unterminated_hip_name(char *name, int len, int dev) {
+  (void)dev;
+  memset(name, 'x', (size_t)len);
+  return 0;
+}
+
+DLB_TEST(gpu_hip_info_name_and_last_error) {
+  load_hip();
+  dlb__hi.hipDeviceGetName = unterminated_hip_name;
+  dlb_gpu_info info;
+  memset(&info, 0, sizeof info);
+  CHECK_OK(dlb_gpu_get_info((DLDevice){kDLROCM, 1}, &info));
+  CHECK_EQ_INT(strlen(info.name), DLB_GPU_NAME_MAX - 1);
+  CHECK_EQ_INT(info.host_register, -1);
+  CHECK_EQ_INT(HI.hipGetLastError(), 0);
+}
+
+/* Counting the devices fails: a runtime error naming the call, not "no
+ * GPU". */
+DLB_TEST(gpu_hip_device_count_fails) {
+  E = emu_hip();
+  E.fail("hipGetDeviceCount", 1, 999);
+  CHECK_STATUS(dlb_runtime_status(DLB_RUNTIME_HIP), DLB_E_RUNTIME);
+  CHECK(E.fail_fired());
+  CHECK_ERROR_MENTIONS("hipGetDeviceCount returned hipErrorUnknown (999)");
+}
