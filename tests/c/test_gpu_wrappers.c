@@ -884,3 +884,91 @@ DLB_TEST(gpu_hip_device_count_fails) {
   CHECK(E.fail_fired());
   CHECK_ERROR_MENTIONS("hipGetDeviceCount returned hipErrorUnknown (999)");
 }
+
+/* Foreign IPC handles (another magic in the runtime's 64 bytes) in an
+ * importer: the call that refuses them is named with its error, and a
+ * refused event closes the memory opened for it. */
+static int cuda_import_child(const uint8_t *buf, size_t len, const char *mention,
+                             long closed) {
+  fflush(NULL);
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    DLManagedTensorVersioned *u = NULL;
+    dlb_status s = dlb_share_import(buf, len, -1, 0, &u);
+    _exit(s != DLB_E_RUNTIME                                      ? 1
+          : u != NULL                                             ? 2
+          : strstr(dlb_last_error(), mention) == NULL             ? 3
+          : E.calls("cuIpcOpenMemHandle_v2") != 1                 ? 4
+          : E.calls("cuIpcCloseMemHandle") != closed              ? 5
+          : E.live_kind(EMU_LIVE_DEVICE) != 1                     ? 6
+          : E.live_kind(EMU_LIVE_EVENT) != 1                      ? 7
+          : E.context_depth() != 0                                ? 8
+                                                                  : 0);
+  }
+  int st = 0;
+  CHECK(waitpid(pid, &st, 0) == pid);
+  CHECK(WIFEXITED(st));
+  return WEXITSTATUS(st);
+}
+
+DLB_TEST(gpu_cuda_ipc_foreign_handles) {
+  load_cuda();
+  int64_t n = 64;
+  DLManagedTensorVersioned *d = NULL;
+  CHECK_OK(dlb_tensor_alloc((DLDevice){kDLCUDA, 0}, f32, 1, &n, &d));
+  uint8_t buf[DLB_SHARE_HANDLE_MAX], bad[DLB_SHARE_HANDLE_MAX];
+  size_t len = 0;
+  int fd = -1;
+  CHECK_OK(dlb_share_export(d, buf, sizeof buf, &len, &fd));
+  /* The memory handle (bytes 80 to 143 of a device handle). */
+  memcpy(bad, buf, len);
+  bad[80] ^= 0x5A;
+  CHECK_EQ_INT(cuda_import_child(bad, len,
+                                 "cuIpcOpenMemHandle on cuda:0 (the exporting "
+                                 "process must still hold the memory): "
+                                 "CUDA_ERROR_INVALID_VALUE (1)",
+                                 0),
+               0);
+  /* The event handle (bytes 144 to 207). */
+  memcpy(bad, buf, len);
+  bad[144] ^= 0x5A;
+  CHECK_EQ_INT(cuda_import_child(bad, len,
+                                 "cuIpcOpenEventHandle on cuda:0: "
+                                 "CUDA_ERROR_INVALID_VALUE (1)",
+                                 1),
+               0);
+  dlb_tensor_release(d);
+}
+
+/* A driver answering MAX_PITCH with a negative number: no pitch fits, so
+ * pitched copies stage, and arrive. */
+static dlb__cu_result negative_max_pitch(int *v, dlb__cu_enum attr,
+                                         dlb__cu_device dev) {
+  dlb__cu_result r = real_attribute(v, attr, dev);
+  if (r == 0 && attr == DLB__CU_DEVICE_ATTRIBUTE_MAX_PITCH) *v = -5;
+  return r;
+}
+
+DLB_TEST(gpu_cuda_max_pitch_answered_negative) {
+  load_cuda();
+  real_attribute = dlb__cu.cuDeviceGetAttribute;
+  dlb__cu.cuDeviceGetAttribute = negative_max_pitch;
+  int64_t shape[2] = {3, 8}, part[2] = {3, 5}, strides[2] = {8, 1};
+  DLManagedTensorVersioned *p = alloc_on((DLDevice){kDLCUDAHost, 0}, 2, shape);
+  DLManagedTensorVersioned *d = alloc_on((DLDevice){kDLCUDA, 1}, 2, shape);
+  float *v = p->dl_tensor.data;
+  for (int i = 0; i < 24; i++) v[i] = (float)(i + 1);
+  memset(E.shadow(d->dl_tensor.data), 0, 24 * sizeof(float));
+  DLTensor s = p->dl_tensor, t = d->dl_tensor;
+  s.shape = t.shape = part;
+  s.strides = t.strides = strides;
+  CHECK_OK(dlb_copy_sync(&s, &t, NULL));
+  CHECK_EQ_INT(E.calls("cuMemcpy2DAsync_v2"), 0);
+  const float *got = E.shadow(d->dl_tensor.data);
+  for (int i = 0; i < 24; i++)
+    CHECK(got[i] == (i % 8 < 5 ? (float)(i + 1) : 0.0f));
+  dlb__cu.cuDeviceGetAttribute = real_attribute;
+  dlb_tensor_release(p);
+  dlb_tensor_release(d);
+}
