@@ -65,12 +65,17 @@ $(ASAN)/build.ninja: | deps-c
 	  -Db_lundef=false -Dbuildtype=debug
 
 # The whole C suite under AddressSanitizer (with leak checks) and
-# UndefinedBehaviorSanitizer; any report fails the run.
+# UndefinedBehaviorSanitizer, then the command's tests; any report fails
+# the run. Those tests preload libraries of their own (a failing fork, a
+# file cut short), which then come before the sanitizer's runtime.
 test-asan: deps-c $(ASAN)/build.ninja
 	$(NINJA) -C $(ASAN)
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  $(ASAN)/tests/c/dlb_tests
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:verify_asan_link_order=0 \
+	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	  tests/cli/test_cli.sh $(ASAN)
 
 $(ASANPY)/build.ninja: | deps
 	$(MESON) setup $(ASANPY) -Dwerror=$(WERROR) -Dpython=true \

@@ -84,7 +84,6 @@ void json_uint(json *j, uint64_t v);
 void json_bool(json *j, int v);
 /* 1 true, 0 false, anything else null: a capability that may be unknown. */
 void json_tristate(json *j, int v);
-void json_double(json *j, double v);
 
 /* The length of the well-formed UTF-8 sequence at p (a byte >= 0x80), or
  * 0 when it is not one (stray continuation, overlong form, surrogate,

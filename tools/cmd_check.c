@@ -210,12 +210,13 @@ static void text_report(const cli_kind *kinds, int n, const result *kr,
     printf("\n");
   }
   for (int i = 0; i < n; i++)
-    if (!kr[i].ok) printf("FAIL %s: %s\n", kinds[i].label, kr[i].error);
+    if (!kr[i].ok)
+      printf("FAIL %s: %s\n", kinds[i].label, cli_shown(kr[i].error));
   for (int a = 0; a < n; a++)
     for (int b = 0; b < n; b++)
       if (!cr[a * n + b].ok)
         printf("FAIL %s -> %s: %s\n", kinds[a].label, kinds[b].label,
-               cr[a * n + b].error);
+               cli_shown(cr[a * n + b].error));
   printf("%d of %d checks passed\n", passed, total);
 }
 

@@ -48,7 +48,8 @@ static void text_runtime(size_t r) {
       continue;
     }
     printf("  %s:%d  %s, %.1f GiB; managed memory %s (concurrent %s), "
-           "host registration %s, IPC %s\n", runtimes[r].name, i, g.name,
+           "host registration %s, IPC %s\n", runtimes[r].name, i,
+           cli_shown(g.name),
            (double)g.total_memory / (1024.0 * 1024 * 1024),
            cli_tristate(g.managed_memory), cli_tristate(g.concurrent_managed),
            cli_tristate(g.host_register), cli_tristate(g.ipc));

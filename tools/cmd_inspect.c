@@ -51,10 +51,10 @@ static int inspect_run(const char **values, int argc, char **argv) {
            cli_shown(h.descr));
     for (int32_t d = 0; d < h.ndim; d++)
       printf("%s%lld", d > 0 ? ", " : "", (long long)h.shape[d]);
-    printf("%s), order %s, format %d.%d, data at byte %llu (%llu bytes)\n",
+    printf("%s), order %s, format %d.%d, data at byte %llu (%llu byte%s)\n",
            h.ndim == 1 ? "," : "", order, h.major, h.minor,
            (unsigned long long)h.data_offset,
-           (unsigned long long)h.data_bytes);
+           (unsigned long long)h.data_bytes, h.data_bytes == 1 ? "" : "s");
   }
   if (as_json) json_close(&j, ']');
   return rc;

@@ -1,6 +1,4 @@
 /* json.c -- the JSON writer the --json outputs share. */
-#include <math.h>
-
 #include "cli.h"
 
 static void before_value(json *j) {
@@ -81,14 +79,6 @@ void json_bool(json *j, int v) {
 void json_tristate(json *j, int v) {
   before_value(j);
   fputs(v == 1 ? "true" : v == 0 ? "false" : "null", stdout);
-}
-
-void json_double(json *j, double v) {
-  before_value(j);
-  if (isfinite(v))
-    printf("%.17g", v);
-  else
-    fputs("null", stdout);
 }
 
 const char *cli_tristate(int v) {

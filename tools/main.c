@@ -103,8 +103,8 @@ int cli_run(const cli_cmd *cmd, int argc, char **argv) {
       rc = bad_option(cmd, a);
     } else if (cmd->opts[k].value_name == NULL) {
       if (a[len] == '=') {
-        fprintf(stderr, "%s %s: %s takes no value\n", CLI_NAME, cmd->name,
-                cmd->opts[k].name);
+        fprintf(stderr, "%s %s: %s takes no value; given '%s'\n", CLI_NAME,
+                cmd->name, cmd->opts[k].name, cli_shown(a + len + 1));
         rc = CLI_USAGE;
       }
       values[k] = "";
@@ -120,8 +120,13 @@ int cli_run(const cli_cmd *cmd, int argc, char **argv) {
   }
   if (rc < 0 && (npos < cmd->min_args ||
                  (cmd->max_args >= 0 && npos > cmd->max_args))) {
-    fprintf(stderr, "%s %s: %s\n", CLI_NAME, cmd->name,
-            npos < cmd->min_args ? "missing arguments" : "too many arguments");
+    if (npos < cmd->min_args)
+      fprintf(stderr, "%s %s: missing arguments: %s\n", CLI_NAME, cmd->name,
+              cmd->args);
+    else
+      fprintf(stderr, "%s %s: too many arguments: '%s' (it takes %d)\n",
+              CLI_NAME, cmd->name, cli_shown(pos[cmd->max_args]),
+              cmd->max_args);
     cli_usage(cmd, stderr);
     rc = CLI_USAGE;
   }
@@ -141,8 +146,10 @@ static int finish(int rc) {
   return rc == CLI_OK ? CLI_FAILED : rc;
 }
 
-static int too_many(const char *what) {
-  fprintf(stderr, "%s %s: too many arguments\n", CLI_NAME, what);
+/* what was followed by extra, one argument more than it takes. */
+static int too_many(const char *what, const char *extra) {
+  fprintf(stderr, "%s %s: too many arguments: '%s'\n", CLI_NAME, what,
+          cli_shown(extra));
   return usage(stderr);
 }
 
@@ -153,14 +160,14 @@ static int dispatch(int argc, char **argv) {
     return usage(stdout);
   if (strcmp(name, "help") == 0) {
     if (argc < 3) return usage(stdout);
-    if (argc > 3) return too_many(name);
+    if (argc > 3) return too_many(name, argv[3]);
     const cli_cmd *cmd = find(argv[2]);
     if (cmd == NULL) return unknown_command(argv[2]);
     cli_usage(cmd, stdout);
     return CLI_OK;
   }
   if (strcmp(name, "--version") == 0 || strcmp(name, "-V") == 0) {
-    if (argc > 2) return too_many(name);
+    if (argc > 2) return too_many(name, argv[2]);
     printf("%s\n", dlb_version_string());
     return CLI_OK;
   }

@@ -150,9 +150,10 @@ dlb_status dlb__cuda_classify(const void *p, dlb__ptr_kind *out) {
     k.device.device_type = kDLCUDAManaged;
     k.managed = 1;
   } else if (type == DLB__CU_MEMORYTYPE_DEVICE) {
-    if (ordinal < 0)
+    if (ordinal < 0 || ordinal >= dlb__cuda_count())
       return dlb__fail(DLB_E_RUNTIME, "cuPointerGetAttributes(%p): device "
-                       "memory with device ordinal %d", p, ordinal);
+                       "memory with device ordinal %d; the driver reports "
+                       "%d devices", p, ordinal, dlb__cuda_count());
     k.device.device_type = kDLCUDA;
     k.device.device_id = ordinal;
   } else if (type == DLB__CU_MEMORYTYPE_HOST) {

@@ -89,9 +89,10 @@ dlb_status dlb__hip_classify(const void *p, dlb__ptr_kind *out) {
     k.device.device_type = kDLROCMHost;
     k.managed = 1;
   } else if (device) {
-    if (a.device < 0)
+    if (a.device < 0 || a.device >= dlb__hip_count())
       return dlb__fail(DLB_E_RUNTIME, "hipPointerGetAttributes(%p): device "
-                       "memory on device %d", p, a.device);
+                       "memory on device %d; the runtime reports %d "
+                       "devices", p, a.device, dlb__hip_count());
     k.device.device_type = kDLROCM;
     k.device.device_id = a.device;
   } else if (host) {

@@ -8,17 +8,26 @@
 
 /* Packed sub-byte elements share bytes, so only whole compact tensors can
  * be copied; tell that apart from a broken layout, which the validator
- * reports. */
+ * reports. The message names the innermost stride that is not the
+ * compact one (extent-1 dimensions may have any). */
 static dlb_status check_subbyte(const DLTensor *t, const char *which) {
   int64_t numel = 0;
   if (dlb_dtype_check(t->dtype) != DLB_OK || !dlb_dtype_is_subbyte(t->dtype) ||
       dlb_tensor_numel(t, &numel) != DLB_OK || numel == 0 ||
-      dlb_tensor_is_c_contiguous(t))
+      t->strides == NULL)
     return DLB_OK;
-  return dlb__fail(DLB_E_UNSUPPORTED,
-                   "%s: packed %u-bit elements with non-compact strides "
-                   "cannot be copied",
-                   which, (unsigned)dlb_dtype_bits(t->dtype));
+  /* Every extent is at least 1, and their product fits: it is numel. */
+  int64_t want = 1;
+  for (int32_t i = t->ndim - 1; i >= 0; i--) {
+    if (t->shape[i] != 1 && t->strides[i] != want)
+      return dlb__fail(DLB_E_UNSUPPORTED,
+                       "%s->strides[%d] is %lld, not %lld: packed %u-bit "
+                       "elements are copied only between compact tensors",
+                       which, (int)i, (long long)t->strides[i],
+                       (long long)want, (unsigned)dlb_dtype_bits(t->dtype));
+    want *= t->shape[i];
+  }
+  return DLB_OK;
 }
 
 static dlb_status check_device(const DLTensor *t, const char *which) {

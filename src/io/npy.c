@@ -252,8 +252,8 @@ static dlb_status parse_prefix(const unsigned char *base, uint64_t size,
                                uint64_t *len) {
   static const unsigned char magic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
   if (memcmp(base, magic, sizeof magic) != 0)
-    return dlb__fail(DLB_E_INVAL, ".npy file: the magic string \\x93NUMPY is "
-                     "missing");
+    return dlb__fail(DLB_E_INVAL, ".npy file: the magic string (byte 0x93, "
+                     "then NUMPY) is missing");
   r->major = base[6];
   r->minor = base[7];
   if (r->major < 1 || r->major > 3 || r->minor != 0)
@@ -319,26 +319,41 @@ typedef struct npy_map {
   size_t size;
 } npy_map;
 
+/* A path in a message: its first PATH_SHOWN bytes, then "..." when it is
+ * longer, so that the reason after it still fits the error buffer (a path
+ * may be PATH_MAX long). */
+#define PATH_SHOWN 200
+#define PATH_FMT "'%.*s%s'"
+#define PATH_ARGS(p) path_shown_length(p), (p), \
+                     strlen(p) > PATH_SHOWN ? "..." : ""
+static int path_shown_length(const char *path) {
+  size_t n = strlen(path);
+  return (int)(n > PATH_SHOWN ? PATH_SHOWN : n);
+}
+
 /* Opens the regular file at path read-only and sizes it. O_NONBLOCK:
  * opening a FIFO would otherwise wait for a writer (it has no effect on a
  * regular file). */
 static dlb_status open_file(const char *path, int *fd_out, uint64_t *size) {
   int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
-    return dlb__fail(DLB_E_INVAL, "cannot open '%s': %s", path,
-                     strerror(errno));
+    return dlb__fail(DLB_E_INVAL, "cannot open " PATH_FMT ": %s",
+                     PATH_ARGS(path), strerror(errno));
   struct stat st;
   dlb_status s = DLB_OK;
   if (fstat(fd, &st) != 0)
-    s = dlb__fail(DLB_E_INVAL, "cannot stat '%s': %s", path, strerror(errno));
+    s = dlb__fail(DLB_E_INVAL, "cannot stat " PATH_FMT ": %s",
+                  PATH_ARGS(path), strerror(errno));
   else if (!S_ISREG(st.st_mode))
-    s = dlb__fail(DLB_E_INVAL, "'%s' is not a regular file", path);
+    s = dlb__fail(DLB_E_INVAL, PATH_FMT " is not a regular file",
+                  PATH_ARGS(path));
   else if (st.st_size < 10)
-    s = dlb__fail(DLB_E_INVAL, ".npy file '%s': %lld bytes, shorter than the "
-                  "10 bytes of the smallest header", path,
+    s = dlb__fail(DLB_E_INVAL, ".npy file " PATH_FMT ": %lld bytes, shorter "
+                  "than the 10 bytes of the smallest header", PATH_ARGS(path),
                   (long long)st.st_size);
   else if ((uint64_t)st.st_size > SIZE_MAX)
-    s = dlb__fail(DLB_E_OVERFLOW, "'%s' is too large to map", path);
+    s = dlb__fail(DLB_E_OVERFLOW, PATH_FMT " is too large to map",
+                  PATH_ARGS(path));
   if (s != DLB_OK) {
     close(fd);
     return s;
@@ -354,7 +369,8 @@ static dlb_status map_bytes(int fd, const char *path, uint64_t len,
   void *p = mmap(NULL, (size_t)len, PROT_READ, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED)
     return dlb__fail(errno == ENOMEM ? DLB_E_NOMEM : DLB_E_INVAL,
-                     "cannot map '%s': %s", path, strerror(errno));
+                     "cannot map " PATH_FMT ": %s", PATH_ARGS(path),
+                     strerror(errno));
   *out = (npy_map){p, (size_t)len};
   return DLB_OK;
 }
@@ -371,12 +387,13 @@ static dlb_status read_bytes(int fd, const char *path, uint64_t off,
                       (off_t)(off + done));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0)
-      return dlb__fail(DLB_E_INVAL, "cannot read '%s': %s", path,
-                       strerror(errno));
+      return dlb__fail(DLB_E_INVAL, "cannot read " PATH_FMT ": %s",
+                       PATH_ARGS(path), strerror(errno));
     if (n == 0)
-      return dlb__fail(DLB_E_INVAL, ".npy file '%s': ends at byte %llu, "
-                       "shorter than when it was opened (it changed while "
-                       "read)", path, (unsigned long long)(off + done));
+      return dlb__fail(DLB_E_INVAL, ".npy file " PATH_FMT ": ends at byte "
+                       "%llu, shorter than when it was opened (it changed "
+                       "while read)", PATH_ARGS(path),
+                       (unsigned long long)(off + done));
     done += (size_t)n;
   }
   return DLB_OK;

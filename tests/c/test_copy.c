@@ -401,6 +401,29 @@ DLB_TEST(copy_zero_dims_and_empty_tensors) {
   DLTensor e1 = tensor(NULL, dt(kDLFloat, 32, 1), 3, shape, NULL, 0);
   DLTensor e2 = tensor(NULL, dt(kDLFloat, 32, 1), 3, shape, NULL, 0);
   CHECK_OK(dlb_copy(&e1, &e2));
+  /* Huge extents around a zero, with strides that no element uses: a copy
+   * of nothing, packed or not, and a compact copy of nothing. */
+  int64_t huge[3] = {INT64_MAX, 0, INT64_MAX};
+  int64_t wild[3] = {1, INT64_MAX, -1};
+  const DLDataType types[2] = {dt(kDLFloat, 32, 1), dt(kDLInt, 4, 1)};
+  for (int i = 0; i < 2; i++) {
+    DLTensor h1 = tensor(NULL, types[i], 3, huge, wild, 0);
+    DLTensor h2 = tensor(NULL, types[i], 3, huge, NULL, 0);
+    CHECK_OK(dlb_copy(&h1, &h2));
+    CHECK_OK(dlb_copy(&h2, &h1));
+    DLManagedTensorVersioned *c = NULL;
+    CHECK_OK(dlb_tensor_copy(&h1, (DLDevice){kDLCPU, 0}, &c));
+    CHECK_EQ_INT(c->dl_tensor.ndim, 3);
+    CHECK(c->dl_tensor.shape[0] == INT64_MAX && c->dl_tensor.shape[1] == 0);
+    dlb_tensor_release(c);
+  }
+  /* A 0-d packed element: the other bits of its byte stay. */
+  unsigned char p = 0x3a, q = 0xc5;
+  DLTensor p1 = tensor(&p, dt(kDLInt, 4, 1), 0, NULL, NULL, 0);
+  DLTensor q1 = tensor(&q, dt(kDLInt, 4, 1), 0, NULL, NULL, 0);
+  CHECK_OK(dlb_copy(&p1, &q1));
+  CHECK_EQ_INT(q, 0xca);
+  CHECK_EQ_INT(p, 0x3a);
 }
 
 /* ---- overlap ---------------------------------------------------------- */
@@ -477,8 +500,27 @@ DLB_TEST(copy_onto_itself_changes_nothing_and_allocates_nothing) {
   dlb_test_failalloc_install(0);
   CHECK_OK(dlb_copy(&t, &t));
   CHECK_EQ_INT(dlb_test_failalloc_calls(), 0);
+  /* NULL strides are the compact ones: the same elements as explicit
+   * compact strides, on either side. Entries past ndim in the arrays are
+   * not the tensor's and are never read. */
+  int64_t wide[3] = {4, 3, 7}, compact_str[3] = {3, 1, 5};
+  DLTensor c = tensor(buf, dt(kDLInt, 32, 1), 2, wide, compact_str, 0);
+  DLTensor n = tensor(buf, dt(kDLInt, 32, 1), 2, wide, NULL, 0);
+  CHECK_OK(dlb_copy(&n, &c));
+  CHECK_OK(dlb_copy(&c, &n));
+  CHECK_EQ_INT(dlb_test_failalloc_calls(), 0);
   dlb_test_failalloc_remove();
   for (int i = 0; i < 24; i++) CHECK_EQ_INT(buf[i], i);
+  /* Strides of 1 along both dimensions name other elements than the
+   * compact ones from the same first byte: that is a copy (from a
+   * snapshot), element (i, j) of dst at i + j getting src's 3 i + j, the
+   * last written in row-major order winning. */
+  int64_t ones[2] = {1, 1};
+  DLTensor diag = tensor(buf, dt(kDLInt, 32, 1), 2, shape, ones, 0);
+  CHECK_OK(dlb_copy(&n, &diag));
+  static const int32_t want[6] = {0, 3, 6, 9, 10, 11};
+  for (int i = 0; i < 6; i++) CHECK_EQ_INT(buf[i], want[i]);
+  for (int i = 6; i < 24; i++) CHECK_EQ_INT(buf[i], i);
 }
 
 /* ---- errors ----------------------------------------------------------- */
@@ -583,9 +625,25 @@ DLB_TEST(copy_packed_subbyte_strided_is_unsupported) {
   DLTensor src = tensor(a, dt(kDLInt, 4, 1), 2, shape, str, 0);
   DLTensor dst = tensor(b, dt(kDLInt, 4, 1), 2, shape, NULL, 0);
   CHECK_STATUS(dlb_copy(&src, &dst), DLB_E_UNSUPPORTED);
-  CHECK_ERROR_MENTIONS("src");
+  CHECK_STR(dlb_last_error(),
+            "src->strides[1] is 2, not 1: packed 4-bit elements are copied "
+            "only between compact tensors");
   CHECK_STATUS(dlb_copy(&dst, &src), DLB_E_UNSUPPORTED);
-  CHECK_ERROR_MENTIONS("dst");
+  CHECK_STR(dlb_last_error(),
+            "dst->strides[1] is 2, not 1: packed 4-bit elements are copied "
+            "only between compact tensors");
+  /* The innermost stride that is not the compact one is named; extent-1
+   * dimensions may have any stride. */
+  int64_t shape3[3] = {3, 1, 4};
+  int64_t outer[3] = {5, 99, 1};
+  src = tensor(a, dt(kDLUInt, 2, 1), 3, shape3, outer, 0);
+  dst = tensor(b, dt(kDLUInt, 2, 1), 3, shape3, NULL, 0);
+  CHECK_STATUS(dlb_copy(&src, &dst), DLB_E_UNSUPPORTED);
+  CHECK_STR(dlb_last_error(),
+            "src->strides[0] is 5, not 4: packed 2-bit elements are copied "
+            "only between compact tensors");
+  outer[0] = 4;
+  CHECK_OK(dlb_copy(&src, &dst));
 }
 
 /* ---- threads ---------------------------------------------------------- */
@@ -810,6 +868,46 @@ DLB_TEST(copy_two_parts_share_out) {
   free(b);
 }
 
+/* Copies share out from DLB__COPY_PARALLEL_MIN bytes on (rows gathered
+ * from every second byte) and contiguous ones from
+ * DLB__COPY_PARALLEL_MIN_CONTIGUOUS, a byte less running alone; with many
+ * threads a part is 256 KiB at least (plan.c), so a copy a byte short of
+ * 12 of them is offered to 11 threads. */
+DLB_TEST(copy_threads_from_each_threshold_on) {
+  const int64_t part = (int64_t)256 << 10;
+  const int64_t most = 2 * 12 * part;
+  uint8_t *a = malloc((size_t)most), *b = malloc((size_t)most);
+  CHECK(a != NULL && b != NULL);
+  fill_random(a, (size_t)most, 13);
+  const struct {
+    int64_t n, step;
+    int threads, shared;
+  } cases[] = {
+      {DLB__COPY_PARALLEL_MIN - 1, 2, 2, 1},
+      {DLB__COPY_PARALLEL_MIN, 2, 2, 2},
+      {DLB__COPY_PARALLEL_MIN_CONTIGUOUS - 1, 1, 2, 1},
+      {DLB__COPY_PARALLEL_MIN_CONTIGUOUS, 1, 2, 2},
+      {12 * part - 1, 2, 16, 11},
+      {12 * part, 2, 16, 12},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    dlb_copy_set_threads(cases[k].threads);
+    memset(b, 0, (size_t)most);
+    int64_t shape[1] = {cases[k].n}, str[1] = {cases[k].step};
+    DLTensor src = tensor(a, dt(kDLUInt, 8, 1), 1, shape, str, 0);
+    DLTensor dst = tensor(b, dt(kDLUInt, 8, 1), 1, shape, NULL, 0);
+    CHECK_OK(dlb_copy(&src, &dst));
+    CHECK_EQ_INT(dlb__copy_last_threads(), cases[k].shared);
+    for (int64_t i = 0; i < cases[k].n; i++)
+      if (b[i] != a[i * cases[k].step])
+        dlb_test_failed(__FILE__, __LINE__, "case %zu: b[%lld]", k,
+                        (long long)i);
+  }
+  dlb_copy_set_threads(0);
+  free(a);
+  free(b);
+}
+
 /* Contiguous copies share out between DLB__COPY_PARALLEL_MIN_CONTIGUOUS
  * and DLB__STREAM_MIN bytes, stay on one thread from there (streamed
  * copies on two threads ran slower) and share out again from
@@ -822,8 +920,8 @@ DLB_TEST(copy_threads_around_the_streamed_threshold) {
   fill_random(a, (size_t)n, 11);
   memset(b, 0, (size_t)n);
   dlb_copy_set_threads(2);
-  const int64_t sizes[] = {DLB__STREAM_MIN - 64, DLB__STREAM_MIN,
-                           DLB__COPY_PARALLEL_MIN_STREAMED - 64,
+  const int64_t sizes[] = {DLB__STREAM_MIN - 1, DLB__STREAM_MIN,
+                           DLB__COPY_PARALLEL_MIN_STREAMED - 1,
                            DLB__COPY_PARALLEL_MIN_STREAMED};
   const int shared[] = {1, 0, 0, 1};
   for (size_t k = 0; k < 4; k++) {
@@ -885,6 +983,40 @@ DLB_TEST(copy_pool_runs_parts_on_its_workers) {
   }
 }
 
+/* Workers start with every signal blocked, so that signals meant for the
+ * process reach the application's threads, and the caller's own mask is
+ * what it was. Each part records, from the thread it ran on, whether that
+ * thread blocks SIGUSR1 and SIGTERM. */
+static atomic_int masked_parts, unmasked_parts;
+
+static void record_mask(void *ctx, int64_t part) {
+  const pthread_t *caller = ctx;
+  rendezvous(NULL, part);
+  if (pthread_equal(pthread_self(), *caller)) return;
+  sigset_t now;
+  sigemptyset(&now);
+  pthread_sigmask(SIG_BLOCK, NULL, &now);
+  if (sigismember(&now, SIGUSR1) == 1 && sigismember(&now, SIGTERM) == 1)
+    atomic_fetch_add(&masked_parts, 1);
+  else
+    atomic_fetch_add(&unmasked_parts, 1);
+}
+
+DLB_TEST(copy_pool_workers_block_signals_and_keep_the_callers_mask) {
+  sigset_t usr1, now;
+  sigemptyset(&usr1);
+  sigaddset(&usr1, SIGUSR1);
+  CHECK(pthread_sigmask(SIG_UNBLOCK, &usr1, NULL) == 0);
+  pthread_t self = pthread_self();
+  atomic_store(&rendezvous_arrived, 0);
+  CHECK_EQ_INT(dlb__pool_run(record_mask, &self, 2, 2), 2);
+  CHECK_EQ_INT(atomic_load(&masked_parts), 1);
+  CHECK_EQ_INT(atomic_load(&unmasked_parts), 0);
+  sigemptyset(&now);
+  CHECK(pthread_sigmask(SIG_BLOCK, NULL, &now) == 0);
+  CHECK_EQ_INT(sigismember(&now, SIGUSR1), 0);
+}
+
 /* A part that starts another job finds the pool busy: the inner job runs
  * on the calling thread instead of waiting for the outer one. */
 static int64_t inner_parts;
@@ -910,8 +1042,27 @@ DLB_TEST(copy_pool_busy_runs_nested_jobs_inline) {
   CHECK_EQ_INT(inner_parts, 8);
 }
 
+/* A job is offered to no more threads than it has parts, the caller
+ * included, and to all of them when it has more. */
+static atomic_int parts_run;
+
+static void count_part_atomically(void *ctx, int64_t part) {
+  (void)ctx;
+  (void)part;
+  atomic_fetch_add(&parts_run, 1);
+}
+
+DLB_TEST(copy_pool_offers_a_job_to_at_most_one_thread_a_part) {
+  CHECK_EQ_INT(dlb__pool_run(count_part_atomically, NULL, 2, 4), 2);
+  CHECK_EQ_INT(dlb__pool_run(count_part_atomically, NULL, 3, 4), 3);
+  CHECK_EQ_INT(dlb__pool_run(count_part_atomically, NULL, 9, 4), 4);
+  CHECK_EQ_INT(dlb__pool_run(count_part_atomically, NULL, 9, 3), 3);
+  CHECK_EQ_INT(atomic_load(&parts_run), 23);
+}
+
 /* A pool running in this process must not hang a forked child, which has
- * none of its workers: the child starts its own. */
+ * none of its workers: the child starts its own, and parts run on them
+ * (the rendezvous needs a second thread). */
 DLB_TEST(copy_pool_survives_fork) {
   big_permute_check(2, 1);
   pid_t pid = fork();
@@ -919,6 +1070,8 @@ DLB_TEST(copy_pool_survives_fork) {
   if (pid == 0) {
     alarm(20);
     big_permute_check(2, 1);
+    atomic_store(&rendezvous_arrived, 0);
+    CHECK_EQ_INT(dlb__pool_run(rendezvous, NULL, 2, 2), 2);
     _exit(0);
   }
   int st = 0;
@@ -943,6 +1096,34 @@ DLB_TEST(copy_pool_lets_the_process_exit) {
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 }
 
+/* After the library's destructor has stopped the workers, a job (from a
+ * destructor that runs later) runs on its caller: exit() has not left the
+ * pool locked or waiting for workers that are gone. A destructor of lower
+ * priority runs after the library's, which has none. */
+static atomic_int copy_after_exit;
+
+__attribute__((destructor(101))) static void late_copy(void) {
+  if (!atomic_load(&copy_after_exit)) return;
+  inner_parts = 0;
+  const int shared = dlb__pool_run(count_part, NULL, 3, 2);
+  _exit(shared == 1 && inner_parts == 3 ? 0 : 3);
+}
+
+DLB_TEST(copy_pool_runs_jobs_alone_after_the_exit_stops_it) {
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    alarm(20);
+    big_permute_check(2, 1);
+    atomic_store(&copy_after_exit, 1);
+    exit(0);
+  }
+  int st = 0;
+  CHECK(waitpid(pid, &st, 0) == pid);
+  CHECK(WIFEXITED(st));
+  CHECK_EQ_INT(WEXITSTATUS(st), 0);
+}
+
 /* ---- dlb_tensor_copy -------------------------------------------------- */
 
 DLB_TEST(tensor_copy_makes_a_compact_owned_copy) {
@@ -965,6 +1146,38 @@ DLB_TEST(tensor_copy_makes_a_compact_owned_copy) {
   for (int i = 0; i < 5; i++)
     for (int j = 0; j < 3; j++) CHECK_EQ_INT(d[i * 3 + j], a[j * 5 + i]);
   dlb_tensor_release(t);
+}
+
+/* Into memory just allocated a memcpy-like copy runs on one thread (page
+ * faults bound it), other large copies share out as they would into
+ * memory already written; dlb_copy into that memory shares out too. */
+DLB_TEST(tensor_copy_of_a_block_into_fresh_memory_stays_on_one_thread) {
+  const int64_t n = (int64_t)6 << 20;
+  uint8_t *a = malloc((size_t)(2 * n));
+  CHECK(a != NULL);
+  fill_random(a, (size_t)(2 * n), 17);
+  dlb_copy_set_threads(2);
+  int64_t shape[1] = {n}, two[1] = {2};
+  const DLDevice cpu = {kDLCPU, 0};
+  DLTensor block = tensor(a, dt(kDLUInt, 8, 1), 1, shape, NULL, 0);
+  DLTensor every_other = tensor(a, dt(kDLUInt, 8, 1), 1, shape, two, 0);
+  DLManagedTensorVersioned *t = NULL, *u = NULL;
+  CHECK_OK(dlb_tensor_copy(&block, cpu, &t));
+  CHECK_EQ_INT(dlb__copy_last_threads(), 1);
+  CHECK(memcmp(t->dl_tensor.data, a, (size_t)n) == 0);
+  CHECK_OK(dlb_tensor_copy(&every_other, cpu, &u));
+  CHECK_EQ_INT(dlb__copy_last_threads(), 2);
+  const uint8_t *d = u->dl_tensor.data;
+  for (int64_t i = 0; i < n; i++)
+    if (d[i] != a[2 * i])
+      dlb_test_failed(__FILE__, __LINE__, "element %lld", (long long)i);
+  CHECK_OK(dlb_copy(&block, &u->dl_tensor));
+  CHECK_EQ_INT(dlb__copy_last_threads(), 2);
+  CHECK(memcmp(u->dl_tensor.data, a, (size_t)n) == 0);
+  dlb_tensor_release(t);
+  dlb_tensor_release(u);
+  dlb_copy_set_threads(0);
+  free(a);
 }
 
 DLB_TEST(tensor_copy_refuses_what_it_cannot_copy) {

@@ -476,8 +476,9 @@ static void check_plane(size_t unit, int64_t nb, int64_t na, int64_t pad_s,
 }
 
 /* Planes that fill whole strips, partial strips, ragged rows and columns,
- * for every unit, aligned (non-temporal stores) and not, with the kernels
- * of every instruction set this machine has. */
+ * for every unit, aligned (non-temporal stores) and not (dst off a line,
+ * or its rows not whole lines apart), with the kernels of every
+ * instruction set this machine has. */
 static void tile_kernels_every_unit_shape_and_alignment(void) {
   const size_t units[] = {1, 2, 4, 8, 16};
   for (size_t k = 0; k < 5; k++) {
@@ -494,6 +495,12 @@ static void tile_kernels_every_unit_shape_and_alignment(void) {
                       64 - (na * (int64_t)units[k]) % 64, 0, stream);
           check_plane(units[k], nb, na, 7 * (int64_t)units[k],
                       (int64_t)units[k], 3, stream);
+          /* Rows whole lines apart from a dst that starts off a line:
+           * no non-temporal store, which needs aligned addresses. */
+          check_plane(units[k], nb, na, 0,
+                      64 - (na * (int64_t)units[k]) % 64, 1, stream);
+          check_plane(units[k], nb, na, 0,
+                      64 - (na * (int64_t)units[k]) % 64, 32, stream);
         }
   }
 }

@@ -332,6 +332,21 @@ DLB_TEST(npy_refuses_hostile_files) {
   refused("/nonexistent/x.npy", DLB_E_INVAL, "No such file");
 }
 
+/* A path too long for the error buffer is shown cut, with the reason
+ * after it still there; a path of 200 bytes is shown whole. */
+DLB_TEST(npy_long_path_keeps_the_reason) {
+  char path[4000];
+  memset(path, 'd', sizeof path - 1);
+  path[0] = '/';
+  path[sizeof path - 1] = '\0';
+  refused(path, DLB_E_INVAL, "dddd...': File name too long");
+  char shorter[201];
+  memset(shorter, 'e', sizeof shorter - 1);
+  memcpy(shorter, "/nonexistent/", 13);
+  shorter[sizeof shorter - 1] = '\0';
+  refused(shorter, DLB_E_INVAL, "eeee': No such file");
+}
+
 /* The dictionary's keys may come in any order. */
 DLB_TEST(npy_keys_in_any_order) {
   const char *path = write_npy("o.npy", 1, "{'shape': (2, 3), "

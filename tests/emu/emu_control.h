@@ -29,6 +29,10 @@
  *                           a GPU's fresh memory holds anything (default:
  *                           zeros)
  *   PREFIX HIDE             an entry point cuGetProcAddress_v2 denies
+ *   PREFIX NAME             every GPU's name, as given (default "Emulated
+ *                           CUDA GPU N" or "Emulated HIP GPU N")
+ *   PREFIX FAIL             NAME:N, the Nth call of entry point NAME fails
+ *                           with error 1 (invalid value), as emu_fail arms
  *   PREFIX SLOW             entry points (comma-separated) that take
  *   PREFIX SLOW_MS          this many milliseconds before they run, as a
  *                           real driver may (to see who waits meanwhile)

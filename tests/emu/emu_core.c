@@ -140,6 +140,18 @@ static void read_config(void) {
   snprintf(key, sizeof key, "%sHIDE", cfg_prefix);
   const char *hide = getenv(key);
   snprintf(emu_cfg.hide, sizeof emu_cfg.hide, "%s", hide != NULL ? hide : "");
+  snprintf(key, sizeof key, "%sNAME", cfg_prefix);
+  const char *name = getenv(key);
+  snprintf(emu_cfg.name, sizeof emu_cfg.name, "%s", name != NULL ? name : "");
+  /* NAME:N arms a failure as emu_fail(NAME, N, 1) does. */
+  snprintf(key, sizeof key, "%sFAIL", cfg_prefix);
+  const char *fail = getenv(key);
+  const char *colon = fail != NULL ? strchr(fail, ':') : NULL;
+  if (colon != NULL) {
+    snprintf(fail_name, sizeof fail_name, "%.*s", (int)(colon - fail), fail);
+    fail_left = atoi(colon + 1);
+    fail_result = 1;
+  }
   snprintf(key, sizeof key, "%sSLOW", cfg_prefix);
   const char *slow = getenv(key);
   snprintf(emu_cfg.slow, sizeof emu_cfg.slow, ",%s,", slow != NULL ? slow : "");

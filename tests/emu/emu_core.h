@@ -27,6 +27,7 @@ typedef struct emu_config {
   size_t d2d_pitch_align;
   int fill; /* byte new allocations hold, or -1: zeros */
   char hide[64];
+  char name[256]; /* every GPU's name, or "": the default */
   char slow[128]; /* ",name,name," */
   long slow_ms;
 } emu_config;

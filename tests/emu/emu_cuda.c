@@ -115,8 +115,15 @@ static const struct {
     {999, "CUDA_ERROR_UNKNOWN", "unknown error"},
 };
 
+/* EMU_CUDA_ERROR_TEXT, when set, is every error's description: a driver
+ * whose words the caller must not print raw. */
 static cures error_text(cures e, const char **str, int name) {
   if (str == NULL) return DLB__CUDA_ERROR_INVALID_VALUE;
+  const char *told = name ? NULL : getenv("EMU_CUDA_ERROR_TEXT");
+  if (told != NULL) {
+    *str = told;
+    return DLB__CUDA_SUCCESS;
+  }
   for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++)
     if (errors[i].code == e) {
       *str = name ? errors[i].name : errors[i].text;
@@ -182,7 +189,10 @@ cures cuDeviceGetName(char *name, int len, dlb__cu_device device) {
   if (name == NULL || len <= 0) RETURN(DLB__CUDA_ERROR_INVALID_VALUE);
   if (device < 0 || device >= emu_cfg.devices)
     RETURN(DLB__CUDA_ERROR_INVALID_DEVICE);
-  snprintf(name, (size_t)len, "Emulated CUDA GPU %d", device);
+  if (emu_cfg.name[0] != '\0')
+    snprintf(name, (size_t)len, "%s", emu_cfg.name);
+  else
+    snprintf(name, (size_t)len, "Emulated CUDA GPU %d", device);
   RETURN(DLB__CUDA_SUCCESS);
 }
 

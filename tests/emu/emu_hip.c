@@ -179,7 +179,10 @@ herr hipDeviceGetName(char *name, int len, int device) {
   if (name == NULL || len <= 0) RETURN(DLB__HIP_ERROR_INVALID_VALUE);
   if (device < 0 || device >= emu_cfg.devices)
     RETURN(DLB__HIP_ERROR_INVALID_DEVICE);
-  snprintf(name, (size_t)len, "Emulated HIP GPU %d", device);
+  if (emu_cfg.name[0] != '\0')
+    snprintf(name, (size_t)len, "%s", emu_cfg.name);
+  else
+    snprintf(name, (size_t)len, "Emulated HIP GPU %d", device);
   RETURN(DLB__HIP_SUCCESS);
 }
 

@@ -283,6 +283,20 @@ def test_numpy_exchanges_do_not_leak():
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="needs /proc")
+def test_number_conversions_do_not_leak():
+    # Each reads the element as a Python number first (a new float here)
+    # and converts that: the number read must be let go.
+    t = dlbridge.full((), 2.5)
+    z = dlbridge.full((), 1.5 - 2j)
+
+    def loop(n):
+        for _ in range(n):
+            int(t), float(t), bool(t), complex(t), t.item(), complex(z), bool(z)
+
+    assert grows(loop, watched=[t, z]) < LIMIT
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="needs /proc")
 def test_dlbridge_exchanges_do_not_leak():
     t = dlbridge.arange(12).reshape(3, 4)
 

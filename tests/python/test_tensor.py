@@ -139,6 +139,8 @@ def test_one_element_tensors_are_python_numbers():
     assert float(dlbridge.full((), 3, dtype="uint16")) == 3.0
     assert complex(dlbridge.full((), 1.5)) == 1.5 + 0j
     assert complex(dlbridge.asarray([2 - 1j])) == 2 - 1j
+    # -1.0 is also what a failed conversion returns: only an error set is one.
+    assert complex(dlbridge.full((), -1.0)) == -1 + 0j
     # No __index__: a Tensor would pass for an int wherever Python (or the
     # module's own parsers) asks PyIndex_Check, whatever its dtype.
     with pytest.raises(TypeError):
