@@ -551,10 +551,13 @@ DLB_TEST(staging_in_a_child_forked_during_a_staged_copy) {
   worker w = {alloc_filled(&E, cpu, 1, n, 5), alloc_filled(&E, cuda0, 1, n, 0),
               NULL, 0};
   DLManagedTensorVersioned *h = alloc_filled(&E, cpu, 1, n, 9);
+  const long copies = E.calls("cuMemcpyAsync");
   pthread_t th;
   CHECK_EQ_INT(pthread_create(&th, NULL, upload_in_thread, &w), 0);
-  /* The buffer is allocated under the lock, which the copy then keeps. */
-  while (E.calls("cuMemHostAlloc") == 0) usleep(1000);
+  /* The buffer is allocated under the lock, which the copy then keeps
+   * through its DMAs: once the first has started, the buffer is there
+   * (fork in its allocation call, and the child would have none). */
+  while (E.calls("cuMemcpyAsync") == copies) usleep(1000);
   pid_t pid = fork();
   CHECK(pid >= 0);
   if (pid == 0) {
