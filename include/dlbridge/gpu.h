@@ -160,7 +160,8 @@ typedef enum dlb_advice {
  * Queues on stream (a CUDA stream) the migration of the pages t's elements
  * occupy to target: cuda:N, or the host for any host-type kind or cpu.
  * t's memory must be CUDA managed memory whatever its label says (CuPy
- * labels it cuda:N): DLB_E_DEVICE otherwise. DLB_E_UNSUPPORTED when target
+ * labels it cuda:N): DLB_E_DEVICE otherwise, and when the first or the
+ * last byte of its elements is not managed. DLB_E_UNSUPPORTED when target
  * is a GPU that cannot access managed memory concurrently with the CPU, or
  * the driver cannot prefetch. DLB_E_NO_DEVICE for an unknown GPU, the
  * CUDA load status when the driver is missing. A tensor without elements

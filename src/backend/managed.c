@@ -3,8 +3,23 @@
  */
 #include "backend.h"
 
+/* 0 when the byte at p is managed memory, else DLB_E_DEVICE saying what it
+ * is; which says where it lies in the tensor's span. */
+static dlb_status managed_at(const char *p, const char *which) {
+  dlb__ptr_kind k;
+  dlb_status s = dlb__cuda.classify(p, &k);
+  if (s != DLB_OK || k.device.device_type == kDLCUDAManaged) return s;
+  char name[DLB_DEVICE_NAME_MAX];
+  if (dlb_device_format(k.device, name, sizeof name) != DLB_OK)
+    name[0] = '\0';
+  return dlb__fail(DLB_E_DEVICE, "the memory at %p (%s) is %s, not "
+                   "cuda_managed", (const void *)p, which, name);
+}
+
 /* Finds the pages t's elements occupy and checks they are managed memory,
- * whatever t's label says. *size is 0 for a tensor without elements. */
+ * whatever t's label says: their first and last bytes, so that a tensor
+ * running past its managed allocation is refused as well. *size is 0 for
+ * a tensor without elements. */
 static dlb_status managed_range(const DLTensor *t, char **p, size_t *size) {
   dlb_status s = dlb_tensor_validate(t);
   if (s != DLB_OK) return s;
@@ -16,16 +31,10 @@ static dlb_status managed_range(const DLTensor *t, char **p, size_t *size) {
     return DLB_OK;
   }
   char *start = (char *)t->data + lo;
-  dlb__ptr_kind k;
-  s = dlb__cuda.classify(start, &k);
+  s = managed_at(start, "the first byte of its elements");
+  if (s == DLB_OK && hi - lo > 1)
+    s = managed_at(start + (hi - lo) - 1, "the last byte of its elements");
   if (s != DLB_OK) return s;
-  if (k.device.device_type != kDLCUDAManaged) {
-    char name[DLB_DEVICE_NAME_MAX];
-    if (dlb_device_format(k.device, name, sizeof name) != DLB_OK)
-      name[0] = '\0';
-    return dlb__fail(DLB_E_DEVICE, "the memory at %p is %s, not "
-                     "cuda_managed", (void *)start, name);
-  }
   *p = start;
   *size = (size_t)(hi - lo);
   return DLB_OK;

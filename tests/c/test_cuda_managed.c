@@ -81,6 +81,25 @@ DLB_TEST(cuda_managed_refuses_other_memory) {
                DLB_E_INVAL);
   CHECK_ERROR_MENTIONS("dlb_managed_advise: t is NULL");
   CHECK_EQ_INT(e.prefetch_location(m->dl_tensor.data), EMU_NO_PREFETCH);
+  /* A tensor that runs past its managed allocation (16 floats) by 4 KiB:
+   * its last byte is not managed, and nothing reaches the driver. */
+  int64_t past[1] = {16 + 1024};
+  DLTensor over = {m->dl_tensor.data, {kDLCUDAManaged, 0}, 1, f32, past,
+                   NULL, 0};
+  CHECK_STATUS(dlb_managed_prefetch(&over, cpu, NULL), DLB_E_DEVICE);
+  CHECK_ERROR_MENTIONS("(the last byte of its elements) is cpu, not "
+                       "cuda_managed");
+  CHECK_STATUS(dlb_managed_advise(&over, DLB_ADVISE_SET_READ_MOSTLY, cpu),
+               DLB_E_DEVICE);
+  CHECK_ERROR_MENTIONS("(the last byte of its elements) is cpu");
+  /* Within it, first and last byte are managed. */
+  past[0] = 16;
+  CHECK_OK(dlb_managed_prefetch(&over, cpu, NULL));
+  CHECK_EQ_INT(e.calls("cuMemPrefetchAsync_v2"), 1);
+  /* One element of it, first and last byte alike. */
+  past[0] = 1;
+  CHECK_OK(dlb_managed_prefetch(&over, cpu, NULL));
+  CHECK_EQ_INT(e.calls("cuMemPrefetchAsync_v2"), 2);
   dlb_tensor_release(m);
   CHECK_EQ_INT(e.live(), 0);
 }
