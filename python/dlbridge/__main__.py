@@ -9,7 +9,7 @@ import sysconfig
 
 
 def find_command():
-    """The dlbridge command beside this interpreter's scripts, else on PATH."""
+    """The dlbridge command among this interpreter's scripts, else on PATH."""
     here = os.path.join(sysconfig.get_path("scripts"), "dlbridge")
     if os.access(here, os.X_OK):
         return here
@@ -21,7 +21,8 @@ def main(argv=None):
     command = find_command()
     if command is None:
         sys.stderr.write("python -m dlbridge: the dlbridge command is not "
-                         "installed beside %s nor on PATH\n" % sys.executable)
+                         "installed in %s (this Python's scripts) nor on PATH\n"
+                         % sysconfig.get_path("scripts"))
         return 2
     return subprocess.call([command] + (args or ["info"]))
 

@@ -38,16 +38,20 @@ def set_sharing_pin(kind):
     """Pins every shared tensor this process receives through
     multiprocessing from now on for ``kind``'s runtime ('cuda_host' or
     'rocm_host'; None: leave them unpinned), and returns the previous
-    setting. The tensor arrives as ``kind`` memory, still shared; a
+    setting. A host tensor arrives as ``kind`` memory, still shared (cuda
+    and rocm tensors arrive as they are); a
     receipt fails (RuntimeError) when the runtime or GPU is missing. Give
     it as a worker's initializer:
     ``ProcessPoolExecutor(initializer=dlbridge.set_sharing_pin,
     initargs=("cuda_host",))``."""
     global _pin
-    if kind not in _PIN_KINDS:
+    # Compared and kept as a plain str: a str subclass (NumPy's str_) may
+    # compare as it likes, and an array compares element by element.
+    name = str.__str__(kind) if isinstance(kind, str) else kind
+    if name is not None and not (isinstance(name, str) and name in _PIN_KINDS):
         raise ValueError(f"set_sharing_pin(): kind is {kind!r}; it is None, 'cuda_host' or 'rocm_host'")
     with _pin_lock:
-        previous, _pin = _pin, kind
+        previous, _pin = _pin, name
     return previous
 
 
@@ -58,7 +62,8 @@ def get_sharing_pin():
 
 def _rebuild_shared(handle, dupfd):
     if dupfd is None:
-        return share_import(handle, -1, pin=_pin)
+        # Device memory (no descriptor): the pin setting is for host memory.
+        return share_import(handle, -1)
     try:
         fd = dupfd.detach()
     except (EOFError, OSError) as e:

@@ -84,9 +84,10 @@ def pinned_receipt(t):
     return t.device, t.is_shared, lib.emu_live_kind(4), dlbridge.get_sharing_pin()
 
 
-def device_reader(conn):
-    """Receives a cuda tensor, reports it, and reads it again after the
-    sender's later write."""
+def device_reader(conn, pin):
+    """Receives a device tensor with set_sharing_pin(pin), reports it, and
+    reads it again after the sender's later write."""
+    dlbridge.set_sharing_pin(pin)
     t = conn.recv()
     conn.send((t.device, t.is_shared, t.to("cpu").tolist()))
     conn.recv()

@@ -240,6 +240,20 @@ def test_python_m_dlbridge_runs_the_command():
     assert r.returncode == 2 and "unknown command 'frob'" in r.stderr
 
 
+def test_python_m_dlbridge_without_the_command_names_where_it_looked(tmp_path, monkeypatch, capsys):
+    # The scripts folder is not always beside the interpreter (a system
+    # Python's is /usr/local/bin): the message names the folder searched.
+    import sysconfig
+
+    from dlbridge.__main__ import main
+    scripts = tmp_path / "scripts"
+    monkeypatch.setattr(sysconfig, "get_path", lambda name: str(scripts))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert main([]) == 2
+    assert capsys.readouterr().err == (f"python -m dlbridge: the dlbridge command is not installed in {scripts} "
+                                       "(this Python's scripts) nor on PATH\n")
+
+
 @pytest.mark.parametrize("mmap", [True, False])
 def test_load_npy_refuses_a_fifo_at_once(tmp_path, mmap):
     # With no writer, opening a FIFO would wait for one, and with the GIL

@@ -4,6 +4,7 @@ killed with SIGKILL harms no one; nothing is left once all are gone;
 hostile handles are refused."""
 
 import concurrent.futures
+import errno
 import gc
 import multiprocessing as mp
 import os
@@ -410,22 +411,31 @@ def test_share_export_and_import_refuse_what_they_cannot_carry():
 # Pinned on receipt, against the emulated CUDA driver
 
 
-@pytest.fixture(scope="module")
-def emulated_cuda(tmp_path_factory):
-    """tests/emu's CUDA driver, built as test_gpu_emulated builds it."""
+def build_emulator(tmp_path_factory, name, source, *extra):
+    """One of tests/emu's runtimes, built as test_gpu_emulated builds it."""
     repo = Path(__file__).resolve().parents[2]
     emu = repo / "tests" / "emu"
     cc = shutil.which(os.environ.get("CC", "cc"))
     if cc is None:
         pytest.skip("needs a C compiler")
-    out = tmp_path_factory.mktemp("emu") / "libcuda.so.1"
+    out = tmp_path_factory.mktemp("emu") / name
     subprocess.run(
-        [cc, "-shared", "-fPIC", "-O1", "-D_GNU_SOURCE", "-DEMU_PROC_ADDRESS", f"-I{repo / 'src'}", f"-I{emu}",
-         str(emu / "emu_cuda.c"), str(emu / "emu_core.c"), "-fvisibility=hidden", "-Wl,-Bsymbolic",
+        [cc, "-shared", "-fPIC", "-O1", "-D_GNU_SOURCE", *extra, f"-I{repo / 'src'}", f"-I{emu}",
+         str(emu / source), str(emu / "emu_core.c"), "-fvisibility=hidden", "-Wl,-Bsymbolic",
          "-lpthread", "-o", str(out)],
         check=True,
     )
     return str(out)
+
+
+@pytest.fixture(scope="module")
+def emulated_cuda(tmp_path_factory):
+    return build_emulator(tmp_path_factory, "libcuda.so.1", "emu_cuda.c", "-DEMU_PROC_ADDRESS")
+
+
+@pytest.fixture(scope="module")
+def emulated_hip(tmp_path_factory):
+    return build_emulator(tmp_path_factory, "libamdhip64.so.6", "emu_hip.c")
 
 
 PIN_SCRIPT = """
@@ -477,13 +487,13 @@ import ctypes, multiprocessing as mp, os, sys
 sys.path.insert(0, {tests!r})
 import dlbridge, share_workers as w
 
-lib = ctypes.CDLL(os.environ["DLBRIDGE_CUDA_LIBRARY"])
+lib = ctypes.CDLL(os.environ[{var!r}])
 lib.emu_shadow.restype = ctypes.c_void_p
 lib.emu_shadow.argtypes = [ctypes.c_void_p]
-t = dlbridge.asarray([1.0, 2.0, 3.0, 4.0], device="cuda:0")
+t = dlbridge.asarray([1.0, 2.0, 3.0, 4.0], device={device!r})
 ctx = mp.get_context({method!r})
 here, there = ctx.Pipe()
-p = ctx.Process(target=w.device_reader, args=(there,))
+p = ctx.Process(target=w.device_reader, args=(there, {pin!r}))
 p.start()
 here.send(t[1:])
 print(here.recv())
@@ -497,13 +507,19 @@ print(p.exitcode)
 """
 
 
+@pytest.mark.parametrize(("device", "pin"), [("cuda:0", None), ("cuda:0", "cuda_host"), ("rocm:0", "rocm_host")])
 @pytest.mark.parametrize("method", ["spawn", "fork"])
-def test_cuda_tensors_travel_by_ipc_handle(emulated_cuda, method):
-    script = DEVICE_SCRIPT.format(tests=str(Path(__file__).parent), method=method)
+def test_device_tensors_travel_by_ipc_handle(request, device, pin, method):
+    # A receiver that pins the host tensors it receives gets device ones
+    # as they are: pinning is for host memory.
+    cuda = device.startswith("cuda")
+    var, lib = ("DLBRIDGE_CUDA_LIBRARY", "emulated_cuda") if cuda else ("DLBRIDGE_HIP_LIBRARY", "emulated_hip")
+    script = DEVICE_SCRIPT.format(tests=str(Path(__file__).parent), method=method, device=device, pin=pin,
+                                  var=var)
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
-                       env=dict(os.environ, DLBRIDGE_CUDA_LIBRARY=emulated_cuda))
+                       env=dict(os.environ, **{var: request.getfixturevalue(lib)}))
     assert r.returncode == 0, r.stdout + r.stderr
-    assert r.stdout.splitlines() == ["('cuda:0', True, [2.0, 3.0, 4.0])", "[2.0, 30.0, 4.0]", "0"]
+    assert r.stdout.splitlines() == [f"('{device}', True, [2.0, 3.0, 4.0])", "[2.0, 30.0, 4.0]", "0"]
 
 
 EMPTY_DEVICE_SCRIPT = """
@@ -574,8 +590,9 @@ def test_a_descriptor_no_longer_offered_is_a_named_os_error():
     assert pickle.loads(b).is_shared
     # Loaded a second time: the resource sharer handed it over already.
     with pytest.raises(OSError, match="its sender no longer offers the memory's "
-                       r"descriptor \(EOFError\); a pickle made for another process loads once"):
+                       r"descriptor \(EOFError\); a pickle made for another process loads once") as e:
         pickle.loads(b)
+    assert isinstance(e.value.__cause__, EOFError)
     # Made by a process that has ended.
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
@@ -585,3 +602,135 @@ def test_a_descriptor_no_longer_offered_is_a_named_os_error():
     p.join(60)
     with pytest.raises(OSError, match=r"could not be received.*\((FileNotFoundError|ConnectionRefusedError)"):
         pickle.loads(b)
+
+
+def test_sending_and_receiving_leave_no_descriptor_behind():
+    # The sender's exported descriptor and the receiver's received one are
+    # closed once the memory is mapped (the resource sharer closes its own
+    # duplicate after handing it over, in its thread: waited for).
+    from multiprocessing.reduction import ForkingPickler
+    t = dlbridge.arange(24, dtype="int32").reshape(4, 6).share_memory()
+    pickle.loads(ForkingPickler.dumps(t))  # the resource sharer starts once
+    gc.collect()
+    before = open_fds()
+    for v in (t, t[1:, ::2], t[::-1, ::-2], t[2, 3], t.T, dlbridge.empty((3, 0), shared=True)):
+        r = pickle.loads(ForkingPickler.dumps(v))
+        assert r.is_shared and (r.shape, r.strides, r.byte_offset, r.tolist()) == (
+            v.shape, v.strides, v.byte_offset, v.tolist())
+    del r, v
+    gc.collect()
+    deadline = time.monotonic() + 30
+    while open_fds() != before and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert open_fds() == before
+
+
+def memory_fds(memory):
+    """This process's descriptors of the file memory (an os.stat_result)."""
+    found = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            st = os.stat(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) == (memory.st_dev, memory.st_ino):
+            found.append(int(fd))
+    return found
+
+
+@pytest.mark.parametrize("method", [m for m in METHODS if m != "fork"])
+def test_a_kept_child_lets_the_tensor_go_and_closes_nothing_twice(method):
+    # The descriptor a child inherited at its start closes when the tensor
+    # goes, also while the child's Process object is kept; when that goes
+    # later, the number (reused since) is not closed again.
+    ctx = mp.get_context(method)
+    t = dlbridge.zeros((4,), dtype="int32", shared=True)
+    handle, fd = dlbridge.share_export(t)
+    memory = os.fstat(fd)
+    os.close(fd)
+    own = memory_fds(memory)
+    p = ctx.Process(target=w.add_one, args=(t, 0))
+    p.start()
+    p.join(60)
+    assert p.exitcode == 0 and t.tolist() == [1, 0, 0, 0]
+    [inherited] = set(memory_fds(memory)) - set(own)
+    del t
+    gc.collect()
+    assert holders(memory) == []
+    r, wr = os.pipe()
+    try:
+        os.dup2(r, inherited)
+        p.close()
+        gc.collect()
+        os.fstat(inherited)
+    finally:
+        for fd in {r, wr, inherited}:
+            os.close(fd)
+
+
+@pytest.mark.parametrize("starting_a_child", [False, True])
+def test_a_failing_send_leaves_no_descriptor_behind(monkeypatch, starting_a_child):
+    from multiprocessing import context, reduction
+
+    def refuse(fd):
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    class Popen:  # what set_spawning_popen holds while a child starts
+        pass
+
+    t = dlbridge.zeros((4,), dtype="int32", shared=True)
+    monkeypatch.setattr(reduction, "DupFd", refuse)
+    popen = Popen()
+    gc.collect()
+    before = open_fds()
+    if starting_a_child:
+        context.set_spawning_popen(popen)
+    try:
+        with pytest.raises(OSError, match="Too many open files"):
+            reduction.ForkingPickler.dumps(t)
+    finally:
+        context.set_spawning_popen(None)
+    assert open_fds() == before
+
+
+def test_set_sharing_pin_swaps_under_its_lock(monkeypatch):
+    # Threads setting it at once each get the setting they replaced.
+    from dlbridge import _sharing
+    seen = []
+
+    class Recording:
+        def __enter__(self):
+            seen.append(("enter", dlbridge.get_sharing_pin()))
+
+        def __exit__(self, *exc):
+            seen.append(("exit", dlbridge.get_sharing_pin()))
+
+    monkeypatch.setattr(_sharing, "_pin_lock", Recording())
+    try:
+        assert dlbridge.set_sharing_pin("rocm_host") is None
+    finally:
+        monkeypatch.undo()
+        dlbridge.set_sharing_pin(None)
+    assert seen == [("enter", None), ("exit", "rocm_host")]
+
+
+def test_set_sharing_pin_keeps_a_plain_str_and_names_what_it_refuses():
+    # A str subclass is kept as the str it holds (numpy's str_ is one); one
+    # that claims equality with anything, and an array (compared element
+    # by element), are refused by name.
+    class Anything(str):
+        def __eq__(self, other):
+            return True
+
+        __hash__ = str.__hash__
+
+    try:
+        assert dlbridge.set_sharing_pin(np.str_("cuda_host")) is None
+        assert type(dlbridge.get_sharing_pin()) is str and dlbridge.get_sharing_pin() == "cuda_host"
+    finally:
+        dlbridge.set_sharing_pin(None)
+    refusal = r"set_sharing_pin\(\): kind is .*; it is None, 'cuda_host' or 'rocm_host'"
+    for kind in ("CUDA_HOST", b"cuda_host", np.str_("cuda"), Anything("junk"), np.array(["cuda_host", "x"])):
+        with pytest.raises(ValueError, match=refusal):
+            dlbridge.set_sharing_pin(kind)
+    assert dlbridge.get_sharing_pin() is None
