@@ -316,6 +316,27 @@ static void *pin_in_thread(void *arg) {
                                                              : (void *)1;
 }
 
+/* Starts a thread pinning t[0] into t[1]; returns once that thread holds
+ * the registry's lock, which it keeps through the slow registration the
+ * test asked the emulator for. */
+static pthread_t pin_holding_the_lock(DLManagedTensorVersioned **t) {
+  pthread_t th;
+  CHECK_EQ_INT(pthread_create(&th, NULL, pin_in_thread, t), 0);
+  while (pthread_mutex_trylock(&dlb__pin_lock) == 0) {
+    pthread_mutex_unlock(&dlb__pin_lock);
+    usleep(1000);
+  }
+  return th;
+}
+
+/* Joins that thread: its pin succeeded and t[0]'s memory is pinned. */
+static void pin_finished(pthread_t th, DLManagedTensorVersioned **t) {
+  void *res = (void *)2;
+  CHECK_EQ_INT(pthread_join(th, &res), 0);
+  CHECK(res == NULL);
+  CHECK_EQ_INT(kind_of(t[0]->dl_tensor.data), kDLCUDAHost);
+}
+
 /* A thread forks while another pins, holding the registry's lock across
  * a slow registration: the child, where that thread does not exist, makes
  * the lock anew and pins at once rather than waiting forever. */
@@ -326,13 +347,7 @@ DLB_TEST(cuda_pin_in_a_child_forked_during_a_pin) {
   CHECK_OK(dlb_runtime_status(DLB_RUNTIME_CUDA));
   DLManagedTensorVersioned *t[2] = {dlb_test_counting_floats(1000), NULL};
   DLManagedTensorVersioned *other = dlb_test_counting_floats(1000);
-  pthread_t th;
-  CHECK_EQ_INT(pthread_create(&th, NULL, pin_in_thread, t), 0);
-  /* Only the thread takes the lock, and keeps it through the sleep. */
-  while (pthread_mutex_trylock(&dlb__pin_lock) == 0) {
-    pthread_mutex_unlock(&dlb__pin_lock);
-    usleep(1000);
-  }
+  pthread_t th = pin_holding_the_lock(t);
   /* The child's verdict comes through a pipe: its exit status may also
    * carry valgrind's report of the blocks of the pin in flight, which
    * belong to a call that never returns in the child. */
@@ -356,10 +371,7 @@ DLB_TEST(cuda_pin_in_a_child_forked_during_a_pin) {
   int st = 0;
   CHECK(waitpid(pid, &st, 0) == pid);
   CHECK(WIFEXITED(st));
-  void *res = (void *)2;
-  CHECK_EQ_INT(pthread_join(th, &res), 0);
-  CHECK(res == NULL);
-  CHECK_EQ_INT(kind_of(t[0]->dl_tensor.data), kDLCUDAHost);
+  pin_finished(th, t);
   CHECK_EQ_INT(kind_of(other->dl_tensor.data), kDLCPU);
   dlb_tensor_release(t[1]);
   dlb_tensor_release(t[0]);
@@ -378,20 +390,12 @@ DLB_TEST(cuda_pin_release_waits_for_a_pin_in_progress) {
   DLManagedTensorVersioned *first = dlb_test_counting_floats(1000), *p = NULL;
   CHECK_OK(dlb_tensor_pin(first, kDLCUDAHost, &p));
   DLManagedTensorVersioned *t[2] = {dlb_test_counting_floats(1000), NULL};
-  pthread_t th;
-  CHECK_EQ_INT(pthread_create(&th, NULL, pin_in_thread, t), 0);
-  while (pthread_mutex_trylock(&dlb__pin_lock) == 0) {
-    pthread_mutex_unlock(&dlb__pin_lock);
-    usleep(1000);
-  }
+  pthread_t th = pin_holding_the_lock(t);
   dlb_tensor_release(p);
   /* The other pin's registration was done before this release went on. */
   CHECK_EQ_INT(e.calls("cuMemHostRegister_v2"), 2);
   CHECK_EQ_INT(e.calls("cuMemHostUnregister"), 1);
-  void *res = (void *)2;
-  CHECK_EQ_INT(pthread_join(th, &res), 0);
-  CHECK(res == NULL);
-  CHECK_EQ_INT(kind_of(t[0]->dl_tensor.data), kDLCUDAHost);
+  pin_finished(th, t);
   CHECK_EQ_INT(kind_of(first->dl_tensor.data), kDLCPU);
   dlb_tensor_release(t[1]);
   dlb_tensor_release(t[0]);
