@@ -13,6 +13,7 @@ receiver gets its own copy); call share_memory() first to share it.
 import os as _os
 import threading as _threading
 import weakref as _weakref
+from multiprocessing import AuthenticationError as _AuthenticationError
 from multiprocessing import reduction as _reduction
 from multiprocessing.context import get_spawning_popen as _get_spawning_popen
 
@@ -76,6 +77,16 @@ def _rebuild_shared(handle, dupfd):
             "longer offers the memory's descriptor (%s); a pickle made for "
             "another process loads once, while the process that made it "
             "runs" % cause) from e
+    except _AuthenticationError as e:
+        # The resource sharer hands descriptors only to processes holding
+        # the sender's authentication key: those multiprocessing started.
+        raise OSError(
+            "a shared dlbridge.Tensor could not be received: this process "
+            "does not hold the authentication key of the process that "
+            "pickled it (%s); a pickle made for multiprocessing loads in a "
+            "process that multiprocessing started from the sender. Send the "
+            "data by value with plain pickle, or the handle with "
+            "dlbridge.share_export() over a transport of your own" % e) from e
     try:
         return share_import(handle, fd, pin=_pin)
     finally:

@@ -584,6 +584,25 @@ def test_shared_memory_past_the_file_size_limit_is_an_os_error():
     assert "file size limit, 1048576 bytes (RLIMIT_FSIZE)" in r.stdout
 
 
+def test_a_pickle_loaded_outside_the_senders_processes_is_a_named_os_error():
+    # A process multiprocessing did not start lacks the sender's
+    # authentication key, so the resource sharer refuses it the descriptor.
+    from multiprocessing.reduction import ForkingPickler
+    t = dlbridge.arange(6, dtype="int32").share_memory()
+    b = bytes(ForkingPickler.dumps(t))
+    load = ("import pickle, sys\n"
+            "try:\n"
+            "    pickle.loads(sys.stdin.buffer.read())\n"
+            "except OSError as e:\n"
+            "    print(type(e.__cause__).__name__, e)\n")
+    r = subprocess.run([sys.executable, "-c", load], input=b, capture_output=True, timeout=120)
+    out = r.stdout.decode()
+    assert r.returncode == 0 and out.startswith("AuthenticationError a shared dlbridge.Tensor could not "
+                                                "be received: this process does not hold the "
+                                                "authentication key"), out + r.stderr.decode()
+    assert "dlbridge.share_export()" in out
+
+
 def test_a_descriptor_no_longer_offered_is_a_named_os_error():
     from multiprocessing.reduction import ForkingPickler
     b = bytes(ForkingPickler.dumps(dlbridge.zeros(4, shared=True)))
