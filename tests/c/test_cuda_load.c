@@ -73,7 +73,7 @@ DLB_TEST(cuda_load_default_names_first_one_first) {
 /* A library whose path is longer than a short buffer (deep environments
  * are) is named whole by dlb_runtime_library. */
 DLB_TEST(cuda_load_library_with_a_long_path) {
-  char emu_file[PATH_MAX + 64], dir[PATH_MAX], link[PATH_MAX];
+  char emu_file[PATH_MAX + 64], dir[PATH_MAX], link[PATH_MAX + 64];
   emu_path("libcuda.so.1", emu_file, sizeof emu_file);
   CHECK(realpath(emu_file, link) != NULL);
   snprintf(emu_file, sizeof emu_file, "%s", link);
