@@ -438,7 +438,7 @@ static void slice_bound(FILE *json, const DLTensor *src, const DLTensor *dst,
 
 #if defined(__SSE2__)
 /* Contiguous copies of growing size on one thread: memcpy against the
- * non-temporal copy (median per-rep ratio of their times) and dlb_copy
+ * non-temporal copy that reads ahead, as dlb_copy's does (median per-rep ratio of their times) and dlb_copy
  * against memcpy, to place DLB__STREAM_MIN (src/copy/copy_internal.h). */
 static void stream_sweep(FILE *json, float *a, float *b) {
   static const int64_t mib[] = {1, 2, 4, 6, 8, 10, 12, 16, 24, 32, 64};
@@ -461,9 +461,9 @@ static void stream_sweep(FILE *json, float *a, float *b) {
       double tm = time_once(run_memcpy, &j);
       run_copy(&j);
       double td = time_once(run_copy, &j);
-      limit_stream(b, a, bytes);
+      limit_stream_ahead(b, a, bytes);
       double t0 = now();
-      limit_stream(b, a, bytes);
+      limit_stream_ahead(b, a, bytes);
       double ts = now() - t0;
       ms[r] = tm / ts;
       dm[r] = td / tm;

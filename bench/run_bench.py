@@ -154,8 +154,8 @@ def summary(steps, started):
     if cp is not None and cp.result:
         p("\nCPU copy into preallocated memory, GB/s read + written "
           "(x memcpy, x limit: same run)")
-        p("  the limit: the fastest of memcpy, non-temporal stores and "
-          "rep movsb")
+        p("  the limit: the fastest of memcpy, non-temporal stores (with "
+          "and without reading ahead) and rep movsb")
         p("  %-24s %12s %23s %23s" % ("case", "memcpy", "1 thread",
                                         "all threads"))
         mem, row = None, {}

@@ -41,6 +41,28 @@ DLB_TEST(stream_copy_every_alignment_and_length) {
       }
 }
 
+/* Lengths around the read-ahead distance, where the loop starts asking
+ * for src lines ahead of its stores, copy the same bytes as memcpy. */
+DLB_TEST(stream_copy_lengths_around_its_read_ahead) {
+  enum { PAD = 64, MAXN = DLB__STREAM_AHEAD + 3 * 64 };
+  static unsigned char src[PAD + MAXN + PAD], dst[PAD + MAXN + PAD + 64],
+      want[sizeof dst];
+  fill(src, sizeof src, 5);
+  for (size_t so = 0; so < 64; so += 21)
+    for (size_t d0 = 0; d0 < 64; d0 += 13)
+      for (size_t n = DLB__STREAM_AHEAD - 64; n <= MAXN; n += 9) {
+        fill(dst, sizeof dst, 7);
+        memcpy(want, dst, sizeof dst);
+        memcpy(want + PAD + d0, src + PAD + so, n);
+        dlb__stream_copy((char *)dst + PAD + d0,
+                         (const char *)src + PAD + so, n);
+        if (memcmp(dst, want, sizeof dst) != 0)
+          dlb_test_failed(__FILE__, __LINE__,
+                          "src offset %zu dst offset %zu length %zu", so, d0,
+                          n);
+      }
+}
+
 /* The plan picks the non-temporal kernel from DLB__STREAM_MIN bytes on,
  * for rows of at least DLB__STREAM_ROW_MIN (or shorter ones that follow
  * each other in src: DLB__STREAM_SHORT_ROW_MIN), and memcpy below. */
