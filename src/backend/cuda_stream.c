@@ -76,7 +76,8 @@ static dlb_status copy_in_context(int device, const dlb__pitched *c,
     r = dlb__cu.cuMemcpyAsync(dlb__cuda_devptr(c->dst),
                               dlb__cuda_devptr(c->src), c->width, stream);
     if (r != DLB__CUDA_SUCCESS)
-      return dlb__cuda_fail(r, "cuMemcpyAsync(%zu bytes)", c->width);
+      return dlb__cuda_fail(r, "cuMemcpyAsync(%zu bytes) on cuda:%d", c->width,
+                            device);
     return DLB_OK;
   }
   dlb_status s = pitch_fits(device, c);
@@ -92,26 +93,26 @@ static dlb_status copy_in_context(int device, const dlb__pitched *c,
       r = dlb__cu.cuStreamSynchronize(stream);
       if (r != DLB__CUDA_SUCCESS)
         return dlb__cuda_fail(r, "cuStreamSynchronize before "
-                              "cuMemcpy2DUnaligned_v2");
+                              "cuMemcpy2DUnaligned_v2 on cuda:%d", device);
       r = dlb__cu.cuMemcpy2DUnaligned_v2(&m);
       if (r != DLB__CUDA_SUCCESS)
         return dlb__cuda_fail(r, "cuMemcpy2DUnaligned_v2(%zu x %zu bytes, "
-                              "pitches %zu and %zu)", c->height, c->width,
-                              c->src_pitch, c->dst_pitch);
+                              "pitches %zu and %zu) on cuda:%d", c->height,
+                              c->width, c->src_pitch, c->dst_pitch, device);
       return DLB_OK;
     }
     if (r != DLB__CUDA_SUCCESS)
       return dlb__cuda_fail(r, "cuMemcpy2DAsync_v2(%zu x %zu bytes, pitches "
-                            "%zu and %zu)", c->height, c->width, c->src_pitch,
-                            c->dst_pitch);
+                            "%zu and %zu) on cuda:%d", c->height, c->width,
+                            c->src_pitch, c->dst_pitch, device);
     return DLB_OK;
   }
   dlb__cu_memcpy3d m;
   fill_3d(&m, c);
   r = dlb__cu.cuMemcpy3DAsync_v2(&m, stream);
   if (r != DLB__CUDA_SUCCESS)
-    return dlb__cuda_fail(r, "cuMemcpy3DAsync_v2(%zu x %zu x %zu bytes)",
-                          c->depth, c->height, c->width);
+    return dlb__cuda_fail(r, "cuMemcpy3DAsync_v2(%zu x %zu x %zu bytes) on "
+                          "cuda:%d", c->depth, c->height, c->width, device);
   return DLB_OK;
 }
 

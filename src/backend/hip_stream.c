@@ -26,7 +26,8 @@ static dlb_status copy_on_device(int device, const dlb__pitched *c,
     e = dlb__hi.hipMemcpyAsync(c->dst, c->src, c->width,
                                DLB__HIP_MEMCPY_DEFAULT, stream);
     if (e != DLB__HIP_SUCCESS)
-      return dlb__hip_fail(e, "hipMemcpyAsync(%zu bytes)", c->width);
+      return dlb__hip_fail(e, "hipMemcpyAsync(%zu bytes) on rocm:%d", c->width,
+                           device);
     return DLB_OK;
   }
   dlb_status s = pitch_fits(device, c);
@@ -37,8 +38,8 @@ static dlb_status copy_on_device(int device, const dlb__pitched *c,
                                  stream);
     if (e != DLB__HIP_SUCCESS)
       return dlb__hip_fail(e, "hipMemcpy2DAsync(%zu x %zu bytes, pitches %zu "
-                           "and %zu)", c->height, c->width, c->src_pitch,
-                           c->dst_pitch);
+                           "and %zu) on rocm:%d", c->height, c->width,
+                           c->src_pitch, c->dst_pitch, device);
     return DLB_OK;
   }
   dlb__hip_memcpy3d m;
@@ -58,8 +59,8 @@ static dlb_status copy_on_device(int device, const dlb__pitched *c,
   m.kind = DLB__HIP_MEMCPY_DEFAULT;
   e = dlb__hi.hipMemcpy3DAsync(&m, stream);
   if (e != DLB__HIP_SUCCESS)
-    return dlb__hip_fail(e, "hipMemcpy3DAsync(%zu x %zu x %zu bytes)",
-                         c->depth, c->height, c->width);
+    return dlb__hip_fail(e, "hipMemcpy3DAsync(%zu x %zu x %zu bytes) on "
+                         "rocm:%d", c->depth, c->height, c->width, device);
   return DLB_OK;
 }
 

@@ -444,15 +444,15 @@ DLB_TEST(gpu_cuda_unaligned_copy_cannot_wait) {
   E.fail("cuStreamSynchronize", 1, 999);
   CHECK_STATUS(dlb_copy_sync(&s, &d, NULL), DLB_E_RUNTIME);
   CHECK(E.fail_fired());
-  CHECK_ERROR_MENTIONS("cuStreamSynchronize before cuMemcpy2DUnaligned_v2: "
-                       "CUDA_ERROR_UNKNOWN (999)");
+  CHECK_ERROR_MENTIONS("cuStreamSynchronize before cuMemcpy2DUnaligned_v2 "
+                       "on cuda:0: CUDA_ERROR_UNKNOWN (999)");
   CHECK_EQ_INT(E.calls("cuMemcpy2DUnaligned_v2"), 0);
   /* And the unaligned copy itself fails. */
   E.fail("cuMemcpy2DUnaligned_v2", 1, 999);
   CHECK_STATUS(dlb_copy_sync(&s, &d, NULL), DLB_E_RUNTIME);
   CHECK(E.fail_fired());
   CHECK_ERROR_MENTIONS("cuMemcpy2DUnaligned_v2(4 x 20 bytes, pitches 40 and "
-                       "40): CUDA_ERROR_UNKNOWN (999)");
+                       "40) on cuda:0: CUDA_ERROR_UNKNOWN (999)");
   dlb_tensor_release(a);
   dlb_tensor_release(b);
   CHECK_EQ_INT(E.live(), 0);
@@ -471,7 +471,7 @@ DLB_TEST(gpu_cuda_3d_copy_fails) {
   E.fail("cuMemcpy3DAsync_v2", 1, 999);
   CHECK_STATUS(dlb_copy_sync(&s, &d, NULL), DLB_E_RUNTIME);
   CHECK(E.fail_fired());
-  CHECK_ERROR_MENTIONS("cuMemcpy3DAsync_v2(3 x 4 x 20 bytes): "
+  CHECK_ERROR_MENTIONS("cuMemcpy3DAsync_v2(3 x 4 x 20 bytes) on cuda:1: "
                        "CUDA_ERROR_UNKNOWN (999)");
   dlb_tensor_release(a);
   dlb_tensor_release(b);

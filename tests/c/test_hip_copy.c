@@ -110,13 +110,44 @@ DLB_TEST(hip_copy_failures_and_limits) {
   H.fail("hipMemcpyAsync", 1, 999);
   CHECK_STATUS(dlb_copy_sync(&s->dl_tensor, &d->dl_tensor, NULL),
                DLB_E_RUNTIME);
-  CHECK_ERROR_MENTIONS("hipMemcpyAsync");
+  CHECK_ERROR_MENTIONS("hipMemcpyAsync(140 bytes) on rocm:0: ");
   CHECK_EQ_INT(dlb_test_failalloc_live(), 0);
   dlb_test_failalloc_remove();
   dlb_tensor_release(s);
   dlb_tensor_release(d);
   dlb_tensor_release(sb);
   dlb_tensor_release(db);
+  CHECK_EQ_INT(H.live(), 0);
+}
+
+/* A 3-D and a 2-D copy the runtime refuses name the call, its sizes and
+ * the device it ran on. */
+DLB_TEST(hip_copy_failures_name_the_device) {
+  H = emu_hip();
+  const DLDevice rocm1 = {kDLROCM, 1};
+  static const struct {
+    int mode;
+    const char *call, *message;
+  } cases[] = {
+      {0, "hipMemcpy3DAsync",
+       "hipMemcpy3DAsync(3 x 4 x 20 bytes) on rocm:1: "},
+      {2, "hipMemcpy2DAsync",
+       "hipMemcpy2DAsync(4 x 20 bytes, pitches 40 and 40) on rocm:1: "},
+  };
+  for (int i = 0; i < 2; i++) {
+    DLManagedTensorVersioned *sb = base_on(rocm1, 1.0f);
+    DLManagedTensorVersioned *db = base_on(rocm1, 0.0f);
+    DLManagedTensorVersioned *s = view(sb, cases[i].mode);
+    DLManagedTensorVersioned *d = view(db, cases[i].mode);
+    H.fail(cases[i].call, 1, 999);
+    CHECK_STATUS(dlb_copy_sync(&s->dl_tensor, &d->dl_tensor, NULL),
+                 DLB_E_RUNTIME);
+    CHECK_ERROR_MENTIONS(cases[i].message);
+    dlb_tensor_release(s);
+    dlb_tensor_release(d);
+    dlb_tensor_release(sb);
+    dlb_tensor_release(db);
+  }
   CHECK_EQ_INT(H.live(), 0);
 }
 

@@ -152,12 +152,12 @@ expect_only check-emu-one-page-reasons 1 '^FAIL cuda:1 -> cuda:1: allocate: cuMe
 # A copy, or its reading back, that the driver refuses fails that check
 # alone, with the driver's reason.
 with="DLBRIDGE_CUDA_LIBRARY=$emu/libcuda.so.1 EMU_CUDA_FAIL=cuMemcpy2DAsync_v2:1"
-expect_only check-emu-copy-fails 1 '^FAIL cpu -> cuda:0: copy: cuMemcpy2DAsync_v2\(12 x 4 bytes, pitches 8 and 4\): CUDA_ERROR_INVALID_VALUE' '^FAIL (cuda:0|cpu:|cpu -> cpu)' -- check --kinds cpu,cuda:0
+expect_only check-emu-copy-fails 1 '^FAIL cpu -> cuda:0: copy: cuMemcpy2DAsync_v2\(12 x 4 bytes, pitches 8 and 4\) on cuda:0: CUDA_ERROR_INVALID_VALUE' '^FAIL (cuda:0|cpu:|cpu -> cpu)' -- check --kinds cpu,cuda:0
 with="DLBRIDGE_CUDA_LIBRARY=$emu/libcuda.so.1 EMU_CUDA_FAIL=cuMemcpyAsync:1"
-expect check-emu-read-back-fails 1 '^FAIL cpu -> cuda:0: read back: cuMemcpyAsync\(48 bytes\): CUDA_ERROR_INVALID_VALUE' -- check --kinds cpu,cuda:0
+expect check-emu-read-back-fails 1 '^FAIL cpu -> cuda:0: read back: cuMemcpyAsync\(48 bytes\) on cuda:0: CUDA_ERROR_INVALID_VALUE' -- check --kinds cpu,cuda:0
 # The driver's description of an error is printed escaped, as names are.
 with="DLBRIDGE_CUDA_LIBRARY=$emu/libcuda.so.1 EMU_CUDA_FAIL=cuMemcpyAsync:1 EMU_CUDA_ERROR_TEXT=$(printf 'bad\033\\')"
-expect check-emu-reason-escaped 1 '^FAIL cpu -> cuda:0: read back: cuMemcpyAsync\(48 bytes\): CUDA_ERROR_INVALID_VALUE \(1\): bad\\x1b\\\\$' -- check --kinds cpu,cuda:0
+expect check-emu-reason-escaped 1 '^FAIL cpu -> cuda:0: read back: cuMemcpyAsync\(48 bytes\) on cuda:0: CUDA_ERROR_INVALID_VALUE \(1\): bad\\x1b\\\\$' -- check --kinds cpu,cuda:0
 with=
 
 expect dtype 0 'float32: code 2, bits 32, lanes 1.*itemsize 4' -- dtype float32
