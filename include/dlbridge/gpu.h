@@ -50,8 +50,10 @@ typedef enum dlb_runtime {
  */
 DLB_API dlb_status dlb_runtime_status(dlb_runtime runtime);
 
-/* Stores the number of devices of runtime in *out (at least 1).
- * Fails as dlb_runtime_status() does. */
+/* Stores the number of devices of runtime in *out: at least 1, at most
+ * 64 (a runtime reporting more has its devices from ordinal 64 on left
+ * out, here and everywhere else in dlbridge). Fails as
+ * dlb_runtime_status() does. */
 DLB_API dlb_status dlb_runtime_device_count(dlb_runtime runtime, int *out);
 
 /* Stores the runtime's version in *out: cuDriverGetVersion's

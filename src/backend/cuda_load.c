@@ -167,7 +167,9 @@ static dlb_status init_driver(void *h) {
     return dlb__loader_fail(&loader, DLB_E_NO_DEVICE,
                             "CUDA driver %s (version %d) reports no GPU",
                             loader.path, driver_version);
-  device_count = n;
+  /* dlbridge addresses the first DLB__GPU_MAX_DEVICES; the count says
+   * so, for every caller to agree with the ordinals accepted. */
+  device_count = n < DLB__GPU_MAX_DEVICES ? n : DLB__GPU_MAX_DEVICES;
   return DLB_OK;
 }
 

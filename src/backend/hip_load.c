@@ -122,7 +122,8 @@ static dlb_status init_runtime(void *h) {
     return dlb__loader_fail(&loader, DLB_E_RUNTIME,
                             "HIP runtime %s: hipGetDeviceCount returned %s "
                             "(%d)", loader.path, error_name(e), e);
-  device_count = n;
+  /* As for CUDA: the first DLB__GPU_MAX_DEVICES only. */
+  device_count = n < DLB__GPU_MAX_DEVICES ? n : DLB__GPU_MAX_DEVICES;
   return DLB_OK;
 }
 

@@ -21,6 +21,35 @@ DLB_TEST(cuda_load_emulated_driver) {
   CHECK_EQ_INT(e.calls("cuInit"), 1);
 }
 
+/* A driver reporting more devices than dlbridge addresses: the count
+ * says 64, and the ordinals from 64 on are refused naming that count. */
+DLB_TEST(cuda_load_more_devices_than_addressed) {
+  setenv("EMU_CUDA_REPORTED_DEVICES", "100", 1);
+  emu_cuda();
+  int n = 0;
+  CHECK_OK(dlb_runtime_device_count(DLB_RUNTIME_CUDA, &n));
+  CHECK_EQ_INT(n, 64);
+  DLManagedTensorVersioned *t = NULL;
+  int64_t shape[1] = {4};
+  const DLDataType f32 = {kDLFloat, 32, 1};
+  CHECK_STATUS(dlb_tensor_alloc((DLDevice){kDLCUDA, 64}, f32, 1, shape, &t),
+               DLB_E_NO_DEVICE);
+  CHECK_ERROR_MENTIONS("cuda:64 requested; the CUDA runtime ");
+  CHECK_ERROR_MENTIONS(" reports 64 devices");
+  CHECK(t == NULL);
+  CHECK_OK(dlb_tensor_alloc((DLDevice){kDLCUDA, 1}, f32, 1, shape, &t));
+  dlb_tensor_release(t);
+}
+
+/* Under 64 the count is the driver's. */
+DLB_TEST(cuda_load_reports_the_drivers_count) {
+  setenv("EMU_CUDA_REPORTED_DEVICES", "63", 1);
+  emu_cuda();
+  int n = 0;
+  CHECK_OK(dlb_runtime_device_count(DLB_RUNTIME_CUDA, &n));
+  CHECK_EQ_INT(n, 63);
+}
+
 DLB_TEST(cuda_load_missing_library) {
   setenv("DLBRIDGE_CUDA_LIBRARY", "/nonexistent/libcuda.so.1", 1);
   CHECK_STATUS(dlb_runtime_status(DLB_RUNTIME_CUDA), DLB_E_NO_RUNTIME);

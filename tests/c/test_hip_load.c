@@ -19,6 +19,21 @@ DLB_TEST(hip_load_emulated_runtime) {
   CHECK_EQ_INT(e.calls("hipInit"), 1);
 }
 
+/* As for CUDA: at most 64 devices, whatever the runtime reports. */
+DLB_TEST(hip_load_more_devices_than_addressed) {
+  setenv("EMU_HIP_REPORTED_DEVICES", "65", 1);
+  emu_hip();
+  int n = 0;
+  CHECK_OK(dlb_runtime_device_count(DLB_RUNTIME_HIP, &n));
+  CHECK_EQ_INT(n, 64);
+  DLManagedTensorVersioned *t = NULL;
+  int64_t shape[1] = {4};
+  CHECK_STATUS(dlb_tensor_alloc((DLDevice){kDLROCM, 64}, f32, 1, shape, &t),
+               DLB_E_NO_DEVICE);
+  CHECK_ERROR_MENTIONS(" reports 64 devices");
+  CHECK(t == NULL);
+}
+
 DLB_TEST(hip_load_missing_library) {
   setenv("DLBRIDGE_HIP_LIBRARY", "/nonexistent/libamdhip64.so", 1);
   CHECK_STATUS(dlb_runtime_status(DLB_RUNTIME_HIP), DLB_E_NO_RUNTIME);

@@ -17,6 +17,8 @@
  * Set before the first call, from the environment (PREFIX is EMU_CUDA_ or
  * EMU_HIP_):
  *   PREFIX DEVICES          number of GPUs (default 2; 0: init fails)
+ *   PREFIX REPORTED_DEVICES the count cuDeviceGetCount / hipGetDeviceCount
+ *                           answer instead (the GPUs stay DEVICES)
  *   PREFIX VERSION          driver / runtime version (CUDA default 13000;
  *                           HIP default 60200000, below 60000000 the
  *                           ROCm 5 pointer attributes)

@@ -129,6 +129,7 @@ static void read_config(void) {
   emu_cfg.devices = (int)env_number("DEVICES", 2);
   if (emu_cfg.devices < 0) emu_cfg.devices = 0;
   if (emu_cfg.devices > EMU_MAX_DEVICES) emu_cfg.devices = EMU_MAX_DEVICES;
+  emu_cfg.reported = (int)env_number("REPORTED_DEVICES", -1);
   emu_cfg.version = (int)env_number("VERSION", cfg_default_version);
   emu_cfg.device_memory = (size_t)env_number("DEVICE_MEMORY", 1LL << 30);
   emu_cfg.max_pitch = (int)env_number("MAX_PITCH", 2147483647);

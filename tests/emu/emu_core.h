@@ -20,6 +20,7 @@
 /* Set from the environment at the first call; see emu_control.h. */
 typedef struct emu_config {
   int devices;
+  int reported; /* the device count answered; -1: devices */
   int version;
   size_t device_memory;
   int max_pitch;

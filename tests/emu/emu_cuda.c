@@ -169,7 +169,7 @@ cures cuDeviceGetCount(int *count) {
   ENTER_QUIET("cuDeviceGetCount");
   NEED_INIT();
   if (count == NULL) RETURN(DLB__CUDA_ERROR_INVALID_VALUE);
-  *count = emu_cfg.devices;
+  *count = emu_cfg.reported >= 0 ? emu_cfg.reported : emu_cfg.devices;
   RETURN(DLB__CUDA_SUCCESS);
 }
 

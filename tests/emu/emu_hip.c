@@ -126,7 +126,7 @@ herr hipGetDeviceCount(int *count) {
   ENTER_QUIET("hipGetDeviceCount");
   if (count == NULL) RETURN(DLB__HIP_ERROR_INVALID_VALUE);
   if (emu_cfg.devices == 0) RETURN(DLB__HIP_ERROR_NO_DEVICE);
-  *count = emu_cfg.devices;
+  *count = emu_cfg.reported >= 0 ? emu_cfg.reported : emu_cfg.devices;
   RETURN(DLB__HIP_SUCCESS);
 }
 
