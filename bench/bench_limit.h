@@ -2,9 +2,9 @@
  * be written: the C library's memcpy, SSE2 non-temporal stores (they skip
  * reading dst's lines into the cache before overwriting them), the same
  * with src prefetched 4 KiB ahead, and x86's `rep movsb` (the microcoded
- * string copy), each on one thread and on N,
- * the bytes split into equal parts of whole cache lines. The limit for a
- * size and a thread count is the fastest of them. */
+ * string copy), each on one thread and on N, the bytes split into equal
+ * parts of whole cache lines. The limit for a size and a thread count is
+ * the fastest of them. */
 #ifndef DLB_BENCH_LIMIT_H
 #define DLB_BENCH_LIMIT_H
 
