@@ -13,8 +13,11 @@
 
 #include "dlpack/dlpack.h"
 
-/* Returns 0, or -1 when t is not CPU-readable float32 or is read-only. */
+/* Returns 0, or -1 when m is not of DLPack major version 1 (past flags its
+ * fields may lie elsewhere, so none of them is read), or its tensor is not
+ * CPU-readable float32 or is read-only. */
 int scale_inplace(DLManagedTensorVersioned *m, float factor) {
+  if (m->version.major != DLPACK_MAJOR_VERSION) return -1;
   const DLTensor *t = &m->dl_tensor;
   DLDeviceType d = t->device.device_type;
   if ((d != kDLCPU && d != kDLCUDAHost && d != kDLROCMHost &&

@@ -380,9 +380,15 @@ static int dlbpy_try_import_via_api(dlbpy_state *st,
   /* "No sync" leaves the producer's pending work on its current stream. A
    * dlbridge tensor carries no stream, so for device memory on a
    * non-default stream let __dlpack__ order that work before the default
-   * stream instead. */
+   * stream instead. A table without current_work_stream (DLPack allows
+   * only dltensor_from_py_object_no_sync to be NULL) cannot say which
+   * stream that is: its device memory goes the same way. */
   DLDevice device = m->dl_tensor.device;
-  if (device.device_type != kDLCPU && api->current_work_stream != NULL) {
+  if (device.device_type != kDLCPU && api->current_work_stream == NULL) {
+    dlbpy_release(m);
+    return 0;
+  }
+  if (device.device_type != kDLCPU) {
     void *stream = NULL;
     if (api->current_work_stream(device.device_type, device.device_id,
                                  &stream) != 0) {

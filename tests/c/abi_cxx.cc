@@ -13,3 +13,8 @@ extern "C" int dlb_test_abi_cxx_size(void);
 extern "C" int dlb_test_abi_cxx_size(void) {
   return static_cast<int>(sizeof(DLManagedTensorVersioned));
 }
+
+// DLPACK_EXTERN_C is extern "C" under C++: test_abi.c calls this by its C
+// name.
+DLPACK_EXTERN_C int dlb_test_abi_cxx_extern_c(void);
+DLPACK_EXTERN_C int dlb_test_abi_cxx_extern_c(void) { return 1; }

@@ -121,13 +121,42 @@ DLB_TEST(abi_flags) {
   CHECK_EQ_INT(DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED, 4);
 }
 
+/* The macro names upstream's header defines, with its meanings, so that
+ * one build may include both headers (the include guard makes the second
+ * a no-op). */
+#define DLB_TEST_TEXT(...) #__VA_ARGS__
+#define DLB_TEST_EXPANDED(...) DLB_TEST_TEXT(__VA_ARGS__)
+
+DLB_TEST(abi_header_macros) {
+#ifdef DLPACK_DLPACK_H_
+  const int guard = 1;
+#else
+  const int guard = 0;
+#endif
+  CHECK_EQ_INT(guard, 1);
+  /* Empty in C; `extern "C"` under C++ (abi_cxx.cc defines a function
+   * with it that this file calls by its C name). */
+  CHECK_STR(DLB_TEST_EXPANDED(DLPACK_EXTERN_C), "");
+#ifdef _WIN32
+  CHECK_STR(DLB_TEST_EXPANDED(DLPACK_DLL), "__declspec(dllimport)");
+#else
+  CHECK_STR(DLB_TEST_EXPANDED(DLPACK_DLL), "");
+#endif
+  /* Flags are unsigned, as upstream's 1UL shifts are: a mask of them
+   * complemented clears exactly those bits. */
+  CHECK(~DLPACK_FLAG_BITMASK_READ_ONLY > 0);
+}
+
 /* Compiled as C99 and as C++ by the build (abi_c99.c, abi_cxx.cc). */
 int dlb_test_abi_c99_size(void);
 int dlb_test_abi_cxx_size(void);
+int dlb_test_abi_cxx_extern_c(void);
 
 DLB_TEST(abi_other_languages) {
   CHECK_EQ_INT(dlb_test_abi_c99_size(), 80);
 #ifdef DLB_TEST_HAVE_CXX
   CHECK_EQ_INT(dlb_test_abi_cxx_size(), 80);
+  /* Links only when DLPACK_EXTERN_C gave the C++ definition C linkage. */
+  CHECK_EQ_INT(dlb_test_abi_cxx_extern_c(), 1);
 #endif
 }

@@ -129,6 +129,36 @@ def test_openmp_kernel_refuses_read_only_memory(tmp_path):
     assert ints.tolist() == [1, 1, 1, 1] and mapped.tolist() == [1.0] * 4
 
 
+def test_openmp_kernel_checks_the_major_version_first(tmp_path):
+    # A consumer of a versioned struct must check version.major before it
+    # reads anything past flags: another major may lay the tensor out
+    # elsewhere. The kernel refuses major 2 and leaves the data alone, and
+    # scales the same struct once it says major 1.
+    lib = _build_kernel(tmp_path)
+    import ctypes
+    import numpy as np
+    from dlpack_ctypes import DLManagedTensorVersioned
+    kernel = ctypes.CDLL(str(lib))
+    kernel.scale_inplace.argtypes = [ctypes.c_void_p, ctypes.c_float]
+    data = np.ones(4, dtype=np.float32)
+    shape = (ctypes.c_int64 * 1)(4)
+    strides = (ctypes.c_int64 * 1)(1)
+    m = DLManagedTensorVersioned()
+    m.major, m.minor = 2, 0
+    t = m.dl_tensor
+    t.data = data.ctypes.data
+    t.device.device_type, t.device.device_id = 1, 0
+    t.ndim = 1
+    t.dtype.code, t.dtype.bits, t.dtype.lanes = 2, 32, 1
+    t.shape = ctypes.addressof(shape)
+    t.strides = ctypes.addressof(strides)
+    assert kernel.scale_inplace(ctypes.addressof(m), 2.0) == -1
+    assert data.tolist() == [1.0] * 4
+    m.major = 1
+    assert kernel.scale_inplace(ctypes.addressof(m), 2.0) == 0
+    assert data.tolist() == [2.0] * 4
+
+
 def test_every_example_is_run_by_a_test():
     # Each example file is named by a test (or a script of the suite) that
     # runs or builds it; a new example without one fails here.

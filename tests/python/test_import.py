@@ -650,6 +650,41 @@ def test_exchange_table_with_pending_device_work_falls_back_to_dlpack(helper):
     assert p.calls == []
 
 
+def test_exchange_table_without_current_work_stream_sends_device_memory_to_dlpack(helper):
+    # DLPack lets only dltensor_from_py_object_no_sync be NULL. A table
+    # without current_work_stream (at offset 48) cannot say on which stream
+    # its device memory's work is pending: that memory is asked for through
+    # __dlpack__, which orders the work before the default stream, as on a
+    # non-default stream; CPU memory, which has no streams, still takes the
+    # table.
+    a = np.arange(3, dtype=np.float32)
+
+    class NoStreamQuery:
+        __dlpack_c_exchange_api__ = _rewritten_table(helper, 48, ctypes.c_void_p, None)
+
+        def __init__(self, device):
+            self.calls = []
+            self.capsule = capsule_of(a, device=device)
+
+        def __dlpack__(self, **kwargs):
+            self.calls.append(kwargs)
+            return capsule_of(a, device=(KDLCUDAMANAGED, 0))
+
+    p = NoStreamQuery((KDLCPU, 0))
+    assert dlbridge.from_dlpack(p).tolist() == [0.0, 1.0, 2.0]
+    assert p.calls == []
+    before = helper.counters()["deleted"]
+    p = NoStreamQuery((KDLCUDAMANAGED, 0))
+    t = dlbridge.from_dlpack(p)
+    assert t.device == "cuda_managed" and t.tolist() == [0.0, 1.0, 2.0]
+    assert p.calls == [dict(max_version=(1, 3), stream=None)]
+    # The table's tensor went back at once, exactly once.
+    assert helper.counters()["deleted"] == before + 1
+    del p, t
+    gc.collect()
+    assert helper.counters()["deleted"] == before + 2
+
+
 def test_exchange_table_tensor_given_back_with_a_deleter_that_raises(helper, monkeypatch):
     # The table's tensor goes back (device memory with work on another
     # stream) through a deleter that leaves an exception set: it is
