@@ -450,7 +450,17 @@ int dlbpy_import_apply(const dlbpy_import_opts *opts,
                      from, to);
         return -1;
       }
-      /* The struct is this import's own: only its label changes. */
+      /* Only the label changes, in a struct of our own: a producer's
+       * struct taken as it is stays as its producer made it, since its
+       * deleter may read the device to know how to free the memory
+       * (pinned memory with cudaFreeHost). Such a struct is wrapped. */
+      if (!dlbpy_is_light(m) && !dlb_tensor_is_ours(m)) {
+        if (dlbpy_own(&m) < 0) {
+          dlbpy_release(m);
+          return -1;
+        }
+        *mt = m;
+      }
       m->dl_tensor.device = opts->device;
       return 0;
     }
