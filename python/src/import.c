@@ -84,6 +84,35 @@ static PyObject *dlbpy_lookup_method(dlbpy_state *st, PyTypeObject *type,
   return method;
 }
 
+/* 1 when method, what a type's MRO holds under __dlpack__, raises
+ * TypeError for a max_version keyword whatever the object it is called
+ * for; 0 when it may take one (or cannot be told: a staticmethod, a
+ * callable object, nothing in the MRO), -1 with an exception set. */
+static int dlbpy_cannot_take_max_version(PyObject *method) {
+  if (method == NULL) return 0;
+  if (Py_IS_TYPE(method, &PyMethodDescr_Type))
+    return (((PyMethodDescrObject *)method)->d_method->ml_flags &
+            METH_KEYWORDS) == 0;
+  if (!PyFunction_Check(method)) return 0;
+  PyCodeObject *code = (PyCodeObject *)PyFunction_GET_CODE(method);
+  if (code->co_flags & CO_VARKEYWORDS) return 0;
+  PyObject *names = PyObject_GetAttrString((PyObject *)code, "co_varnames");
+  if (names == NULL) return -1;
+  int old = 1;
+  /* The parameters a keyword can name: past the positional-only ones. */
+  Py_ssize_t end = (Py_ssize_t)code->co_argcount + code->co_kwonlyargcount;
+  for (Py_ssize_t i = code->co_posonlyargcount;
+       old && PyTuple_Check(names) && i < end && i < PyTuple_GET_SIZE(names);
+       i++) {
+    PyObject *name = PyTuple_GET_ITEM(names, i);
+    if (PyUnicode_Check(name) &&
+        PyUnicode_CompareWithASCIIString(name, "max_version") == 0)
+      old = 0;
+  }
+  Py_DECREF(names);
+  return old;
+}
+
 /* 1 when the entry still describes type: neither it nor its metaclass
  * changed since. */
 static int dlbpy_entry_valid(const dlbpy_type_entry *e, PyTypeObject *type) {
@@ -101,6 +130,12 @@ static int dlbpy_route_for(dlbpy_state *st, PyTypeObject *type,
     if (dlbpy_lookup_api(st, type, &api, &owner) < 0) return -1;
     int direct;
     PyObject *method = dlbpy_lookup_method(st, type, &direct);
+    int old_only = dlbpy_cannot_take_max_version(method);
+    if (old_only < 0) {
+      Py_XDECREF(method);
+      Py_XDECREF(owner);
+      return -1;
+    }
     /* The lookups may have run Python code that changed the cache. */
     e = dlbpy_cache_find(st, type);
     if (e == NULL) {
@@ -109,13 +144,15 @@ static int dlbpy_route_for(dlbpy_state *st, PyTypeObject *type,
       Py_INCREF(type);
       Py_XSETREF(e->type, type);
       e->form = DLBPY_FORM_UNKNOWN;
-    } else if (e->method != method) {
+    } else if (e->method != method ||
+               (e->form == DLBPY_FORM_LEGACY && !old_only)) {
       e->form = DLBPY_FORM_UNKNOWN;
     }
     Py_XSETREF(e->api_owner, owner);
     Py_XSETREF(e->method, method);
     e->api = api;
     e->direct = direct;
+    e->old_only = old_only;
     /* The attribute lookups gave the type and its metaclass a tag if they
      * had none. */
     e->tag = type->tp_version_tag;
@@ -130,10 +167,13 @@ static int dlbpy_route_for(dlbpy_state *st, PyTypeObject *type,
   return 0;
 }
 
+/* The legacy form is learned only for a method that cannot take
+ * max_version (see old_only): one that may, answering without it, may
+ * have been a proxy of an old producer, and its type fronts new ones too. */
 static void dlbpy_remember_form(dlbpy_state *st, PyTypeObject *type,
                                 dlbpy_call_form form) {
   dlbpy_type_entry *e = dlbpy_cache_find(st, type);
-  if (e != NULL) e->form = form;
+  if (e != NULL && (form != DLBPY_FORM_LEGACY || e->old_only)) e->form = form;
 }
 
 /* ------------------------------------------------------------------------
