@@ -516,7 +516,11 @@ int dlbpy_import_apply(const dlbpy_import_opts *opts,
     target = opts->device;
     copied = 0;
   }
-  if ((opts->copy == 1 && !copied) || !dlb_device_equal(target, own)) {
+  /* copy=True gives a copy of the caller's own, writable as every copy
+   * dlbridge makes: a producer's copy that is read-only is not one. */
+  if ((opts->copy == 1 &&
+       (!copied || (m->flags & DLPACK_FLAG_BITMASK_READ_ONLY))) ||
+      !dlb_device_equal(target, own)) {
     DLManagedTensorVersioned *copy;
     int rc = dlbpy_copy_to(m, target, PyExc_BufferError, &copy);
     dlbpy_release(m);

@@ -911,6 +911,17 @@ def test_copy_true_of_read_only_data_is_writable(helper):
     assert a[0] == 0
 
 
+def test_copy_true_of_a_read_only_producer_copy_is_writable(helper):
+    # A producer's copy is taken as the copy only when the caller may write
+    # it, as every copy=True import can be written.
+    a = np.arange(3, dtype=np.float32)
+    t = dlbridge.from_dlpack(capsule_of(a, flags=READ_ONLY | IS_COPIED), copy=True)
+    assert not t.readonly and t.data_ptr != a.ctypes.data
+    t[0] = 5.0
+    assert a[0] == 0 and t.tolist() == [5.0, 1.0, 2.0]
+    assert deleted() == 1
+
+
 def test_copy_false_never_copies(helper):
     a = np.arange(4, dtype=np.float32)
     for source in (a, VersionedProducer(a), StreamOnlyProducer(a), capsule_of(a)):
