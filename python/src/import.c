@@ -84,15 +84,16 @@ static PyObject *dlbpy_lookup_method(dlbpy_state *st, PyTypeObject *type,
   return method;
 }
 
-/* 1 when method, what a type's MRO holds under __dlpack__, raises
- * TypeError for a max_version keyword whatever the object it is called
- * for; 0 when it may take one (or cannot be told: a staticmethod, a
- * callable object, nothing in the MRO), -1 with an exception set. */
+/* 1 when method, what a type's MRO holds under __dlpack__, answers a
+ * max_version keyword alike whatever the object it is called for: a
+ * function with neither that parameter nor **kwargs (TypeError), or a C
+ * method, whose keywords its type's C code reads (NumPy 1.x's takes stream
+ * only); 0 when it may pass its keywords on (**kwargs) or cannot be told (a
+ * staticmethod, a callable object, nothing in the MRO), -1 with an
+ * exception set. */
 static int dlbpy_cannot_take_max_version(PyObject *method) {
   if (method == NULL) return 0;
-  if (Py_IS_TYPE(method, &PyMethodDescr_Type))
-    return (((PyMethodDescrObject *)method)->d_method->ml_flags &
-            METH_KEYWORDS) == 0;
+  if (Py_IS_TYPE(method, &PyMethodDescr_Type)) return 1;
   if (!PyFunction_Check(method)) return 0;
   PyCodeObject *code = (PyCodeObject *)PyFunction_GET_CODE(method);
   if (code->co_flags & CO_VARKEYWORDS) return 0;
