@@ -21,6 +21,10 @@ typedef struct {
    * producer's code can drop the entry's reference meanwhile. */
   PyObject *api_owner;
   PyObject *method; /* a new reference, or NULL */
+  /* A new reference to the method the legacy form was learned for, when
+   * the object's own look-up may find another (an instance attribute),
+   * else NULL. */
+  PyObject *learned_for;
   dlbpy_call_form form;
 } dlbpy_route;
 
@@ -164,6 +168,9 @@ static int dlbpy_route_for(dlbpy_state *st, PyTypeObject *type,
   Py_XINCREF(route->api_owner);
   route->method = e->direct ? e->method : NULL;
   Py_XINCREF(route->method);
+  route->learned_for =
+      !e->direct && e->form == DLBPY_FORM_LEGACY ? e->method : NULL;
+  Py_XINCREF(route->learned_for);
   route->form = e->form;
   return 0;
 }
@@ -216,14 +223,49 @@ static PyObject *dlbpy_call_form_of(dlbpy_state *st, PyObject *obj,
  * producer, or read-only data the old struct cannot carry). A type learns
  * the form that answered when the first try failed and the other worked,
  * except that a type known to take max_version keeps it. */
+/* 1 when obj.__dlpack__ is method (what obj's type's MRO holds) bound to
+ * obj, 0 when the look-up finds something else (an instance attribute,
+ * what __getattribute__ gives) or nothing, -1 with an exception set. */
+static int dlbpy_finds_method(dlbpy_state *st, PyObject *obj,
+                              PyObject *method) {
+  PyObject *found = NULL;
+  int rc = DLBPY_GET_OPTIONAL_ATTR(obj, st->s_dlpack, &found);
+  if (rc <= 0) return rc;
+  int same = 0;
+  if (PyMethod_Check(found))
+    same = PyMethod_GET_FUNCTION(found) == method &&
+           PyMethod_GET_SELF(found) == obj;
+  else if (PyCFunction_Check(found) &&
+           Py_IS_TYPE(method, &PyMethodDescr_Type))
+    same = PyCFunction_GET_SELF(found) == obj &&
+           ((PyCFunctionObject *)found)->m_ml ==
+               ((PyMethodDescrObject *)method)->d_method;
+  Py_DECREF(found);
+  return same;
+}
+
 static PyObject *dlbpy_call_dlpack(dlbpy_state *st, PyObject *obj,
                                    const dlbpy_route *route, int with_stream) {
   dlbpy_call_form known = route->form;
+  /* The legacy form was learned for the method in the type's MRO: an
+   * object whose own look-up finds another __dlpack__ (an instance
+   * attribute), which may take max_version, is asked as the standard
+   * says, and teaches its type nothing. */
+  int learn = 1;
+  if (known == DLBPY_FORM_LEGACY && route->learned_for != NULL) {
+    int same = dlbpy_finds_method(st, obj, route->learned_for);
+    if (same < 0) return NULL;
+    if (!same) {
+      known = DLBPY_FORM_UNKNOWN;
+      learn = 0;
+    }
+  }
   dlbpy_call_form first =
       known == DLBPY_FORM_LEGACY ? DLBPY_FORM_LEGACY : DLBPY_FORM_VERSIONED;
   PyObject *capsule = dlbpy_call_form_of(st, obj, route, with_stream, first);
   if (capsule != NULL) {
-    if (known == DLBPY_FORM_UNKNOWN) dlbpy_remember_form(st, Py_TYPE(obj), first);
+    if (learn && known == DLBPY_FORM_UNKNOWN)
+      dlbpy_remember_form(st, Py_TYPE(obj), first);
     return capsule;
   }
   if (first == DLBPY_FORM_VERSIONED) {
@@ -231,7 +273,7 @@ static PyObject *dlbpy_call_dlpack(dlbpy_state *st, PyObject *obj,
     PyErr_Clear();
     capsule = dlbpy_call_form_of(st, obj, route, with_stream,
                                  DLBPY_FORM_LEGACY);
-    if (capsule != NULL && known == DLBPY_FORM_UNKNOWN)
+    if (capsule != NULL && learn && known == DLBPY_FORM_UNKNOWN)
       dlbpy_remember_form(st, Py_TYPE(obj), DLBPY_FORM_LEGACY);
     return capsule;
   }
@@ -553,6 +595,7 @@ static int dlbpy_import_raw(dlbpy_state *st, PyObject *obj,
    * producer's code (the table itself, requires_grad, __dlpack__) dropped
    * the cache entry meanwhile. */
   Py_XDECREF(route.method);
+  Py_XDECREF(route.learned_for);
   Py_XDECREF(route.api_owner);
   return rc < 0 ? -1 : 0;
 }

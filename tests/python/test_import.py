@@ -337,6 +337,24 @@ def test_a_proxy_type_that_fronted_an_old_producer_asks_a_new_one_for_max_versio
     assert dlbridge.from_dlpack(Proxy(StreamOnlyProducer(np.arange(2.0)))).tolist() == [0.0, 1.0]
 
 
+def test_an_instance_s_own_dlpack_is_asked_for_max_version_whatever_its_type_learned():
+    # The keyword-less form is learned for the method of the type; an
+    # instance attribute __dlpack__ (here NumPy's) may take max_version, and
+    # asked without it would answer with the legacy struct, read-only.
+    class Old(StreamOnlyProducer):
+        pass
+
+    assert dlbridge.from_dlpack(Old(np.arange(2.0))).readonly
+    a = np.arange(3.0)
+    p = Old(np.arange(1.0))
+    p.__dlpack__ = a.__dlpack__
+    for _ in range(2):
+        t = dlbridge.from_dlpack(p)
+        assert not t.readonly and t.data_ptr == a.ctypes.data
+    # The type itself still answers, and still learned nothing new.
+    assert dlbridge.from_dlpack(Old(np.arange(2.0))).tolist() == [0.0, 1.0]
+
+
 def test_a_type_error_is_retried_without_max_version_even_for_a_known_type():
     class Flaky(VersionedProducer):
         fail = False
