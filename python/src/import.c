@@ -210,19 +210,6 @@ static PyObject *dlbpy_call_form_of(dlbpy_state *st, PyObject *obj,
                                  with_stream ? st->kw_stream : NULL);
 }
 
-/* Calls __dlpack__ and returns the capsule. with_stream passes stream=None
- * explicitly: PyTorch reads a missing stream as -1 (no synchronisation),
- * not as the standard's None (the default stream), which device memory
- * needs.
- *
- * The form a type answered to only says which call to try first: one type
- * (a proxy forwarding its keywords) can front old and new producers alike,
- * and a TypeError may be a producer's own. So a failed max_version call is
- * retried without it on TypeError, as the standard asks, and a failed
- * keyword-less call, on any error, with max_version (a versioned-only
- * producer, or read-only data the old struct cannot carry). A type learns
- * the form that answered when the first try failed and the other worked,
- * except that a type known to take max_version keeps it. */
 /* 1 when obj.__dlpack__ is method (what obj's type's MRO holds) bound to
  * obj, 0 when the look-up finds something else (an instance attribute,
  * what __getattribute__ gives) or nothing, -1 with an exception set. */
@@ -244,6 +231,19 @@ static int dlbpy_finds_method(dlbpy_state *st, PyObject *obj,
   return same;
 }
 
+/* Calls __dlpack__ and returns the capsule. with_stream passes stream=None
+ * explicitly: PyTorch reads a missing stream as -1 (no synchronisation),
+ * not as the standard's None (the default stream), which device memory
+ * needs.
+ *
+ * The form a type answered to only says which call to try first: one type
+ * (a proxy forwarding its keywords) can front old and new producers alike,
+ * and a TypeError may be a producer's own. So a failed max_version call is
+ * retried without it on TypeError, as the standard asks, and a failed
+ * keyword-less call, on any error, with max_version (a versioned-only
+ * producer, or read-only data the old struct cannot carry). A type learns
+ * the form that answered when the first try failed and the other worked,
+ * except that a type known to take max_version keeps it. */
 static PyObject *dlbpy_call_dlpack(dlbpy_state *st, PyObject *obj,
                                    const dlbpy_route *route, int with_stream) {
   dlbpy_call_form known = route->form;
