@@ -93,6 +93,13 @@ typedef struct {
    * instance attribute, __getattr__) is looked up on the object per call,
    * as Python looks up x.__dlpack__. */
   int direct;
+  /* 1 when method answers a max_version keyword alike whatever the
+   * object: a function with neither that parameter nor **kwargs, a C
+   * method. Only then is DLBPY_FORM_LEGACY learned: a method
+   * that may take it (a proxy passing its keywords on) can front a new
+   * producer, whose answer to the keyword-less call would be the legacy
+   * struct, read-only on import, where max_version gets the versioned. */
+  int old_only;
   dlbpy_call_form form;
 } dlbpy_type_entry;
 

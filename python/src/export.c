@@ -4,6 +4,23 @@
  */
 #include "dlbpy.h"
 
+/* TypeError for obj, given as what, which is not a tuple of two ints: a
+ * tuple of another length is named by its length ("not tuple" would say
+ * nothing). Returns -1. */
+static int dlbpy_not_a_pair(PyObject *obj, const char *what,
+                            const char *pair) {
+  if (PyTuple_Check(obj))
+    PyErr_Format(PyExc_TypeError,
+                 "%s must be None or a %s tuple of 2 ints, not a tuple of "
+                 "%zd items",
+                 what, pair, PyTuple_GET_SIZE(obj));
+  else
+    PyErr_Format(PyExc_TypeError,
+                 "%s must be None or a %s tuple of ints, not %.100s", what,
+                 pair, Py_TYPE(obj)->tp_name);
+  return -1;
+}
+
 /* max_version: None or (major, minor) of ints >= 0; parts past 64 bits
  * saturate, since a consumer may name any future version (NumPy and
  * PyTorch accept them). Sets *versioned to 1 for a major >= 1: the
@@ -12,13 +29,8 @@
 static int dlbpy_parse_max_version(PyObject *obj, int *versioned) {
   *versioned = 0;
   if (obj == NULL || obj == Py_None) return 0;
-  if (!PyTuple_Check(obj) || PyTuple_GET_SIZE(obj) != 2) {
-    PyErr_Format(PyExc_TypeError,
-                 "max_version must be None or a (major, minor) tuple of ints, "
-                 "not %.100s",
-                 Py_TYPE(obj)->tp_name);
-    return -1;
-  }
+  if (!PyTuple_Check(obj) || PyTuple_GET_SIZE(obj) != 2)
+    return dlbpy_not_a_pair(obj, "max_version", "(major, minor)");
   int64_t major, minor;
   if (dlbpy_parse_int64_saturating(PyTuple_GET_ITEM(obj, 0),
                                    "max_version[0]", &major) < 0 ||
@@ -40,13 +52,8 @@ static int dlbpy_parse_max_version(PyObject *obj, int *versioned) {
 static int dlbpy_parse_dl_device(PyObject *obj, int *given, DLDevice *out) {
   *given = 0;
   if (obj == NULL || obj == Py_None) return 0;
-  if (!PyTuple_Check(obj) || PyTuple_GET_SIZE(obj) != 2) {
-    PyErr_Format(PyExc_TypeError,
-                 "dl_device must be None or a (device_type, device_id) tuple "
-                 "of ints, not %.100s",
-                 Py_TYPE(obj)->tp_name);
-    return -1;
-  }
+  if (!PyTuple_Check(obj) || PyTuple_GET_SIZE(obj) != 2)
+    return dlbpy_not_a_pair(obj, "dl_device", "(device_type, device_id)");
   /* Numbers past 64 bits name no device either. */
   int64_t type, id;
   if (dlbpy_parse_int64_saturating(PyTuple_GET_ITEM(obj, 0), "dl_device[0]",

@@ -21,6 +21,10 @@ typedef struct {
    * producer's code can drop the entry's reference meanwhile. */
   PyObject *api_owner;
   PyObject *method; /* a new reference, or NULL */
+  /* A new reference to the method the legacy form was learned for, when
+   * the object's own look-up may find another (an instance attribute),
+   * else NULL. */
+  PyObject *learned_for;
   dlbpy_call_form form;
 } dlbpy_route;
 
@@ -84,6 +88,36 @@ static PyObject *dlbpy_lookup_method(dlbpy_state *st, PyTypeObject *type,
   return method;
 }
 
+/* 1 when method, what a type's MRO holds under __dlpack__, answers a
+ * max_version keyword alike whatever the object it is called for: a
+ * function with neither that parameter nor **kwargs (TypeError), or a C
+ * method, whose keywords its type's C code reads (NumPy 1.x's takes stream
+ * only); 0 when it may pass its keywords on (**kwargs) or cannot be told (a
+ * staticmethod, a callable object, nothing in the MRO), -1 with an
+ * exception set. */
+static int dlbpy_cannot_take_max_version(PyObject *method) {
+  if (method == NULL) return 0;
+  if (Py_IS_TYPE(method, &PyMethodDescr_Type)) return 1;
+  if (!PyFunction_Check(method)) return 0;
+  PyCodeObject *code = (PyCodeObject *)PyFunction_GET_CODE(method);
+  if (code->co_flags & CO_VARKEYWORDS) return 0;
+  PyObject *names = PyObject_GetAttrString((PyObject *)code, "co_varnames");
+  if (names == NULL) return -1;
+  int old = 1;
+  /* The parameters a keyword can name: past the positional-only ones. */
+  Py_ssize_t end = (Py_ssize_t)code->co_argcount + code->co_kwonlyargcount;
+  for (Py_ssize_t i = code->co_posonlyargcount;
+       old && PyTuple_Check(names) && i < end && i < PyTuple_GET_SIZE(names);
+       i++) {
+    PyObject *name = PyTuple_GET_ITEM(names, i);
+    if (PyUnicode_Check(name) &&
+        PyUnicode_CompareWithASCIIString(name, "max_version") == 0)
+      old = 0;
+  }
+  Py_DECREF(names);
+  return old;
+}
+
 /* 1 when the entry still describes type: neither it nor its metaclass
  * changed since. */
 static int dlbpy_entry_valid(const dlbpy_type_entry *e, PyTypeObject *type) {
@@ -101,6 +135,12 @@ static int dlbpy_route_for(dlbpy_state *st, PyTypeObject *type,
     if (dlbpy_lookup_api(st, type, &api, &owner) < 0) return -1;
     int direct;
     PyObject *method = dlbpy_lookup_method(st, type, &direct);
+    int old_only = dlbpy_cannot_take_max_version(method);
+    if (old_only < 0) {
+      Py_XDECREF(method);
+      Py_XDECREF(owner);
+      return -1;
+    }
     /* The lookups may have run Python code that changed the cache. */
     e = dlbpy_cache_find(st, type);
     if (e == NULL) {
@@ -109,13 +149,15 @@ static int dlbpy_route_for(dlbpy_state *st, PyTypeObject *type,
       Py_INCREF(type);
       Py_XSETREF(e->type, type);
       e->form = DLBPY_FORM_UNKNOWN;
-    } else if (e->method != method) {
+    } else if (e->method != method ||
+               (e->form == DLBPY_FORM_LEGACY && !old_only)) {
       e->form = DLBPY_FORM_UNKNOWN;
     }
     Py_XSETREF(e->api_owner, owner);
     Py_XSETREF(e->method, method);
     e->api = api;
     e->direct = direct;
+    e->old_only = old_only;
     /* The attribute lookups gave the type and its metaclass a tag if they
      * had none. */
     e->tag = type->tp_version_tag;
@@ -126,14 +168,20 @@ static int dlbpy_route_for(dlbpy_state *st, PyTypeObject *type,
   Py_XINCREF(route->api_owner);
   route->method = e->direct ? e->method : NULL;
   Py_XINCREF(route->method);
+  route->learned_for =
+      !e->direct && e->form == DLBPY_FORM_LEGACY ? e->method : NULL;
+  Py_XINCREF(route->learned_for);
   route->form = e->form;
   return 0;
 }
 
+/* The legacy form is learned only for a method that cannot take
+ * max_version (see old_only): one that may, answering without it, may
+ * have been a proxy of an old producer, and its type fronts new ones too. */
 static void dlbpy_remember_form(dlbpy_state *st, PyTypeObject *type,
                                 dlbpy_call_form form) {
   dlbpy_type_entry *e = dlbpy_cache_find(st, type);
-  if (e != NULL) e->form = form;
+  if (e != NULL && (form != DLBPY_FORM_LEGACY || e->old_only)) e->form = form;
 }
 
 /* ------------------------------------------------------------------------
@@ -162,6 +210,27 @@ static PyObject *dlbpy_call_form_of(dlbpy_state *st, PyObject *obj,
                                  with_stream ? st->kw_stream : NULL);
 }
 
+/* 1 when obj.__dlpack__ is method (what obj's type's MRO holds) bound to
+ * obj, 0 when the look-up finds something else (an instance attribute,
+ * what __getattribute__ gives) or nothing, -1 with an exception set. */
+static int dlbpy_finds_method(dlbpy_state *st, PyObject *obj,
+                              PyObject *method) {
+  PyObject *found = NULL;
+  int rc = DLBPY_GET_OPTIONAL_ATTR(obj, st->s_dlpack, &found);
+  if (rc <= 0) return rc;
+  int same = 0;
+  if (PyMethod_Check(found))
+    same = PyMethod_GET_FUNCTION(found) == method &&
+           PyMethod_GET_SELF(found) == obj;
+  else if (PyCFunction_Check(found) &&
+           Py_IS_TYPE(method, &PyMethodDescr_Type))
+    same = PyCFunction_GET_SELF(found) == obj &&
+           ((PyCFunctionObject *)found)->m_ml ==
+               ((PyMethodDescrObject *)method)->d_method;
+  Py_DECREF(found);
+  return same;
+}
+
 /* Calls __dlpack__ and returns the capsule. with_stream passes stream=None
  * explicitly: PyTorch reads a missing stream as -1 (no synchronisation),
  * not as the standard's None (the default stream), which device memory
@@ -178,11 +247,25 @@ static PyObject *dlbpy_call_form_of(dlbpy_state *st, PyObject *obj,
 static PyObject *dlbpy_call_dlpack(dlbpy_state *st, PyObject *obj,
                                    const dlbpy_route *route, int with_stream) {
   dlbpy_call_form known = route->form;
+  /* The legacy form was learned for the method in the type's MRO: an
+   * object whose own look-up finds another __dlpack__ (an instance
+   * attribute), which may take max_version, is asked as the standard
+   * says, and teaches its type nothing. */
+  int learn = 1;
+  if (known == DLBPY_FORM_LEGACY && route->learned_for != NULL) {
+    int same = dlbpy_finds_method(st, obj, route->learned_for);
+    if (same < 0) return NULL;
+    if (!same) {
+      known = DLBPY_FORM_UNKNOWN;
+      learn = 0;
+    }
+  }
   dlbpy_call_form first =
       known == DLBPY_FORM_LEGACY ? DLBPY_FORM_LEGACY : DLBPY_FORM_VERSIONED;
   PyObject *capsule = dlbpy_call_form_of(st, obj, route, with_stream, first);
   if (capsule != NULL) {
-    if (known == DLBPY_FORM_UNKNOWN) dlbpy_remember_form(st, Py_TYPE(obj), first);
+    if (learn && known == DLBPY_FORM_UNKNOWN)
+      dlbpy_remember_form(st, Py_TYPE(obj), first);
     return capsule;
   }
   if (first == DLBPY_FORM_VERSIONED) {
@@ -190,7 +273,7 @@ static PyObject *dlbpy_call_dlpack(dlbpy_state *st, PyObject *obj,
     PyErr_Clear();
     capsule = dlbpy_call_form_of(st, obj, route, with_stream,
                                  DLBPY_FORM_LEGACY);
-    if (capsule != NULL && known == DLBPY_FORM_UNKNOWN)
+    if (capsule != NULL && learn && known == DLBPY_FORM_UNKNOWN)
       dlbpy_remember_form(st, Py_TYPE(obj), DLBPY_FORM_LEGACY);
     return capsule;
   }
@@ -456,7 +539,17 @@ int dlbpy_import_apply(const dlbpy_import_opts *opts,
                      from, to);
         return -1;
       }
-      /* The struct is this import's own: only its label changes. */
+      /* Only the label changes, in a struct of our own: a producer's
+       * struct taken as it is stays as its producer made it, since its
+       * deleter may read the device to know how to free the memory
+       * (pinned memory with cudaFreeHost). Such a struct is wrapped. */
+      if (!dlbpy_is_light(m) && !dlb_tensor_is_ours(m)) {
+        if (dlbpy_own(&m) < 0) {
+          dlbpy_release(m);
+          return -1;
+        }
+        *mt = m;
+      }
       m->dl_tensor.device = opts->device;
       return 0;
     }
@@ -472,7 +565,11 @@ int dlbpy_import_apply(const dlbpy_import_opts *opts,
     target = opts->device;
     copied = 0;
   }
-  if ((opts->copy == 1 && !copied) || !dlb_device_equal(target, own)) {
+  /* copy=True gives a copy of the caller's own, writable as every copy
+   * dlbridge makes: a producer's copy that is read-only is not one. */
+  if ((opts->copy == 1 &&
+       (!copied || (m->flags & DLPACK_FLAG_BITMASK_READ_ONLY))) ||
+      !dlb_device_equal(target, own)) {
     DLManagedTensorVersioned *copy;
     int rc = dlbpy_copy_to(m, target, PyExc_BufferError, &copy);
     dlbpy_release(m);
@@ -504,6 +601,7 @@ static int dlbpy_import_raw(dlbpy_state *st, PyObject *obj,
    * producer's code (the table itself, requires_grad, __dlpack__) dropped
    * the cache entry meanwhile. */
   Py_XDECREF(route.method);
+  Py_XDECREF(route.learned_for);
   Py_XDECREF(route.api_owner);
   return rc < 0 ? -1 : 0;
 }

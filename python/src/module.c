@@ -40,6 +40,7 @@ void dlbpy_cache_clear(dlbpy_state *st) {
     dlbpy_type_entry *e = &st->cache[i];
     e->api = NULL;
     e->direct = 0;
+    e->old_only = 0;
     e->form = DLBPY_FORM_UNKNOWN;
     e->tag = 0;
     e->meta_tag = 0;

@@ -342,6 +342,16 @@ def test_bad_argument_types_are_type_errors(kwargs):
         dlbridge.arange(3).__dlpack__(**kwargs)
 
 
+@pytest.mark.parametrize("name", ["max_version", "dl_device"])
+@pytest.mark.parametrize("value", [(), (1,), (1, 0, 0)])
+def test_tuples_of_another_length_are_named_by_their_length(name, value):
+    with pytest.raises(TypeError, match=r"^%s must be None or a .* tuple of 2 ints, not a tuple of %d items$"
+                       % (name, len(value))):
+        dlbridge.arange(3).__dlpack__(**{name: value})
+    with pytest.raises(TypeError, match=r"^%s must be None or a .* tuple of ints, not list$" % name):
+        dlbridge.arange(3).__dlpack__(**{name: [1, 0]})
+
+
 def test_bad_argument_values():
     t = dlbridge.arange(3)
     with pytest.raises(ValueError):

@@ -268,8 +268,6 @@ class VersionedProducer:
 class StreamOnlyProducer:
     """NumPy 1.x and PyTorch 1.x: __dlpack__ takes only stream."""
 
-    attempts = 0
-
     def __init__(self, array):
         self.array = array
 
@@ -278,14 +276,6 @@ class StreamOnlyProducer:
 
     def __dlpack_device__(self):
         return (KDLCPU, 0)
-
-
-class CountingStreamOnly(StreamOnlyProducer):
-    def __dlpack__(self, *args, **kwargs):
-        type(self).attempts += 1
-        if kwargs:
-            raise TypeError("__dlpack__() got an unexpected keyword argument")
-        return self.array.__dlpack__()
 
 
 def test_producer_is_asked_for_the_versioned_struct():
@@ -304,12 +294,65 @@ def test_stream_only_producer_works():
 
 
 def test_old_producer_costs_one_type_error_per_type():
+    class Old(StreamOnlyProducer):
+        asked = []
+
+        def __dlpack__(self, stream=None):
+            return self.array.__dlpack__()
+
+    def counting(self, *args, **kwargs):
+        type(self).asked.append(kwargs)
+        return self.array.__dlpack__()
+
     a = np.arange(3.0)
-    CountingStreamOnly.attempts = 0
-    for _ in range(5):
-        assert dlbridge.from_dlpack(CountingStreamOnly(a)).tolist() == [0.0, 1.0, 2.0]
-    # One try with max_version, then the remembered form only.
-    assert CountingStreamOnly.attempts == 6
+    assert dlbridge.from_dlpack(Old(a)).tolist() == [0.0, 1.0, 2.0]
+    # The same function (so the same type) counts from here on: after the
+    # one TypeError its type is asked without max_version only.
+    Old.__dlpack__.__code__ = counting.__code__
+    for _ in range(4):
+        assert dlbridge.from_dlpack(Old(a)).tolist() == [0.0, 1.0, 2.0]
+    assert Old.asked == [{}] * 4
+
+
+def test_a_proxy_type_that_fronted_an_old_producer_asks_a_new_one_for_max_version():
+    # A __dlpack__ that passes its keywords on may front an old producer
+    # and a new one: a new one asked without max_version answers with the
+    # legacy struct, read-only on import, so its type never learns to skip
+    # max_version.
+    class Proxy:
+        def __init__(self, inner):
+            self.inner = inner
+
+        def __dlpack__(self, **kwargs):
+            return self.inner.__dlpack__(**kwargs)
+
+    assert dlbridge.from_dlpack(Proxy(StreamOnlyProducer(np.arange(2.0)))).readonly
+    a = np.arange(3.0)
+    for _ in range(2):
+        t = dlbridge.from_dlpack(Proxy(a))
+        assert not t.readonly and t.data_ptr == a.ctypes.data
+        t[0] = 7.0
+        assert a[0] == 7.0
+    # And the old one behind it still answers, asked each time.
+    assert dlbridge.from_dlpack(Proxy(StreamOnlyProducer(np.arange(2.0)))).tolist() == [0.0, 1.0]
+
+
+def test_an_instance_s_own_dlpack_is_asked_for_max_version_whatever_its_type_learned():
+    # The keyword-less form is learned for the method of the type; an
+    # instance attribute __dlpack__ (here NumPy's) may take max_version, and
+    # asked without it would answer with the legacy struct, read-only.
+    class Old(StreamOnlyProducer):
+        pass
+
+    assert dlbridge.from_dlpack(Old(np.arange(2.0))).readonly
+    a = np.arange(3.0)
+    p = Old(np.arange(1.0))
+    p.__dlpack__ = a.__dlpack__
+    for _ in range(2):
+        t = dlbridge.from_dlpack(p)
+        assert not t.readonly and t.data_ptr == a.ctypes.data
+    # The type itself still answers, and still learned nothing new.
+    assert dlbridge.from_dlpack(Old(np.arange(2.0))).tolist() == [0.0, 1.0]
 
 
 def test_a_type_error_is_retried_without_max_version_even_for_a_known_type():
@@ -919,6 +962,17 @@ def test_copy_true_of_read_only_data_is_writable(helper):
     assert not t.readonly
     np.from_dlpack(t)[0] = 5
     assert a[0] == 0
+
+
+def test_copy_true_of_a_read_only_producer_copy_is_writable(helper):
+    # A producer's copy is taken as the copy only when the caller may write
+    # it, as every copy=True import can be written.
+    a = np.arange(3, dtype=np.float32)
+    t = dlbridge.from_dlpack(capsule_of(a, flags=READ_ONLY | IS_COPIED), copy=True)
+    assert not t.readonly and t.data_ptr != a.ctypes.data
+    t[0] = 5.0
+    assert a[0] == 0 and t.tolist() == [5.0, 1.0, 2.0]
+    assert deleted() == 1
 
 
 def test_copy_false_never_copies(helper):

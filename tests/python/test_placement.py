@@ -3,10 +3,14 @@ read is not memory placed on it. in_place=True is the explicit way to take
 such memory where it is, under the device's name. Runs without a GPU:
 pinned and managed memory are host memory labelled so."""
 
+import ctypes
+import gc
+
 import numpy as np
 import pytest
 
 import dlbridge
+from dlpack_ctypes import DLDataType, DLDevice, DLManagedTensorVersioned
 from support import KDLCUDAHOST, KDLCUDAMANAGED, capsule_of
 
 HOST_KINDS = [(KDLCUDAHOST, "cuda_host"), (KDLCUDAMANAGED, "cuda_managed")]
@@ -49,6 +53,41 @@ def test_in_place_relabels_memory_the_device_can_address(kind, name):
     assert np.from_dlpack(t).ctypes.data == a.ctypes.data
     t2 = dlbridge.from_dlpack(labelled(a, kind), device="cpu", in_place=True, copy=False)
     assert t2.data_ptr == a.ctypes.data
+
+
+@pytest.mark.parametrize("kind,name", HOST_KINDS)
+def test_in_place_leaves_the_producer_s_struct_as_it_made_it(kind, name):
+    # A producer's deleter may read its struct's device to know how to free
+    # the memory (cudaFreeHost for pinned memory): the relabelling is the
+    # import's, never written into the producer's struct.
+    a = np.arange(4.0)
+    dims = (ctypes.c_int64 * 2)(4, 1)
+    m = DLManagedTensorVersioned(major=1, minor=3)
+    m.dl_tensor.data = a.ctypes.data
+    m.dl_tensor.device = DLDevice(kind, 0)
+    m.dl_tensor.ndim = 1
+    m.dl_tensor.dtype = DLDataType(2, 64, 1)
+    m.dl_tensor.shape = ctypes.addressof(dims)
+    m.dl_tensor.strides = ctypes.addressof(dims) + 8
+    seen = []
+
+    @ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+    def deleter(p):
+        seen.append(DLManagedTensorVersioned.from_address(p).dl_tensor.device.device_type)
+
+    m.deleter = ctypes.cast(deleter, ctypes.c_void_p).value
+    new_capsule = ctypes.pythonapi.PyCapsule_New
+    new_capsule.restype = ctypes.py_object
+    new_capsule.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+    capsule = new_capsule(ctypes.addressof(m), b"dltensor_versioned", None)
+    t = dlbridge.from_dlpack(capsule, device="cpu", in_place=True)
+    assert t.device == "cpu" and t.data_ptr == a.ctypes.data
+    assert t.tolist() == [0.0, 1.0, 2.0, 3.0]
+    assert m.dl_tensor.device.device_type == kind
+    assert np.from_dlpack(t).ctypes.data == a.ctypes.data
+    del t, capsule
+    gc.collect()
+    assert seen == [kind]
 
 
 def test_in_place_refuses_what_the_device_cannot_address():
