@@ -10,6 +10,7 @@ other. Any other tensor goes by value, as plain pickle sends it (the
 receiver gets its own copy); call share_memory() first to share it.
 """
 
+import errno as _errno
 import os as _os
 import threading as _threading
 import weakref as _weakref
@@ -61,22 +62,55 @@ def get_sharing_pin():
     return _pin
 
 
+def _nofile_limit():
+    try:
+        import resource
+
+        return str(resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+    except (ImportError, OSError, ValueError):
+        return "unknown"
+
+
+def _not_offered(e):
+    # The resource sharer hands a descriptor over once, while the process
+    # that pickled it runs; what it raises otherwise (EOFError,
+    # FileNotFoundError, ConnectionRefusedError) says neither.
+    cause = type(e).__name__ + (": %s" % e if str(e) else "")
+    return OSError(
+        "a shared dlbridge.Tensor could not be received: its sender no "
+        "longer offers the memory's descriptor (%s); a pickle made for "
+        "another process loads once, while the process that made it "
+        "runs" % cause)
+
+
 def _rebuild_shared(handle, dupfd):
     if dupfd is None:
         # Device memory (no descriptor): the pin setting is for host memory.
         return share_import(handle, -1)
     try:
         fd = dupfd.detach()
-    except (EOFError, OSError) as e:
-        # The resource sharer hands a descriptor over once, while the
-        # process that pickled it runs; what it raises otherwise (EOFError,
-        # FileNotFoundError, ConnectionRefusedError) says neither.
-        cause = type(e).__name__ + (": %s" % e if str(e) else "")
+    except OSError as e:
+        if e.errno not in (_errno.EMFILE, _errno.ENFILE):
+            raise _not_offered(e) from e
+        # Not the sender's doing: the connection to its resource sharer
+        # needs a descriptor here, which the receiver has none left for.
         raise OSError(
-            "a shared dlbridge.Tensor could not be received: its sender no "
-            "longer offers the memory's descriptor (%s); a pickle made for "
-            "another process loads once, while the process that made it "
-            "runs" % cause) from e
+            e.errno,
+            "a shared dlbridge.Tensor could not be received: this process "
+            "has no descriptor left for it (%s: %s; RLIMIT_NOFILE is %s)"
+            % (type(e).__name__, e, _nofile_limit())) from e
+    except EOFError as e:
+        raise _not_offered(e) from e
+    except RuntimeError as e:
+        # multiprocessing.reduction.recvfds: the message came without its
+        # descriptor, which the kernel drops (MSG_CTRUNC) when this
+        # process's descriptor table is full. The sender has let it go.
+        raise OSError(
+            _errno.EMFILE,
+            "a shared dlbridge.Tensor could not be received: its descriptor "
+            "did not arrive (RuntimeError: %s); the kernel drops a received "
+            "descriptor when this process's descriptor table is full "
+            "(RLIMIT_NOFILE is %s)" % (e, _nofile_limit())) from e
     except _AuthenticationError as e:
         # The resource sharer hands descriptors only to processes holding
         # the sender's authentication key: those multiprocessing started.

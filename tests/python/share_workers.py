@@ -101,3 +101,30 @@ def pickle_shared(q):
     with it."""
     from multiprocessing.reduction import ForkingPickler
     q.put(bytes(ForkingPickler.dumps(dlbridge.zeros(4, shared=True))))
+
+
+def receive_with_few_descriptors(q, out, frees):
+    """For each count in frees: fills this process's descriptor table (a
+    limit of 64) but for that many slots, receives a shared tensor from q,
+    and reports what came (the exception's type and text, or "ok")."""
+    import resource
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard))
+    for free in frees:
+        fill = []
+        try:
+            while True:
+                fill.append(os.open("/dev/null", os.O_RDONLY))
+        except OSError:
+            pass
+        for _ in range(free):
+            os.close(fill.pop())
+        try:
+            t = q.get(timeout=60)
+            got = ("ok", t.tolist())
+            del t
+        except Exception as e:  # noqa: BLE001 - reported to the test
+            got = (type(e).__name__, str(e))
+        for fd in fill:
+            os.close(fd)
+        out.put(got)

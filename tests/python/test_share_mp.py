@@ -623,6 +623,36 @@ def test_a_descriptor_no_longer_offered_is_a_named_os_error():
         pickle.loads(b)
 
 
+def test_a_receiver_without_free_descriptors_is_told_so():
+    # A receiver whose descriptor table is full cannot connect to the
+    # sender's resource sharer (EMFILE), or connects but the kernel drops
+    # the descriptor sent (recvfds' RuntimeError "received 0 items of
+    # ancdata"): neither is the sender's leaving, which the text said, nor
+    # a bare RuntimeError.
+    import multiprocessing.resource_sharer  # noqa: F401 - loaded before the fork
+    ctx = mp.get_context("fork")
+    q, out = ctx.Queue(), ctx.Queue()
+    frees = list(range(1, 8))
+    p = ctx.Process(target=w.receive_with_few_descriptors, args=(q, out, frees))
+    p.start()
+    try:
+        got = []
+        for i in frees:
+            q.put(dlbridge.full(3, i, dtype="int32", shared=True))
+            got.append(out.get(timeout=60))
+    finally:
+        p.join(60)
+    assert p.exitcode == 0
+    refused = [g for g in got if g[0] != "ok"]
+    assert refused, got
+    for kind, text in refused:
+        assert kind == "OSError", got
+        assert "could not be received" in text and "RLIMIT_NOFILE is 64" in text, got
+        assert "no longer offers" not in text, got
+    # Once a few descriptors are free, the tensor arrives whole.
+    assert got[-1] == ("ok", [len(frees)] * 3)
+
+
 def test_sending_and_receiving_leave_no_descriptor_behind():
     # The sender's exported descriptor and the receiver's received one are
     # closed once the memory is mapped (the resource sharer closes its own
