@@ -150,6 +150,27 @@ class _OnceClosed:
         _os.close(fd)
 
 
+class _ClosedOnceStarted:
+    """The tensor's finalizer for a descriptor a child inherits: closes it
+    once the child has it. A tensor made while the child's arguments are
+    pickled (a view a __reduce__ returns) goes before the child is
+    launched: the descriptor must stay open for the launch (its number
+    would be reused, and the child would take another file for the
+    memory), so the Popen's finalizer closes it then."""
+
+    def __init__(self, closer, popen):
+        self._closer = closer
+        self._popen = _weakref.ref(popen)
+
+    def __call__(self):
+        popen = self._popen()
+        # Popen objects set pid once the child has its descriptors (spawn:
+        # after the exec; forkserver: after sending them to the server).
+        if popen is not None and getattr(popen, "pid", None) is None:
+            return
+        self._closer()
+
+
 def _reduce_tensor(t):
     if not (t.is_shared or _device_memory(t)):
         # Protocol 4's form: the pickler's protocol is not known here.
@@ -165,14 +186,14 @@ def _reduce_tensor(t):
     if popen is not None:
         # A child being started (spawn, forkserver) inherits the descriptor
         # itself after the pickle is written: it stays open until the
-        # tensor object or the child's Popen object goes, whichever goes
-        # first (Process.start() drops its arguments once the child has
-        # it; a parent that keeps the tensor may start any number of
-        # children with it).
+        # child's Popen object goes, or the tensor object once the child
+        # has it, whichever comes first (Process.start() drops its
+        # arguments once the child has it; a parent that keeps the tensor
+        # may start any number of children with it).
         closer = _OnceClosed(fd)
         try:
             dupfd = _reduction.DupFd(fd)
-            _weakref.finalize(t, closer)
+            _weakref.finalize(t, _ClosedOnceStarted(closer, popen))
             _weakref.finalize(popen, closer)
         except BaseException:
             closer()

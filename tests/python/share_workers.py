@@ -128,3 +128,20 @@ def receive_with_few_descriptors(q, out, frees):
         for fd in fill:
             os.close(fd)
         out.put(got)
+
+
+class ViewOnPickling:
+    """Pickles as a view of its tensor made while pickling: the view is
+    gone again before the child being started has its descriptor."""
+
+    def __init__(self, t):
+        self.t = t
+
+    def __reduce__(self):
+        return (ViewOnPickling, (self.t[1:],))
+
+
+def add_one_to_view(holder, q):
+    """Adds one to the first element of holder's tensor; reports it."""
+    holder.t[0] = holder.t[0].item() + 1
+    q.put((holder.t.is_shared, holder.t.tolist()))

@@ -191,6 +191,33 @@ def test_starting_children_with_a_kept_tensor_leaves_no_descriptor_behind(method
     assert t.tolist() == [4, 0, 0, 0]
 
 
+@pytest.mark.parametrize("method", [m for m in METHODS if m != "fork"])
+def test_a_view_made_while_pickling_a_childs_arguments_reaches_the_child(method):
+    # A __reduce__ that returns a new view: the view goes when the pickler
+    # does, before the child is launched. Its descriptor closed then, the
+    # number was reused (a pipe of the launch) and the child took that
+    # file for the memory ("fd 10 is not shared memory") and closed it.
+    ctx = mp.get_context(method)
+    t = dlbridge.arange(5, dtype="int32").share_memory()
+    q = ctx.Queue()
+
+    def start_and_join():
+        p = ctx.Process(target=w.add_one_to_view, args=(w.ViewOnPickling(t), q))
+        p.start()
+        p.join(60)
+        assert p.exitcode == 0
+        p.close()
+        return q.get(timeout=30)
+
+    assert start_and_join() == (True, [2, 2, 3, 4])
+    gc.collect()
+    before = open_fds()
+    assert start_and_join() == (True, [3, 2, 3, 4])
+    gc.collect()
+    assert open_fds() == before
+    assert t.tolist() == [0, 3, 2, 3, 4]
+
+
 def test_tensors_not_in_shared_memory_travel_by_value():
     ctx = mp.get_context("spawn")
     t = dlbridge.arange(4, dtype="int16")
