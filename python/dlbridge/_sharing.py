@@ -83,12 +83,10 @@ def _not_offered(e):
         "runs" % cause)
 
 
-def _rebuild_shared(handle, dupfd):
-    if dupfd is None:
-        # Device memory (no descriptor): the pin setting is for host memory.
-        return share_import(handle, -1)
+def _detach(dupfd):
+    """The descriptor dupfd brings, or OSError naming why it did not come."""
     try:
-        fd = dupfd.detach()
+        return dupfd.detach()
     except OSError as e:
         if e.errno not in (_errno.EMFILE, _errno.ENFILE):
             raise _not_offered(e) from e
@@ -121,10 +119,61 @@ def _rebuild_shared(handle, dupfd):
             "process that multiprocessing started from the sender. Send the "
             "data by value with plain pickle, or the handle with "
             "dlbridge.share_export() over a transport of your own" % e) from e
+
+
+class _ReceivedFd:
+    """A descriptor received once for every tensor over one memory in a
+    message (see _MemoryFd); closed when the message is loaded."""
+
+    def __init__(self, dupfd):
+        self.fd = _detach(dupfd)
+        _weakref.finalize(self, _os.close, self.fd)
+
+
+def _rebuild_shared(handle, dupfd):
+    if dupfd is None:
+        # Device memory (no descriptor): the pin setting is for host memory.
+        return share_import(handle, -1)
+    if isinstance(dupfd, _ReceivedFd):
+        return share_import(handle, dupfd.fd, pin=_pin)
+    fd = _detach(dupfd)
     try:
         return share_import(handle, fd, pin=_pin)
     finally:
         _os.close(fd)
+
+
+class _MemoryFd:
+    """A descriptor of one memory for the tensors over it in the pickles
+    being made: a pickle saves it once (its memo), so a message with many
+    views of one base hands one descriptor over (one resource sharer
+    connection), not one each. Found again by the memory's identity while
+    a pickle holds it; each pickle that saves it offers a new duplicate."""
+
+    def __init__(self, fd):
+        self._fd = fd
+        _weakref.finalize(self, _os.close, fd)
+
+    def __reduce__(self):
+        return _ReceivedFd, (_reduction.DupFd(self._fd),)
+
+
+# (identity, read-only) of a memory -> its _MemoryFd, while one is alive.
+_memory_fds = _weakref.WeakValueDictionary()
+_memory_fds_lock = _threading.Lock()
+
+
+def _memory_fd(handle, fd):
+    """The _MemoryFd of the memory of handle, made from fd (taken) unless
+    one is alive; a read-only descriptor serves read-only handles only."""
+    key = (bytes(handle[64:80]), handle[32] & 1)
+    with _memory_fds_lock:
+        m = _memory_fds.get(key)
+        if m is None:
+            m = _memory_fds[key] = _MemoryFd(fd)
+            return m
+    _os.close(fd)
+    return m
 
 
 def _rebuild_empty(shape, dtype, device):
@@ -199,12 +248,9 @@ def _reduce_tensor(t):
             closer()
             raise
         return _rebuild_shared, (handle, dupfd)
-    try:
-        # A duplicate waits for the receiver in the resource sharer.
-        dupfd = _reduction.DupFd(fd)
-    finally:
-        _os.close(fd)
-    return _rebuild_shared, (handle, dupfd)
+    # A duplicate waits for the receiver in the resource sharer, one per
+    # memory and pickle.
+    return _rebuild_shared, (handle, _memory_fd(handle, fd))
 
 
 _reduction.ForkingPickler.register(Tensor, _reduce_tensor)

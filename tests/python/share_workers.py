@@ -145,3 +145,16 @@ def add_one_to_view(holder, q):
     """Adds one to the first element of holder's tensor; reports it."""
     holder.t[0] = holder.t[0].item() + 1
     q.put((holder.t.is_shared, holder.t.tolist()))
+
+
+def receive_views_with_64_descriptors(q, out):
+    """Receives a list of shared tensors under a descriptor limit of 64;
+    reports their values and how many descriptors this process holds."""
+    import resource
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard))
+    try:
+        views = q.get(timeout=60)
+        out.put(("ok", [v.item() for v in views], len(os.listdir("/proc/self/fd"))))
+    except Exception as e:  # noqa: BLE001 - reported to the test
+        out.put((type(e).__name__, str(e), 0))

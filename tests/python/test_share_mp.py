@@ -680,6 +680,42 @@ def test_a_receiver_without_free_descriptors_is_told_so():
     assert got[-1] == ("ok", [len(frees)] * 3)
 
 
+def test_many_views_of_one_memory_in_a_message_take_one_descriptor():
+    # Each view sent took a descriptor of its own: one duplicate each in
+    # the sender's resource sharer (a list of 1500 views ran the sender out
+    # of descriptors, and the message was dropped), one connection each,
+    # and one descriptor and mapping each in the receiver, which a limit
+    # of 64 stopped short.
+    from multiprocessing.reduction import ForkingPickler
+    n = 600
+    t = dlbridge.arange(n, dtype="int32").share_memory()
+    pickle.loads(ForkingPickler.dumps(t))  # the resource sharer starts once
+    gc.collect()
+    before = open_fds()
+    views = [t[i] for i in range(n)] + [t[::-1], t.share_memory()]
+    b = ForkingPickler.dumps(views)
+    assert open_fds() == before + 1
+    got = pickle.loads(b)
+    assert [v.item() for v in got[:n]] == list(range(n)) and got[n].tolist() == list(range(n))[::-1]
+    assert all(v.is_shared for v in got)
+    del got, b
+    gc.collect()
+    deadline = time.monotonic() + 30
+    while open_fds() != before and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert open_fds() == before
+    # Across processes, to a receiver allowed 64 descriptors.
+    ctx = mp.get_context("fork")
+    q, out = ctx.Queue(), ctx.Queue()
+    p = ctx.Process(target=w.receive_views_with_64_descriptors, args=(q, out))
+    p.start()
+    q.put(views[:n])
+    kind, values, fds = out.get(timeout=60)
+    p.join(60)
+    assert (kind, values) == ("ok", list(range(n))), values
+    assert fds < 64
+
+
 def test_sending_and_receiving_leave_no_descriptor_behind():
     # The sender's exported descriptor and the receiver's received one are
     # closed once the memory is mapped (the resource sharer closes its own
