@@ -359,7 +359,9 @@ static dlb_status check_header(int fd, const dlb__share_meta *m) {
 }
 
 /* The checks of dlb__shm_import on own, a duplicate of the caller's fd
- * (named fd in messages); fills *m and *s_out (which then holds own). */
+ * (named fd in messages); fills *m and *s_out, which then holds own (or,
+ * for a read-only handle with a writable descriptor, a read-only open of
+ * it, own closed). */
 static dlb_status shm_checked(const void *buf, size_t len, int fd, int own,
                               dlb__share_meta *m, dlb__shm **s_out) {
   struct stat stt;
@@ -381,8 +383,24 @@ static dlb_status shm_checked(const void *buf, size_t len, int fd, int own,
                "writes (seals 0x%x)", fd, (unsigned)seals);
   st = check_header(own, m);
   if (st != DLB_OK) return st;
+  int keep = own;
+  if (read_only && (acc & O_ACCMODE) != O_RDONLY) {
+    /* A read-only share keeps (and passes on) a read-only descriptor
+     * only, whatever descriptor came with it. */
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", own);
+    keep = open(path, O_RDONLY | O_CLOEXEC);
+    if (keep < 0)
+      return sys_fail(DLB_E_SYSTEM, "reopening the received shared memory "
+                      "read-only through /proc/self/fd (the handle is "
+                      "read-only, its descriptor writable)", errno);
+  }
   dlb__shm *s = dlb__calloc(sizeof *s);
-  if (s == NULL) return DLB_E_NOMEM;
+  if (s == NULL) {
+    if (keep != own) close(keep);
+    return DLB_E_NOMEM;
+  }
+  if (keep != own) close(own);
   s->read_only = read_only;
   s->dev = stt.st_dev;
   s->ino = stt.st_ino;
@@ -390,7 +408,7 @@ static dlb_status shm_checked(const void *buf, size_t len, int fd, int own,
   s->data_offset = m->data_offset;
   s->map_len = (size_t)(m->size - m->data_offset);
   memcpy(s->id, m->id, sizeof s->id);
-  s->fd = own;
+  s->fd = keep;
   *s_out = s;
   return DLB_OK;
 }
