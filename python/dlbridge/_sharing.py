@@ -152,9 +152,30 @@ class _MemoryFd:
 
     def __init__(self, fd):
         self._fd = fd
+        self._children = _weakref.WeakKeyDictionary()  # Popen -> (DupFd, closer)
         _weakref.finalize(self, _os.close, fd)
 
+    def for_child(self, popen):
+        """The DupFd and closer of the duplicate the child popen is starting
+        inherits, made once per child: it stays open until the Popen goes
+        (or a tensor over the memory does once the child has it)."""
+        c = self._children.get(popen)
+        if c is None:
+            dup = _os.dup(self._fd)
+            closer = _OnceClosed(dup)
+            try:
+                c = (_reduction.DupFd(dup), closer)
+                _weakref.finalize(popen, closer)
+            except BaseException:
+                closer()
+                raise
+            self._children[popen] = c
+        return c
+
     def __reduce__(self):
+        popen = _get_spawning_popen()
+        if popen is not None:
+            return _ReceivedFd, (self.for_child(popen)[0],)
         return _ReceivedFd, (_reduction.DupFd(self._fd),)
 
 
@@ -231,26 +252,21 @@ def _reduce_tensor(t):
     handle, fd = share_export(t)
     if fd < 0:
         return _rebuild_shared, (handle, None)
+    m = _memory_fd(handle, fd)
     popen = _get_spawning_popen()
     if popen is not None:
-        # A child being started (spawn, forkserver) inherits the descriptor
-        # itself after the pickle is written: it stays open until the
-        # child's Popen object goes, or the tensor object once the child
-        # has it, whichever comes first (Process.start() drops its
-        # arguments once the child has it; a parent that keeps the tensor
-        # may start any number of children with it).
-        closer = _OnceClosed(fd)
-        try:
-            dupfd = _reduction.DupFd(fd)
-            _weakref.finalize(t, _ClosedOnceStarted(closer, popen))
-            _weakref.finalize(popen, closer)
-        except BaseException:
-            closer()
-            raise
-        return _rebuild_shared, (handle, dupfd)
-    # A duplicate waits for the receiver in the resource sharer, one per
-    # memory and pickle.
-    return _rebuild_shared, (handle, _memory_fd(handle, fd))
+        # A child being started (spawn, forkserver) inherits a duplicate
+        # itself after the pickle is written, one per memory: it stays open
+        # until the child's Popen object goes, or a tensor object over the
+        # memory once the child has it, whichever comes first
+        # (Process.start() drops its arguments once the child has it; a
+        # parent that keeps the tensor may start any number of children
+        # with it).
+        _, closer = m.for_child(popen)
+        _weakref.finalize(t, _ClosedOnceStarted(closer, popen))
+    # Else a duplicate waits for the receiver in the resource sharer, one
+    # per memory and pickle.
+    return _rebuild_shared, (handle, m)
 
 
 _reduction.ForkingPickler.register(Tensor, _reduce_tensor)
