@@ -180,7 +180,7 @@ class _MemoryFd:
 
 
 # (identity, read-only) of a memory -> its _MemoryFd, while one is alive.
-_memory_fds = _weakref.WeakValueDictionary()
+_memory_fds: "_weakref.WeakValueDictionary[tuple[bytes, int], _MemoryFd]" = _weakref.WeakValueDictionary()
 _memory_fds_lock = _threading.Lock()
 
 
