@@ -135,6 +135,7 @@ dlb_status dlb__device_copy(const DLTensor *src, const DLTensor *dst);
  * runs around fork(). */
 extern pthread_mutex_t dlb__pin_lock;        /* backend/pin.c */
 extern pthread_mutex_t dlb__ipc_lock;        /* share/ipc.c */
+extern pthread_mutex_t dlb__shm_lock;        /* share/shm.c */
 extern pthread_mutex_t dlb__cuda_event_lock; /* backend/cuda_ipc.c */
 extern pthread_mutex_t dlb__hip_event_lock;  /* backend/hip_ipc.c */
 extern pthread_mutex_t dlb__cuda_ctx_lock;   /* backend/cuda_load.c */

@@ -110,7 +110,10 @@ DLB_API dlb_status dlb_share_export(const DLManagedTensorVersioned *t,
  * one DLB_SHARE_PIN_* flag. Host memory is mapped MAP_SHARED, read-only
  * when the handle is read-only; the tensor is cpu (or cuda_host /
  * rocm_host when pinned) with the exporter's dtype, shape, strides and
- * flags, and writes through it are seen by every process. Device memory
+ * flags, and writes through it are seen by every process. A process keeps
+ * one descriptor and one mapping of a memory, however many tensors over
+ * it it imports (read-only and writable imports apart), until the last of
+ * them is released. Device memory
  * is opened once per process and per allocation (counted), and the call
  * returns after the importer's device waits for the exporter's work
  * recorded at export.

@@ -10,6 +10,7 @@ other. Any other tensor goes by value, as plain pickle sends it (the
 receiver gets its own copy); call share_memory() first to share it.
 """
 
+import errno as _errno
 import os as _os
 import threading as _threading
 import weakref as _weakref
@@ -61,22 +62,53 @@ def get_sharing_pin():
     return _pin
 
 
-def _rebuild_shared(handle, dupfd):
-    if dupfd is None:
-        # Device memory (no descriptor): the pin setting is for host memory.
-        return share_import(handle, -1)
+def _nofile_limit():
     try:
-        fd = dupfd.detach()
-    except (EOFError, OSError) as e:
-        # The resource sharer hands a descriptor over once, while the
-        # process that pickled it runs; what it raises otherwise (EOFError,
-        # FileNotFoundError, ConnectionRefusedError) says neither.
-        cause = type(e).__name__ + (": %s" % e if str(e) else "")
+        import resource
+
+        return str(resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+    except (ImportError, OSError, ValueError):
+        return "unknown"
+
+
+def _not_offered(e):
+    # The resource sharer hands a descriptor over once, while the process
+    # that pickled it runs; what it raises otherwise (EOFError,
+    # FileNotFoundError, ConnectionRefusedError) says neither.
+    cause = type(e).__name__ + (": %s" % e if str(e) else "")
+    return OSError(
+        "a shared dlbridge.Tensor could not be received: its sender no "
+        "longer offers the memory's descriptor (%s); a pickle made for "
+        "another process loads once, while the process that made it "
+        "runs" % cause)
+
+
+def _detach(dupfd):
+    """The descriptor dupfd brings, or OSError naming why it did not come."""
+    try:
+        return dupfd.detach()
+    except OSError as e:
+        if e.errno not in (_errno.EMFILE, _errno.ENFILE):
+            raise _not_offered(e) from e
+        # Not the sender's doing: the connection to its resource sharer
+        # needs a descriptor here, which the receiver has none left for.
         raise OSError(
-            "a shared dlbridge.Tensor could not be received: its sender no "
-            "longer offers the memory's descriptor (%s); a pickle made for "
-            "another process loads once, while the process that made it "
-            "runs" % cause) from e
+            e.errno,
+            "a shared dlbridge.Tensor could not be received: this process "
+            "has no descriptor left for it (%s: %s; RLIMIT_NOFILE is %s)"
+            % (type(e).__name__, e, _nofile_limit())) from e
+    except EOFError as e:
+        raise _not_offered(e) from e
+    except RuntimeError as e:
+        # multiprocessing.reduction.recvfds: the message came without its
+        # descriptor, which the kernel drops (MSG_CTRUNC) when this
+        # process's descriptor table is full. The sender has let it go.
+        raise OSError(
+            _errno.EMFILE,
+            "a shared dlbridge.Tensor could not be received: its descriptor "
+            "did not arrive (RuntimeError: %s); the kernel drops a received "
+            "descriptor when this process's descriptor table is full "
+            "(RLIMIT_NOFILE is %s)" % (e, _nofile_limit())) from e
     except _AuthenticationError as e:
         # The resource sharer hands descriptors only to processes holding
         # the sender's authentication key: those multiprocessing started.
@@ -87,10 +119,82 @@ def _rebuild_shared(handle, dupfd):
             "process that multiprocessing started from the sender. Send the "
             "data by value with plain pickle, or the handle with "
             "dlbridge.share_export() over a transport of your own" % e) from e
+
+
+class _ReceivedFd:
+    """A descriptor received once for every tensor over one memory in a
+    message (see _MemoryFd); closed when the message is loaded."""
+
+    def __init__(self, dupfd):
+        self.fd = _detach(dupfd)
+        _weakref.finalize(self, _os.close, self.fd)
+
+
+def _rebuild_shared(handle, dupfd):
+    if dupfd is None:
+        # Device memory (no descriptor): the pin setting is for host memory.
+        return share_import(handle, -1)
+    if isinstance(dupfd, _ReceivedFd):
+        return share_import(handle, dupfd.fd, pin=_pin)
+    fd = _detach(dupfd)
     try:
         return share_import(handle, fd, pin=_pin)
     finally:
         _os.close(fd)
+
+
+class _MemoryFd:
+    """A descriptor of one memory for the tensors over it in the pickles
+    being made: a pickle saves it once (its memo), so a message with many
+    views of one base hands one descriptor over (one resource sharer
+    connection), not one each. Found again by the memory's identity while
+    a pickle holds it; each pickle that saves it offers a new duplicate."""
+
+    def __init__(self, fd):
+        self._fd = fd
+        self._children = _weakref.WeakKeyDictionary()  # Popen -> (DupFd, closer)
+        _weakref.finalize(self, _os.close, fd)
+
+    def for_child(self, popen):
+        """The DupFd and closer of the duplicate the child popen is starting
+        inherits, made once per child: it stays open until the Popen goes
+        (or a tensor over the memory does once the child has it)."""
+        c = self._children.get(popen)
+        if c is None:
+            dup = _os.dup(self._fd)
+            closer = _OnceClosed(dup)
+            try:
+                c = (_reduction.DupFd(dup), closer)
+                _weakref.finalize(popen, closer)
+            except BaseException:
+                closer()
+                raise
+            self._children[popen] = c
+        return c
+
+    def __reduce__(self):
+        popen = _get_spawning_popen()
+        if popen is not None:
+            return _ReceivedFd, (self.for_child(popen)[0],)
+        return _ReceivedFd, (_reduction.DupFd(self._fd),)
+
+
+# (identity, read-only) of a memory -> its _MemoryFd, while one is alive.
+_memory_fds: "_weakref.WeakValueDictionary[tuple[bytes, int], _MemoryFd]" = _weakref.WeakValueDictionary()
+_memory_fds_lock = _threading.Lock()
+
+
+def _memory_fd(handle, fd):
+    """The _MemoryFd of the memory of handle, made from fd (taken) unless
+    one is alive; a read-only descriptor serves read-only handles only."""
+    key = (bytes(handle[64:80]), handle[32] & 1)
+    with _memory_fds_lock:
+        m = _memory_fds.get(key)
+        if m is None:
+            m = _memory_fds[key] = _MemoryFd(fd)
+            return m
+    _os.close(fd)
+    return m
 
 
 def _rebuild_empty(shape, dtype, device):
@@ -116,6 +220,27 @@ class _OnceClosed:
         _os.close(fd)
 
 
+class _ClosedOnceStarted:
+    """The tensor's finalizer for a descriptor a child inherits: closes it
+    once the child has it. A tensor made while the child's arguments are
+    pickled (a view a __reduce__ returns) goes before the child is
+    launched: the descriptor must stay open for the launch (its number
+    would be reused, and the child would take another file for the
+    memory), so the Popen's finalizer closes it then."""
+
+    def __init__(self, closer, popen):
+        self._closer = closer
+        self._popen = _weakref.ref(popen)
+
+    def __call__(self):
+        popen = self._popen()
+        # Popen objects set pid once the child has its descriptors (spawn:
+        # after the exec; forkserver: after sending them to the server).
+        if popen is not None and getattr(popen, "pid", None) is None:
+            return
+        self._closer()
+
+
 def _reduce_tensor(t):
     if not (t.is_shared or _device_memory(t)):
         # Protocol 4's form: the pickler's protocol is not known here.
@@ -127,29 +252,21 @@ def _reduce_tensor(t):
     handle, fd = share_export(t)
     if fd < 0:
         return _rebuild_shared, (handle, None)
+    m = _memory_fd(handle, fd)
     popen = _get_spawning_popen()
     if popen is not None:
-        # A child being started (spawn, forkserver) inherits the descriptor
-        # itself after the pickle is written: it stays open until the
-        # tensor object or the child's Popen object goes, whichever goes
-        # first (Process.start() drops its arguments once the child has
-        # it; a parent that keeps the tensor may start any number of
-        # children with it).
-        closer = _OnceClosed(fd)
-        try:
-            dupfd = _reduction.DupFd(fd)
-            _weakref.finalize(t, closer)
-            _weakref.finalize(popen, closer)
-        except BaseException:
-            closer()
-            raise
-        return _rebuild_shared, (handle, dupfd)
-    try:
-        # A duplicate waits for the receiver in the resource sharer.
-        dupfd = _reduction.DupFd(fd)
-    finally:
-        _os.close(fd)
-    return _rebuild_shared, (handle, dupfd)
+        # A child being started (spawn, forkserver) inherits a duplicate
+        # itself after the pickle is written, one per memory: it stays open
+        # until the child's Popen object goes, or a tensor object over the
+        # memory once the child has it, whichever comes first
+        # (Process.start() drops its arguments once the child has it; a
+        # parent that keeps the tensor may start any number of children
+        # with it).
+        _, closer = m.for_child(popen)
+        _weakref.finalize(t, _ClosedOnceStarted(closer, popen))
+    # Else a duplicate waits for the receiver in the resource sharer, one
+    # per memory and pickle.
+    return _rebuild_shared, (handle, m)
 
 
 _reduction.ForkingPickler.register(Tensor, _reduce_tensor)

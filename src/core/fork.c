@@ -26,6 +26,7 @@
 
 static void after_fork_child(void) {
   pthread_mutex_t *const locks[] = {&dlb__pin_lock, &dlb__ipc_lock,
+                                    &dlb__shm_lock,
                                     &dlb__cuda_event_lock,
                                     &dlb__hip_event_lock,
                                     &dlb__cuda_ctx_lock};

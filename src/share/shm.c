@@ -5,13 +5,16 @@
  * A shared memory file starts with a header page holding a random identity
  * and where the data starts; the data region follows. Handles carry the
  * identity too, so a handle is only accepted with the memory it was made
- * for. Every process keeps one descriptor per tensor it holds (for later
- * exports) and one mapping of the data region; both go when its last
+ * for. Every process keeps one descriptor of a memory (for later exports)
+ * and one mapping of its data region, however many tensors over it it
+ * imports: imports of a memory mapped here already (the same file, as
+ * writable or as read-only as before) share them. Both go when its last
  * tensor over the memory is released, and the kernel frees the memory when
  * no process has either left.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -33,7 +36,18 @@ struct dlb__shm {
   uint64_t file_size;
   uint64_t data_offset;
   uint8_t id[DLB__SHARE_ID_BYTES];
+  /* Imported memory is listed, so a later import of it shares the
+   * descriptor and the mapping; refs counts the owners of the tensors
+   * over it (under dlb__shm_lock). Allocated memory is not listed. */
+  int listed;
+  long refs;
+  dev_t dev;
+  ino_t ino;
+  struct dlb__shm *next;
 };
+
+pthread_mutex_t dlb__shm_lock = PTHREAD_MUTEX_INITIALIZER;
+static dlb__shm *imported;
 
 static dlb_status sys_fail(dlb_status st, const char *what, int err) {
   char buf[128];
@@ -48,6 +62,17 @@ static dlb_status sys_status(int err) {
 
 static void shm_release(void *ctx) {
   dlb__shm *s = ctx;
+  if (s->listed) {
+    pthread_mutex_lock(&dlb__shm_lock);
+    const int last = --s->refs == 0;
+    if (last) {
+      dlb__shm **link = &imported;
+      while (*link != s) link = &(*link)->next;
+      *link = s->next;
+    }
+    pthread_mutex_unlock(&dlb__shm_lock);
+    if (!last) return;
+  }
   munmap(s->map, s->map_len);
   close(s->fd);
   dlb__free(s);
@@ -334,7 +359,9 @@ static dlb_status check_header(int fd, const dlb__share_meta *m) {
 }
 
 /* The checks of dlb__shm_import on own, a duplicate of the caller's fd
- * (named fd in messages); fills *m and *s_out (which then holds own). */
+ * (named fd in messages); fills *m and *s_out, which then holds own (or,
+ * for a read-only handle with a writable descriptor, a read-only open of
+ * it, own closed). */
 static dlb_status shm_checked(const void *buf, size_t len, int fd, int own,
                               dlb__share_meta *m, dlb__shm **s_out) {
   struct stat stt;
@@ -356,16 +383,74 @@ static dlb_status shm_checked(const void *buf, size_t len, int fd, int own,
                "writes (seals 0x%x)", fd, (unsigned)seals);
   st = check_header(own, m);
   if (st != DLB_OK) return st;
+  int keep = own;
+  if (read_only && (acc & O_ACCMODE) != O_RDONLY) {
+    /* A read-only share keeps (and passes on) a read-only descriptor
+     * only, whatever descriptor came with it. */
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", own);
+    keep = open(path, O_RDONLY | O_CLOEXEC);
+    if (keep < 0)
+      return sys_fail(DLB_E_SYSTEM, "reopening the received shared memory "
+                      "read-only through /proc/self/fd (the handle is "
+                      "read-only, its descriptor writable)", errno);
+  }
   dlb__shm *s = dlb__calloc(sizeof *s);
-  if (s == NULL) return DLB_E_NOMEM;
+  if (s == NULL) {
+    if (keep != own) close(keep);
+    return DLB_E_NOMEM;
+  }
+  if (keep != own) close(own);
   s->read_only = read_only;
+  s->dev = stt.st_dev;
+  s->ino = stt.st_ino;
   s->file_size = m->size;
   s->data_offset = m->data_offset;
   s->map_len = (size_t)(m->size - m->data_offset);
   memcpy(s->id, m->id, sizeof s->id);
-  s->fd = own;
+  s->fd = keep;
   *s_out = s;
   return DLB_OK;
+}
+
+/*
+ * *sp (checked, not mapped) as listed memory with one reference more: the
+ * memory of the same file mapped here before, as read-only as *sp, whose
+ * descriptor and mapping it shares (*sp is freed and replaced), or else
+ * *sp itself, mapped and listed. Frees *sp and its descriptor on failure.
+ */
+static dlb_status shm_listed(dlb__shm **sp, off_t data_offset) {
+  dlb__shm *s = *sp;
+  dlb__fork_guard();
+  pthread_mutex_lock(&dlb__shm_lock);
+  dlb__shm *e = imported;
+  while (e != NULL && (e->dev != s->dev || e->ino != s->ino ||
+                       e->read_only != s->read_only))
+    e = e->next;
+  dlb_status st = DLB_OK;
+  if (e != NULL) {
+    e->refs++;
+  } else {
+    int prot = s->read_only ? PROT_READ : PROT_READ | PROT_WRITE;
+    void *map = mmap(NULL, s->map_len, prot, MAP_SHARED, s->fd, data_offset);
+    if (map == MAP_FAILED) {
+      st = sys_fail(sys_status(errno), "mapping the received shared memory",
+                    errno);
+    } else {
+      s->map = map;
+      s->listed = 1;
+      s->refs = 1;
+      s->next = imported;
+      imported = s;
+    }
+  }
+  pthread_mutex_unlock(&dlb__shm_lock);
+  if (e != NULL || st != DLB_OK) {
+    close(s->fd);
+    dlb__free(s);
+  }
+  if (e != NULL) *sp = e;
+  return st;
 }
 
 dlb_status dlb__shm_import(const void *buf, size_t len, int fd,
@@ -385,21 +470,11 @@ dlb_status dlb__shm_import(const void *buf, size_t len, int fd,
     close(own);
     return st;
   }
-  const int read_only = s->read_only;
-  int prot = read_only ? PROT_READ : PROT_READ | PROT_WRITE;
-  void *map = mmap(NULL, s->map_len, prot, MAP_SHARED, s->fd,
-                   (off_t)m.data_offset);
-  if (map == MAP_FAILED) {
-    st = sys_fail(sys_status(errno), "mapping the received shared memory",
-                  errno);
-    close(s->fd);
-    dlb__free(s);
-    return st;
-  }
-  s->map = map;
+  st = shm_listed(&s, (off_t)m.data_offset);
+  if (st != DLB_OK) return st;
   DLTensor desc;
   memset(&desc, 0, sizeof desc);
-  desc.data = map;
+  desc.data = s->map;
   desc.device.device_type = kDLCPU;
   desc.ndim = m.ndim;
   desc.dtype = m.dtype;

@@ -231,6 +231,72 @@ static const char *mapping_perms(const void *p) {
   return perms;
 }
 
+DLB_TEST(share_imports_of_one_memory_share_its_descriptor_and_mapping) {
+  /* Many tensors over one memory (views of one base, sent one by one)
+   * each held a descriptor and a mapping of the whole memory: a receiver
+   * ran out of descriptors (EMFILE) after about RLIMIT_NOFILE of them.
+   * Imports of memory mapped here already share both. */
+  DLManagedTensorVersioned *t = share_bytes(3 * 4096);
+  uint8_t *a = t->dl_tensor.data;
+  a[5000] = 9;
+  dlb_slice sl = {4096, 3 * 4096, 1};
+  DLManagedTensorVersioned *view = NULL;
+  CHECK_OK(dlb_tensor_slice(t, 1, &sl, &view));
+  share_handle h = share_export(t), hv = share_export(view);
+  int fds = dlb_test_count_fds();
+  struct rlimit old;
+  CHECK(getrlimit(RLIMIT_NOFILE, &old) == 0);
+  struct rlimit low = {(rlim_t)fds + 32, old.rlim_max};
+  CHECK(setrlimit(RLIMIT_NOFILE, &low) == 0);
+  enum { N = 200 };
+  DLManagedTensorVersioned *u[N];
+  dlb_status st = DLB_OK;
+  int got = 0;
+  for (; got < N && st == DLB_OK; got++) {
+    share_handle *g = got % 2 ? &hv : &h;
+    st = dlb_share_import(g->bytes, g->len, g->fd, 0, &u[got]);
+    if (st != DLB_OK) break;
+  }
+  CHECK(setrlimit(RLIMIT_NOFILE, &old) == 0);
+  CHECK_OK(st);
+  CHECK_EQ_INT(got, N);
+  CHECK_EQ_INT(dlb_test_count_fds(), fds + 1);
+  /* One mapping: the view's data lies one page into the whole's. */
+  CHECK((uint8_t *)u[1]->dl_tensor.data + u[1]->dl_tensor.byte_offset ==
+        (uint8_t *)u[0]->dl_tensor.data + 4096);
+  CHECK_EQ_INT(((uint8_t *)u[N - 1]->dl_tensor.data +
+                u[N - 1]->dl_tensor.byte_offset)[5000 - 4096], 9);
+  ((uint8_t *)u[0]->dl_tensor.data)[7] = 3;
+  CHECK_EQ_INT(a[7], 3);
+  /* Re-exports of the shared import carry the one memory. */
+  share_handle again = share_export(u[N - 1]);
+  DLManagedTensorVersioned *back = NULL;
+  CHECK_OK(dlb_share_import(again.bytes, again.len, again.fd, 0, &back));
+  close(again.fd);
+  CHECK(back->dl_tensor.data == u[0]->dl_tensor.data);
+  dlb_tensor_release(back);
+  /* A read-only import of the same memory maps it apart, read-only. */
+  view->flags = DLPACK_FLAG_BITMASK_READ_ONLY;
+  share_handle r = share_export(view);
+  DLManagedTensorVersioned *ro = NULL;
+  CHECK_OK(dlb_share_import(r.bytes, r.len, r.fd, 0, &ro));
+  close(r.fd);
+  CHECK_STR(mapping_perms(ro->dl_tensor.data), "r--s");
+  CHECK_STR(mapping_perms(u[0]->dl_tensor.data), "rw-s");
+  CHECK_EQ_INT(dlb_test_count_fds(), fds + 2);
+  /* The memory goes with the last tensor over it, in any order. */
+  for (int i = 0; i < N; i += 2) dlb_tensor_release(u[i]);
+  CHECK_EQ_INT(((uint8_t *)u[1]->dl_tensor.data)[7], 3);
+  CHECK_EQ_INT(dlb_test_count_fds(), fds + 2);
+  for (int i = 1; i < N; i += 2) dlb_tensor_release(u[i]);
+  dlb_tensor_release(ro);
+  CHECK_EQ_INT(dlb_test_count_fds(), fds);
+  close(h.fd);
+  close(hv.fd);
+  dlb_tensor_release(view);
+  dlb_tensor_release(t);
+}
+
 DLB_TEST(share_read_only_stays_read_only) {
   DLManagedTensorVersioned *t = share_bytes(100);
   ((uint8_t *)t->dl_tensor.data)[7] = 42;

@@ -224,6 +224,32 @@ DLB_TEST(share_hostile_writable_handle_with_read_only_fd) {
   dlb_tensor_release(t);
 }
 
+DLB_TEST(share_hostile_read_only_handle_with_writable_fd) {
+  /* A read-only handle that came with a writable descriptor kept that
+   * descriptor, and a read-only export of the import passed it on: its
+   * receivers could map the memory writable. */
+  DLManagedTensorVersioned *t = share_bytes(100);
+  ((uint8_t *)t->dl_tensor.data)[3] = 5;
+  share_handle h = share_export(t);
+  CHECK_EQ_INT(fcntl(h.fd, F_GETFL) & O_ACCMODE, O_RDWR);
+  put(h.bytes, 32, DLPACK_FLAG_BITMASK_READ_ONLY, 8);
+  int fds = dlb_test_count_fds();
+  DLManagedTensorVersioned *u = NULL;
+  CHECK_OK(dlb_share_import(h.bytes, h.len, h.fd, 0, &u));
+  CHECK_EQ_INT(dlb_test_count_fds(), fds + 1);
+  CHECK_EQ_INT(u->flags, DLPACK_FLAG_BITMASK_READ_ONLY);
+  CHECK_EQ_INT(((uint8_t *)u->dl_tensor.data)[3], 5);
+  share_handle g = share_export(u);
+  CHECK_EQ_INT(fcntl(g.fd, F_GETFL) & O_ACCMODE, O_RDONLY);
+  CHECK(mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, g.fd, 4096) ==
+        MAP_FAILED);
+  close(g.fd);
+  close(h.fd);
+  dlb_tensor_release(u);
+  CHECK_EQ_INT(dlb_test_count_fds(), fds - 1);
+  dlb_tensor_release(t);
+}
+
 DLB_TEST(share_hostile_kind_and_descriptor_mismatch) {
   fixture f = fixture_new();
   expect_refused(f.h.bytes, f.h.len, -1, "a host handle needs the memory's "

@@ -101,3 +101,65 @@ def pickle_shared(q):
     with it."""
     from multiprocessing.reduction import ForkingPickler
     q.put(bytes(ForkingPickler.dumps(dlbridge.zeros(4, shared=True))))
+
+
+def receive_with_few_descriptors(q, out, frees):
+    """For each count in frees: fills this process's descriptor table (a
+    limit of 64) but for that many slots, receives a shared tensor from q,
+    and reports what came (the exception's type and text, or "ok")."""
+    import resource
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard))
+    for free in frees:
+        fill = []
+        try:
+            while True:
+                fill.append(os.open("/dev/null", os.O_RDONLY))
+        except OSError:
+            pass
+        for _ in range(free):
+            os.close(fill.pop())
+        try:
+            t = q.get(timeout=60)
+            got = ("ok", t.tolist())
+            del t
+        except Exception as e:  # noqa: BLE001 - reported to the test
+            got = (type(e).__name__, str(e))
+        for fd in fill:
+            os.close(fd)
+        out.put(got)
+
+
+class ViewOnPickling:
+    """Pickles as a view of its tensor made while pickling: the view is
+    gone again before the child being started has its descriptor."""
+
+    def __init__(self, t):
+        self.t = t
+
+    def __reduce__(self):
+        return (ViewOnPickling, (self.t[1:],))
+
+
+def add_one_to_view(holder, q):
+    """Adds one to the first element of holder's tensor; reports it."""
+    holder.t[0] = holder.t[0].item() + 1
+    q.put((holder.t.is_shared, holder.t.tolist()))
+
+
+def receive_views_with_64_descriptors(q, out):
+    """Receives a list of shared tensors under a descriptor limit of 64;
+    reports their values and how many descriptors this process holds."""
+    import resource
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard))
+    try:
+        views = q.get(timeout=60)
+        out.put(("ok", [v.item() for v in views], len(os.listdir("/proc/self/fd"))))
+    except Exception as e:  # noqa: BLE001 - reported to the test
+        out.put((type(e).__name__, str(e), 0))
+
+
+def sum_items(views, q):
+    """Reports the sum of the elements of views (0-d tensors)."""
+    q.put(sum(v.item() for v in views))

@@ -191,6 +191,59 @@ def test_starting_children_with_a_kept_tensor_leaves_no_descriptor_behind(method
     assert t.tolist() == [4, 0, 0, 0]
 
 
+@pytest.mark.parametrize("method", [m for m in METHODS if m != "fork"])
+def test_a_view_made_while_pickling_a_childs_arguments_reaches_the_child(method):
+    # A __reduce__ that returns a new view: the view goes when the pickler
+    # does, before the child is launched. Its descriptor closed then, the
+    # number was reused (a pipe of the launch) and the child took that
+    # file for the memory ("fd 10 is not shared memory") and closed it.
+    ctx = mp.get_context(method)
+    t = dlbridge.arange(5, dtype="int32").share_memory()
+    q = ctx.Queue()
+
+    def start_and_join():
+        p = ctx.Process(target=w.add_one_to_view, args=(w.ViewOnPickling(t), q))
+        p.start()
+        p.join(60)
+        assert p.exitcode == 0
+        p.close()
+        return q.get(timeout=30)
+
+    assert start_and_join() == (True, [2, 2, 3, 4])
+    gc.collect()
+    before = open_fds()
+    assert start_and_join() == (True, [3, 2, 3, 4])
+    gc.collect()
+    assert open_fds() == before
+    assert t.tolist() == [0, 3, 2, 3, 4]
+
+
+@pytest.mark.parametrize("method", [m for m in METHODS if m != "fork"])
+def test_a_child_started_with_many_views_of_one_memory_inherits_one_descriptor(method):
+    # One descriptor per view went with the child's start-up data: 300
+    # views made forkserver refuse the start ("too many fds"; it passes
+    # 256 at most), and spawn held 300 descriptors until the child went.
+    ctx = mp.get_context(method)
+    n = 300
+    t = dlbridge.arange(n, dtype="int64").share_memory()
+    q = ctx.Queue()
+
+    def start_and_join():
+        p = ctx.Process(target=w.sum_items, args=([t[i] for i in range(n)], q))
+        p.start()
+        p.join(60)
+        assert p.exitcode == 0
+        p.close()
+        return q.get(timeout=30)
+
+    assert start_and_join() == n * (n - 1) // 2
+    gc.collect()
+    before = open_fds()
+    assert start_and_join() == n * (n - 1) // 2
+    gc.collect()
+    assert open_fds() == before
+
+
 def test_tensors_not_in_shared_memory_travel_by_value():
     ctx = mp.get_context("spawn")
     t = dlbridge.arange(4, dtype="int16")
@@ -621,6 +674,72 @@ def test_a_descriptor_no_longer_offered_is_a_named_os_error():
     p.join(60)
     with pytest.raises(OSError, match=r"could not be received.*\((FileNotFoundError|ConnectionRefusedError)"):
         pickle.loads(b)
+
+
+def test_a_receiver_without_free_descriptors_is_told_so():
+    # A receiver whose descriptor table is full cannot connect to the
+    # sender's resource sharer (EMFILE), or connects but the kernel drops
+    # the descriptor sent (recvfds' RuntimeError "received 0 items of
+    # ancdata"): neither is the sender's leaving, which the text said, nor
+    # a bare RuntimeError.
+    import multiprocessing.resource_sharer  # noqa: F401 - loaded before the fork
+    ctx = mp.get_context("fork")
+    q, out = ctx.Queue(), ctx.Queue()
+    frees = list(range(1, 8))
+    p = ctx.Process(target=w.receive_with_few_descriptors, args=(q, out, frees))
+    p.start()
+    try:
+        got = []
+        for i in frees:
+            q.put(dlbridge.full(3, i, dtype="int32", shared=True))
+            got.append(out.get(timeout=60))
+    finally:
+        p.join(60)
+    assert p.exitcode == 0
+    refused = [g for g in got if g[0] != "ok"]
+    assert refused, got
+    for kind, text in refused:
+        assert kind == "OSError", got
+        assert "could not be received" in text and "RLIMIT_NOFILE is 64" in text, got
+        assert "no longer offers" not in text, got
+    # Once a few descriptors are free, the tensor arrives whole.
+    assert got[-1] == ("ok", [len(frees)] * 3)
+
+
+def test_many_views_of_one_memory_in_a_message_take_one_descriptor():
+    # Each view sent took a descriptor of its own: one duplicate each in
+    # the sender's resource sharer (a list of 1500 views ran the sender out
+    # of descriptors, and the message was dropped), one connection each,
+    # and one descriptor and mapping each in the receiver, which a limit
+    # of 64 stopped short.
+    from multiprocessing.reduction import ForkingPickler
+    n = 600
+    t = dlbridge.arange(n, dtype="int32").share_memory()
+    pickle.loads(ForkingPickler.dumps(t))  # the resource sharer starts once
+    gc.collect()
+    before = open_fds()
+    views = [t[i] for i in range(n)] + [t[::-1], t.share_memory()]
+    b = ForkingPickler.dumps(views)
+    assert open_fds() == before + 1
+    got = pickle.loads(b)
+    assert [v.item() for v in got[:n]] == list(range(n)) and got[n].tolist() == list(range(n))[::-1]
+    assert all(v.is_shared for v in got)
+    del got, b
+    gc.collect()
+    deadline = time.monotonic() + 30
+    while open_fds() != before and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert open_fds() == before
+    # Across processes, to a receiver allowed 64 descriptors.
+    ctx = mp.get_context("fork")
+    q, out = ctx.Queue(), ctx.Queue()
+    p = ctx.Process(target=w.receive_views_with_64_descriptors, args=(q, out))
+    p.start()
+    q.put(views[:n])
+    kind, values, fds = out.get(timeout=60)
+    p.join(60)
+    assert (kind, values) == ("ok", list(range(n))), values
+    assert fds < 64
 
 
 def test_sending_and_receiving_leave_no_descriptor_behind():
