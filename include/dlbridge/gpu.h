@@ -132,7 +132,10 @@ DLB_API dlb_status dlb_tensor_check_device(const DLTensor *t, unsigned flags,
  * are released, then it is unregistered. Memory pinned already, by
  * dlbridge (pinning it again counts a reference) or by anyone else
  * (allocated pinned, or registered), is accepted and left as it is; shared
- * memory mapped from another process can be pinned like any other. Where
+ * memory mapped from another process can be pinned like any other, and
+ * so can memory this process may only read (a read-only share, a file
+ * mapped for reading): CUDA registers it read-only for the devices where
+ * they support that (READ_ONLY_HOST_REGISTER_SUPPORTED). Where
  * t's memory overlaps what dlbridge registered for other tensors without
  * lying inside one registration (the whole tensor pinned after a view of
  * it, views that overlap in part), only the parts not registered yet are

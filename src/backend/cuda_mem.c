@@ -57,13 +57,34 @@ void dlb__cuda_free(dlb__side side, int device, void *p) {
   dlb__cuda_leave(pushed);
 }
 
+/* Memory mapped read-only (a read-only share, a file mapped for reading)
+ * registers only with CU_MEMHOSTREGISTER_READ_ONLY where the device does
+ * not read pageable memory through the host's page tables, and that flag
+ * only where the device supports it: after a refusal, such memory is
+ * registered again with it, when the device says it may. */
+static dlb__cu_result register_read_only(void *p, size_t size,
+                                         unsigned flags, dlb__cu_result r) {
+  int supported = 0;
+  if (dlb__range_writable(p, size) != 0 ||
+      dlb__cuda_attribute(
+          0, DLB__CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED,
+          "READ_ONLY_HOST_REGISTER_SUPPORTED", &supported) != DLB_OK ||
+      !supported)
+    return r;
+  return dlb__cu.cuMemHostRegister_v2(
+      p, size, flags | DLB__CU_MEMHOSTREGISTER_READ_ONLY);
+}
+
 dlb_status dlb__cuda_host_register(void *p, size_t size) {
   int pushed = 0;
   dlb_status s = dlb__cuda_enter(0, &pushed);
   if (s != DLB_OK) return s;
-  dlb__cu_result r = dlb__cu.cuMemHostRegister_v2(
-      p, size,
-      DLB__CU_MEMHOSTREGISTER_PORTABLE | DLB__CU_MEMHOSTREGISTER_DEVICEMAP);
+  const unsigned flags =
+      DLB__CU_MEMHOSTREGISTER_PORTABLE | DLB__CU_MEMHOSTREGISTER_DEVICEMAP;
+  dlb__cu_result r = dlb__cu.cuMemHostRegister_v2(p, size, flags);
+  if (r != DLB__CUDA_SUCCESS &&
+      r != DLB__CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED)
+    r = register_read_only(p, size, flags, r);
   if (r == DLB__CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED)
     s = DLB_E_STATE;
   else if (r != DLB__CUDA_SUCCESS)

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "../emu/emu_fns.h"
 #include "internal.h"
@@ -400,5 +401,73 @@ DLB_TEST(cuda_pin_release_waits_for_a_pin_in_progress) {
   dlb_tensor_release(t[1]);
   dlb_tensor_release(t[0]);
   dlb_tensor_release(first);
+  CHECK_EQ_INT(e.live(), 0);
+}
+
+/* Two pages of floats 0, 1, 2, ... mapped read-only, wrapped read-only. */
+static DLManagedTensorVersioned *read_only_floats(void **map) {
+  const size_t bytes = 2 * (size_t)sysconf(_SC_PAGESIZE);
+  float *f = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  CHECK(f != MAP_FAILED);
+  for (size_t i = 0; i < bytes / sizeof *f; i++) f[i] = (float)i;
+  CHECK_EQ_INT(mprotect(f, bytes, PROT_READ), 0);
+  int64_t shape[1] = {(int64_t)(bytes / sizeof *f)};
+  DLTensor d;
+  memset(&d, 0, sizeof d);
+  d.data = f;
+  d.device.device_type = kDLCPU;
+  d.ndim = 1;
+  d.dtype = f32;
+  d.shape = shape;
+  DLManagedTensorVersioned *t = NULL;
+  CHECK_OK(dlb_tensor_wrap(&d, DLPACK_FLAG_BITMASK_READ_ONLY, NULL, NULL,
+                           &t));
+  *map = f;
+  return t;
+}
+
+/* Memory the process may only read (a read-only share, a file mapped for
+ * reading) is refused without CU_MEMHOSTREGISTER_READ_ONLY: it is
+ * registered again with that flag, where the device supports it. */
+DLB_TEST(cuda_pin_read_only_mapping_registers_read_only) {
+  emu e = emu_cuda();
+  void *map;
+  DLManagedTensorVersioned *t = read_only_floats(&map), *p = NULL;
+  CHECK_OK(dlb_tensor_pin(t, kDLCUDAHost, &p));
+  CHECK_EQ_INT(e.calls("cuMemHostRegister_v2"), 2);
+  CHECK_EQ_INT(kind_of(map), kDLCUDAHost);
+  CHECK(((const float *)p->dl_tensor.data)[5] == 5.0f);
+  dlb_tensor_release(p);
+  dlb_tensor_release(t);
+  CHECK_EQ_INT(e.live(), 0);
+  munmap(map, 2 * (size_t)sysconf(_SC_PAGESIZE));
+}
+
+/* A device without READ_ONLY_HOST_REGISTER_SUPPORTED is not asked with
+ * the flag: the first refusal is the answer. */
+DLB_TEST(cuda_pin_read_only_mapping_without_device_support) {
+  setenv("EMU_CUDA_READ_ONLY_REGISTER", "0", 1);
+  emu e = emu_cuda();
+  void *map;
+  DLManagedTensorVersioned *t = read_only_floats(&map), *p = NULL;
+  CHECK_STATUS(dlb_tensor_pin(t, kDLCUDAHost, &p), DLB_E_RUNTIME);
+  CHECK(p == NULL);
+  CHECK_ERROR_MENTIONS("cuMemHostRegister_v2(");
+  CHECK_ERROR_MENTIONS("CUDA_ERROR_INVALID_VALUE");
+  CHECK_EQ_INT(e.calls("cuMemHostRegister_v2"), 1);
+  dlb_tensor_release(t);
+  CHECK_EQ_INT(e.live(), 0);
+  munmap(map, 2 * (size_t)sysconf(_SC_PAGESIZE));
+}
+
+/* Writable memory the driver refuses is not asked again read-only. */
+DLB_TEST(cuda_pin_writable_memory_refused_is_not_retried) {
+  emu e = emu_cuda();
+  DLManagedTensorVersioned *t = dlb_test_counting_floats(1000), *p = NULL;
+  e.fail("cuMemHostRegister_v2", 1, 999);
+  CHECK_STATUS(dlb_tensor_pin(t, kDLCUDAHost, &p), DLB_E_RUNTIME);
+  CHECK_EQ_INT(e.calls("cuMemHostRegister_v2"), 1);
+  dlb_tensor_release(t);
   CHECK_EQ_INT(e.live(), 0);
 }

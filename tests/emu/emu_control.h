@@ -24,6 +24,10 @@
  *                           ROCm 5 pointer attributes)
  *   PREFIX DEVICE_MEMORY    bytes of each GPU (default 1 GiB)
  *   PREFIX MAX_PITCH        the MAX_PITCH device attribute (default 2^31-1)
+ *   PREFIX READ_ONLY_REGISTER  READ_ONLY_HOST_REGISTER_SUPPORTED (default 1):
+ *                           host memory the process may not write registers
+ *                           only with CU_MEMHOSTREGISTER_READ_ONLY, which
+ *                           fails with NOT_SUPPORTED when this is 0
  *   PREFIX CONCURRENT_MANAGED  CUDA's CONCURRENT_MANAGED_ACCESS (default 1)
  *   PREFIX D2D_PITCH_ALIGN  device-to-device cuMemcpy2D(Async) refuses
  *                           pitches that are not multiples (default 1)

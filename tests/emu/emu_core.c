@@ -130,6 +130,7 @@ static void read_config(void) {
   if (emu_cfg.devices < 0) emu_cfg.devices = 0;
   if (emu_cfg.devices > EMU_MAX_DEVICES) emu_cfg.devices = EMU_MAX_DEVICES;
   emu_cfg.reported = (int)env_number("REPORTED_DEVICES", -1);
+  emu_cfg.read_only_register = (int)env_number("READ_ONLY_REGISTER", 1);
   emu_cfg.version = (int)env_number("VERSION", cfg_default_version);
   emu_cfg.device_memory = (size_t)env_number("DEVICE_MEMORY", 1LL << 30);
   emu_cfg.max_pitch = (int)env_number("MAX_PITCH", 2147483647);
@@ -332,6 +333,28 @@ int emu_region_overlaps(const void *p, size_t size, unsigned mask) {
         r->base < c + size)
       return 1;
   return 0;
+}
+
+int emu_range_writable(const void *p, size_t size) {
+  FILE *f = fopen("/proc/self/maps", "re");
+  if (f == NULL) return 0;
+  uintptr_t at = (uintptr_t)p, end = at + size;
+  char line[512];
+  int answer = -1;
+  while (answer < 0 && fgets(line, sizeof line, f) != NULL) {
+    unsigned long long lo, hi;
+    char perms[8];
+    if (sscanf(line, "%llx-%llx %7s", &lo, &hi, perms) != 3) continue;
+    if (hi <= at) continue;
+    if (lo > at || perms[1] != 'w')
+      answer = 0;
+    else if (hi >= end)
+      answer = 1;
+    else
+      at = (uintptr_t)hi;
+  }
+  fclose(f);
+  return answer == 1;
 }
 
 int emu_range_mapped(const void *p, size_t size) {

@@ -21,6 +21,7 @@
 typedef struct emu_config {
   int devices;
   int reported; /* the device count answered; -1: devices */
+  int read_only_register; /* READ_ONLY_HOST_REGISTER_SUPPORTED */
   int version;
   size_t device_memory;
   int max_pitch;
@@ -92,6 +93,8 @@ emu_region *emu_region_at(const void *p, unsigned mask);
 int emu_region_overlaps(const void *p, size_t size, unsigned mask);
 /* 1 when every page of [p, p + size) is mapped in this process. */
 int emu_range_mapped(const void *p, size_t size);
+/* 1 when every byte of the range lies in a mapping the process may write. */
+int emu_range_writable(const void *p, size_t size);
 
 /*
  * Resolves [p, p + size) to the emulator's read-write view. must_be_device

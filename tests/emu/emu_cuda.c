@@ -230,6 +230,9 @@ cures cuDeviceGetAttribute(int *value, dlb__cu_enum attrib,
     case 88: /* PAGEABLE_MEMORY_ACCESS */
       *value = 0;
       break;
+    case 113: /* READ_ONLY_HOST_REGISTER_SUPPORTED */
+      *value = emu_cfg.read_only_register;
+      break;
     default:
       RETURN(DLB__CUDA_ERROR_INVALID_VALUE);
   }
@@ -431,6 +434,12 @@ cures cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int flags) {
   if (emu_region_overlaps(p, bytesize,
                           (1u << EMU_DEVICE) | (1u << EMU_MANAGED)) ||
       !emu_range_mapped(p, bytesize))
+    RETURN(DLB__CUDA_ERROR_INVALID_VALUE);
+  /* Memory mapped read-only takes the READ_ONLY flag (0x8), which only a
+   * device supporting it accepts. */
+  if ((flags & 0x8u) && !emu_cfg.read_only_register)
+    RETURN(DLB__CUDA_ERROR_NOT_SUPPORTED);
+  if (!(flags & 0x8u) && !emu_range_writable(p, bytesize))
     RETURN(DLB__CUDA_ERROR_INVALID_VALUE);
   if (emu_region_register(p, bytesize, flags) == NULL)
     RETURN(DLB__CUDA_ERROR_OUT_OF_MEMORY);
