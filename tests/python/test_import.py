@@ -4,6 +4,8 @@ import contextlib
 import ctypes
 import gc
 import sys
+import types
+import weakref
 
 import pytest
 
@@ -456,6 +458,230 @@ def test_a_new_dlpack_method_is_asked_with_max_version_first():
     t = dlbridge.from_dlpack(Replaced(np.arange(3.0)))
     assert t.tolist() == [0.0, 1.0, 2.0] and not t.readonly
     assert calls == [dict(max_version=(1, 3))]
+
+
+# What the learned forms rest on: which methods cannot take max_version,
+# whose look-up finds the method the form was learned for, and the
+# references the check holds.
+
+
+def _old_producer_type():
+    class Old(StreamOnlyProducer):
+        asked = []
+
+        def __dlpack__(self, stream=None):
+            return self.array.__dlpack__()
+
+    return Old
+
+
+def _counting(self, *args, **kwargs):
+    type(self).asked.append(kwargs)
+    return self.array.__dlpack__(**kwargs)
+
+
+def test_a_type_with_no_dlpack_of_its_own_learns_no_form_from_one_instance():
+    # Nothing in the MRO: every object's __dlpack__ is its own instance
+    # attribute, so what one answered says nothing of the next.
+    class Bare:
+        pass
+
+    old = Bare()
+    old.__dlpack__ = lambda stream=None: np.arange(2.0).__dlpack__()
+    assert dlbridge.from_dlpack(old).readonly
+    a = np.arange(3.0)
+    new = Bare()
+    new.__dlpack__ = a.__dlpack__
+    t = dlbridge.from_dlpack(new)
+    assert not t.readonly and t.data_ptr == a.ctypes.data
+
+
+class _PassesOn:
+    """A callable descriptor that binds as a function does (as decorators'
+    wrappers do), and passes its keywords on."""
+
+    def __call__(self, obj, **kwargs):
+        return obj.inner.__dlpack__(**kwargs)
+
+    def __get__(self, obj, cls=None):
+        return self if obj is None else types.MethodType(self, obj)
+
+
+def test_a_callable_descriptor_proxy_that_fronted_an_old_producer_asks_a_new_one_for_max_version():
+    # Only a function's parameters or a C method say that max_version
+    # cannot be taken: another callable may pass its keywords on.
+    class Proxy:
+        __dlpack__ = _PassesOn()
+
+        def __init__(self, inner):
+            self.inner = inner
+
+    assert dlbridge.from_dlpack(Proxy(StreamOnlyProducer(np.arange(2.0)))).readonly
+    a = np.arange(3.0)
+    t = dlbridge.from_dlpack(Proxy(a))
+    assert not t.readonly and t.data_ptr == a.ctypes.data
+
+
+def test_a_keyword_only_max_version_is_asked_for_again_after_one_type_error():
+    # max_version as the first keyword-only parameter (after *args): the
+    # method takes it, so one TypeError teaches its type nothing.
+    class KwOnly:
+        refuse = True
+
+        def __init__(self, array):
+            self.array = array
+
+        def __dlpack__(*args, max_version=None, stream=None):
+            if KwOnly.refuse and max_version is not None:
+                KwOnly.refuse = False
+                raise TypeError("not this time")
+            return args[0].array.__dlpack__(max_version=max_version)
+
+    assert dlbridge.from_dlpack(KwOnly(np.arange(2.0))).readonly
+    assert not dlbridge.from_dlpack(KwOnly(np.arange(2.0))).readonly
+
+
+def _positional_only(self, max_version=None, /, stream=None):
+    return self.array.__dlpack__()
+
+
+def _local_named_max_version(self, stream=None):
+    max_version = None
+    return self.array.__dlpack__(max_version=max_version)
+
+
+@pytest.mark.parametrize("old", [_positional_only, _local_named_max_version])
+def test_a_method_no_keyword_can_give_max_version_to_is_learned_as_old(old):
+    # A positional-only parameter, or a local variable, named max_version
+    # cannot take the keyword: the type learns the old form.
+    Old = _old_producer_type()
+    Old.__dlpack__ = types.FunctionType(old.__code__, old.__globals__, "__dlpack__", old.__defaults__)
+    assert dlbridge.from_dlpack(Old(np.arange(2.0))).readonly
+    Old.__dlpack__.__code__ = _counting.__code__
+    dlbridge.from_dlpack(Old(np.arange(2.0)))
+    assert Old.asked == [{}]
+
+
+def test_a_type_whose_method_comes_to_take_max_version_is_asked_for_it_again():
+    # The same function object, its code now taking max_version: when the
+    # type changes and its entry is read again, the old form goes.
+    Old = _old_producer_type()
+    assert dlbridge.from_dlpack(Old(np.arange(2.0))).readonly
+    Old.__dlpack__.__code__ = _counting.__code__
+    Old.touched = True
+    t = dlbridge.from_dlpack(Old(np.arange(3.0)))
+    assert not t.readonly and Old.asked == [dict(max_version=(1, 3))]
+
+
+def test_a_type_that_learned_the_old_form_learns_the_new_one_when_only_it_answers():
+    Old = _old_producer_type()
+    assert dlbridge.from_dlpack(Old(np.arange(2.0))).readonly
+
+    def versioned_only(self, *args, **kwargs):
+        type(self).asked.append(kwargs)
+        if "max_version" not in kwargs:
+            raise BufferError("versioned only now")
+        return self.array.__dlpack__(**kwargs)
+
+    Old.__dlpack__.__code__ = versioned_only.__code__
+    for _ in range(2):
+        assert not dlbridge.from_dlpack(Old(np.arange(2.0))).readonly
+    assert ["max_version" in k for k in Old.asked] == [False, True, True]
+
+
+def test_imports_through_a_learned_old_form_hold_no_references():
+    Old = _old_producer_type()
+    method = Old.__dict__["__dlpack__"]
+    a = np.arange(2.0)
+    assert dlbridge.from_dlpack(Old(a)).readonly
+    before = sys.getrefcount(method)
+    p = Old(a)
+    alive = weakref.ref(p)
+    for _ in range(2):
+        assert dlbridge.from_dlpack(p).readonly
+    assert sys.getrefcount(method) == before
+    del p
+    gc.collect()
+    assert alive() is None
+
+
+def test_an_error_looking_up_an_instance_s_dlpack_is_raised():
+    class Old(StreamOnlyProducer):
+        def __init__(self, array):
+            super().__init__(array)
+            self.fail = False
+
+        def __getattribute__(self, name):
+            if name == "__dlpack__" and object.__getattribute__(self, "fail"):
+                self.fail = False
+                raise RuntimeError("look-up failed")
+            return object.__getattribute__(self, name)
+
+    p = Old(np.arange(2.0))
+    assert dlbridge.from_dlpack(p).readonly
+    p.fail = True
+    with pytest.raises(RuntimeError, match="look-up failed"):
+        dlbridge.from_dlpack(p)
+    assert dlbridge.from_dlpack(p).tolist() == [0.0, 1.0]
+
+
+@pytest.mark.parametrize("bound", [False, True])
+def test_an_instance_s_own_function_dlpack_is_asked_for_max_version(bound):
+    # A plain function, or another function bound to the object: neither is
+    # the method its type learned the old form for.
+    Old = _old_producer_type()
+    assert dlbridge.from_dlpack(Old(np.arange(2.0))).readonly
+    a = np.arange(3.0)
+    p = Old(np.arange(1.0))
+    if bound:
+        p.__dlpack__ = types.MethodType(lambda self, **kwargs: a.__dlpack__(**kwargs), p)
+    else:
+        p.__dlpack__ = lambda **kwargs: a.__dlpack__(**kwargs)
+    t = dlbridge.from_dlpack(p)
+    assert not t.readonly and t.data_ptr == a.ctypes.data
+
+
+def test_an_instance_holding_another_s_bound_dlpack_is_asked_for_max_version_and_teaches_nothing():
+    # The type's own function, bound to another object of the type: asked as
+    # the standard says, and the type keeps the old form it learned.
+    Old = _old_producer_type()
+    assert dlbridge.from_dlpack(Old(np.arange(2.0))).readonly
+    Old.__dlpack__.__code__ = _counting.__code__
+    a = np.arange(3.0)
+    p = Old(np.arange(1.0))
+    p.__dlpack__ = Old(a).__dlpack__
+    t = dlbridge.from_dlpack(p)
+    assert not t.readonly and t.data_ptr == a.ctypes.data
+    assert dlbridge.from_dlpack(Old(np.arange(2.0))).readonly
+    assert Old.asked == [dict(max_version=(1, 3)), {}]
+
+
+def test_a_c_dlpack_that_takes_stream_only_costs_one_type_error_per_type(helper):
+    # NumPy 1.x's __dlpack__ is a C method of this kind; its type may have
+    # no instance dict (the method is called directly) or one (each
+    # object's look-up is checked).
+    class Slotted(helper.OldCProducer):
+        __slots__ = ()
+
+    class WithDict(helper.OldCProducer):
+        pass
+
+    for cls in (Slotted, WithDict):
+        ps = [cls(np.arange(2.0)) for _ in range(3)]
+        for p in ps:
+            assert dlbridge.from_dlpack(p).readonly
+        assert [p.calls for p in ps] == [2, 1, 1]
+
+
+def test_an_instance_holding_another_s_c_dlpack_is_asked_for_max_version(helper):
+    class WithDict(helper.OldCProducer):
+        pass
+
+    assert dlbridge.from_dlpack(WithDict(np.arange(2.0))).readonly
+    q, p = WithDict(np.arange(3.0)), WithDict(np.arange(1.0))
+    p.__dlpack__ = q.__dlpack__
+    assert dlbridge.from_dlpack(p).tolist() == [0.0, 1.0, 2.0]
+    assert (q.calls, p.calls) == (2, 0)
 
 
 def test_producer_changes_are_seen():

@@ -22,9 +22,12 @@
  *                            no format, or any fields given
  *   oom_*(...)               allocation N failing in turn: the core's
  *                            allocator and CPython's three domains
+ *   OldCProducer(array)      a C __dlpack__ that takes stream only, as
+ *                            NumPy 1.x's, counting its calls
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -1221,6 +1224,80 @@ static PyObject *oom_live(PyObject *self, PyObject *unused) {
   return PyLong_FromLong(atomic_load(&oom_live_blocks));
 }
 
+/* ------------------------------------------------------------------------
+ * OldCProducer(array): a C __dlpack__ method that takes stream only, as
+ * NumPy 1.x's does (max_version is a TypeError from its argument parsing),
+ * and answers with array's legacy capsule. calls counts every call, the
+ * refused ones included.
+ * ---------------------------------------------------------------------- */
+
+typedef struct {
+  PyObject_HEAD
+  PyObject *array;
+  Py_ssize_t calls;
+} old_c_object;
+
+static PyTypeObject *old_c_type;
+
+static PyObject *old_c_new(PyTypeObject *type, PyObject *args,
+                           PyObject *kwargs) {
+  PyObject *array;
+  static const char *const kw[] = {"array", NULL};
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O", (char **)(uintptr_t)kw,
+                                   &array))
+    return NULL;
+  old_c_object *o = (old_c_object *)type->tp_alloc(type, 0);
+  if (o == NULL) return NULL;
+  Py_INCREF(array);
+  o->array = array;
+  return (PyObject *)o;
+}
+
+static void old_c_dealloc(PyObject *self) {
+  PyTypeObject *type = Py_TYPE(self);
+  Py_CLEAR(((old_c_object *)self)->array);
+  type->tp_free(self);
+  Py_DECREF(type);
+}
+
+static PyObject *old_c_dlpack(PyObject *self, PyObject *args,
+                              PyObject *kwargs) {
+  old_c_object *o = (old_c_object *)self;
+  o->calls++;
+  PyObject *stream = Py_None;
+  static const char *const kw[] = {"stream", NULL};
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O", (char **)(uintptr_t)kw,
+                                   &stream))
+    return NULL;
+  return PyObject_CallMethod(o->array, "__dlpack__", NULL);
+}
+
+static PyMethodDef old_c_methods[] = {
+    {"__dlpack__", (PyCFunction)(void (*)(void))old_c_dlpack,
+     METH_VARARGS | METH_KEYWORDS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef old_c_members[] = {
+    {"calls", T_PYSSIZET, offsetof(old_c_object, calls), 0, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyType_Slot old_c_slots[] = {
+    {Py_tp_new, (void *)old_c_new},
+    {Py_tp_dealloc, (void *)old_c_dealloc},
+    {Py_tp_methods, old_c_methods},
+    {Py_tp_members, old_c_members},
+    {0, NULL},
+};
+
+static PyType_Spec old_c_spec = {
+    .name = "dlbridge._testhelper.OldCProducer",
+    .basicsize = sizeof(old_c_object),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .slots = old_c_slots,
+};
+
 static PyMethodDef helper_methods[] = {
     {"make_capsule", (PyCFunction)(void (*)(void))make_capsule,
      METH_VARARGS | METH_KEYWORDS, NULL},
@@ -1261,11 +1338,16 @@ static PyMethodDef helper_methods[] = {
 };
 
 static int helper_exec(PyObject *module) {
-  (void)module;
   if (careless_type == NULL) {
     careless_type = (PyTypeObject *)PyType_FromSpec(&careless_spec);
     if (careless_type == NULL) return -1;
   }
+  if (old_c_type == NULL) {
+    old_c_type = (PyTypeObject *)PyType_FromSpec(&old_c_spec);
+    if (old_c_type == NULL) return -1;
+  }
+  if (PyModule_AddObjectRef(module, "OldCProducer", (PyObject *)old_c_type) < 0)
+    return -1;
   return import_dlbridge();
 }
 
