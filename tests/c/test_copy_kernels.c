@@ -19,48 +19,46 @@ static void fill(unsigned char *p, size_t n, unsigned seed) {
     p[i] = (unsigned char)((i + seed) * 2654435761u >> 11);
 }
 
+/* Copies n bytes from src + PAD + so to dst + PAD + d0 (dst holds
+ * size bytes, a PAD each side) and fails unless exactly those bytes
+ * changed, to src's. */
+enum { PAD = 64 };
+static void check_stream_copy(const unsigned char *src, unsigned char *dst,
+                              unsigned char *want, size_t size, size_t so,
+                              size_t d0, size_t n) {
+  fill(dst, size, 3);
+  memcpy(want, dst, size);
+  memcpy(want + PAD + d0, src + PAD + so, n);
+  dlb__stream_copy((char *)dst + PAD + d0, (const char *)src + PAD + so, n);
+  if (memcmp(dst, want, size) != 0)
+    dlb_test_failed(__FILE__, __LINE__,
+                    "src offset %zu dst offset %zu length %zu", so, d0, n);
+}
+
 /* Every length up to 4 lines plus one, from and to every offset in a line:
  * the bytes copied match and the bytes around dst stay as they were. */
 DLB_TEST(stream_copy_every_alignment_and_length) {
-  enum { PAD = 64, MAXN = 4 * 64 + 65 };
+  enum { MAXN = 4 * 64 + 65 };
   static unsigned char src[PAD + MAXN + PAD], dst[PAD + MAXN + PAD + 64],
       want[sizeof dst];
   fill(src, sizeof src, 1);
   for (size_t so = 0; so < 64; so += 7)
     for (size_t d0 = 0; d0 < 64; d0++)
-      for (size_t n = 0; n <= MAXN; n += n < 130 ? 1 : 37) {
-        fill(dst, sizeof dst, 3);
-        memcpy(want, dst, sizeof dst);
-        memcpy(want + PAD + d0, src + PAD + so, n);
-        dlb__stream_copy((char *)dst + PAD + d0,
-                         (const char *)src + PAD + so, n);
-        if (memcmp(dst, want, sizeof dst) != 0)
-          dlb_test_failed(__FILE__, __LINE__,
-                          "src offset %zu dst offset %zu length %zu", so, d0,
-                          n);
-      }
+      for (size_t n = 0; n <= MAXN; n += n < 130 ? 1 : 37)
+        check_stream_copy(src, dst, want, sizeof dst, so, d0, n);
 }
 
 /* Lengths around the read-ahead distance, where the loop starts asking
  * for src lines ahead of its stores, copy the same bytes as memcpy. */
 DLB_TEST(stream_copy_lengths_around_its_read_ahead) {
-  enum { PAD = 64, MAXN = DLB__STREAM_AHEAD + 3 * 64 };
+  enum { MAXN = DLB__STREAM_AHEAD + 3 * 64 };
   static unsigned char src[PAD + MAXN + PAD], dst[PAD + MAXN + PAD + 64],
       want[sizeof dst];
   fill(src, sizeof src, 5);
   for (size_t so = 0; so < 64; so += 21)
     for (size_t d0 = 0; d0 < 64; d0 += 13)
-      for (size_t n = DLB__STREAM_AHEAD - 64; n <= MAXN; n += 9) {
-        fill(dst, sizeof dst, 7);
-        memcpy(want, dst, sizeof dst);
-        memcpy(want + PAD + d0, src + PAD + so, n);
-        dlb__stream_copy((char *)dst + PAD + d0,
-                         (const char *)src + PAD + so, n);
-        if (memcmp(dst, want, sizeof dst) != 0)
-          dlb_test_failed(__FILE__, __LINE__,
-                          "src offset %zu dst offset %zu length %zu", so, d0,
-                          n);
-      }
+      for (size_t n = DLB__STREAM_AHEAD - 64; n <= MAXN; n += 9)
+        check_stream_copy(src, dst, want, sizeof dst, so, d0, n);
 }
 
 /* The plan picks the non-temporal kernel from DLB__STREAM_MIN bytes on,
