@@ -114,9 +114,8 @@ DLB_API dlb_status dlb_share_export(const DLManagedTensorVersioned *t,
  * one descriptor and one mapping of a memory, however many tensors over
  * it it imports (read-only and writable imports apart), until the last of
  * them is released. Device memory is opened once per process and per
- * allocation (counted), and the call
- * returns after the importer's device waits for the exporter's work
- * recorded at export.
+ * allocation (counted), and the call returns after the importer's device
+ * waits for the exporter's work recorded at export.
  * Refusals, each with a message naming the field and value: DLB_E_HANDLE
  * for a truncated, oversized, foreign (magic), newer (format version) or
  * tampered handle (ndim, dtype, negative extents, strides or offset
