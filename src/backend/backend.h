@@ -146,9 +146,4 @@ dlb_status dlb__cuda_prefetch(void *p, size_t size, int target_device,
 dlb_status dlb__cuda_advise(void *p, size_t size, int advice,
                             int target_device);
 
-/* 1 when every byte of [p, p + size) lies in a mapping this process may
- * write, 0 when one does not (or lies in no mapping), -1 when the process's
- * mappings cannot be read (host_maps.c). */
-int dlb__range_writable(const void *p, size_t size);
-
 #endif /* DLB_BACKEND_BACKEND_H */

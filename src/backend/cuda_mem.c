@@ -3,6 +3,7 @@
  * pointer classification, and managed-memory prefetch and advice.
  */
 #include "cuda_loader.h"
+#include "host_maps.h"
 
 static void *hostptr(dlb__cu_deviceptr d) { return (void *)(uintptr_t)d; }
 

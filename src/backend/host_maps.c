@@ -4,9 +4,10 @@
  * pinned by CUDA).
  */
 #include <inttypes.h>
+#include <stdint.h>
 #include <stdio.h>
 
-#include "backend.h"
+#include "host_maps.h"
 
 int dlb__range_writable(const void *p, size_t size) {
   if (size == 0) return 1;

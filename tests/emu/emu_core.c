@@ -1,6 +1,9 @@
 /* emu_core.c -- configuration, failure injection, regions and streams. */
 #include "emu_core.h"
 
+/* The library's reading of the process's mappings, compiled in. */
+#include "backend/host_maps.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -336,25 +339,7 @@ int emu_region_overlaps(const void *p, size_t size, unsigned mask) {
 }
 
 int emu_range_writable(const void *p, size_t size) {
-  FILE *f = fopen("/proc/self/maps", "re");
-  if (f == NULL) return 0;
-  uintptr_t at = (uintptr_t)p, end = at + size;
-  char line[512];
-  int answer = -1;
-  while (answer < 0 && fgets(line, sizeof line, f) != NULL) {
-    unsigned long long lo, hi;
-    char perms[8];
-    if (sscanf(line, "%llx-%llx %7s", &lo, &hi, perms) != 3) continue;
-    if (hi <= at) continue;
-    if (lo > at || perms[1] != 'w')
-      answer = 0;
-    else if (hi >= end)
-      answer = 1;
-    else
-      at = (uintptr_t)hi;
-  }
-  fclose(f);
-  return answer == 1;
+  return dlb__range_writable(p, size) == 1;
 }
 
 int emu_range_mapped(const void *p, size_t size) {

@@ -884,11 +884,13 @@ def test_type_lookups_are_cached_per_type():
     assert lookups == ["__dlpack_c_exchange_api__"]
 
 
-def test_exchange_table_with_pending_device_work_falls_back_to_dlpack(helper):
-    a = np.arange(3, dtype=np.float32)
+def _table_producer(table, a):
+    """A producer type with the exchange table given, whose instances the
+    table's fake exports as a capsule of a on the device given, and whose
+    __dlpack__ records its keywords and answers with a in managed memory."""
 
-    class OnAStream:
-        __dlpack_c_exchange_api__ = helper.fake_exchange(0x5000)
+    class Producer:
+        __dlpack_c_exchange_api__ = table
 
         def __init__(self, device):
             self.calls = []
@@ -897,6 +899,13 @@ def test_exchange_table_with_pending_device_work_falls_back_to_dlpack(helper):
         def __dlpack__(self, **kwargs):
             self.calls.append(kwargs)
             return capsule_of(a, device=(KDLCUDAMANAGED, 0))
+
+    return Producer
+
+
+def test_exchange_table_with_pending_device_work_falls_back_to_dlpack(helper):
+    a = np.arange(3, dtype=np.float32)
+    OnAStream = _table_producer(helper.fake_exchange(0x5000), a)
 
     # CPU memory has no streams: the table's tensor is used.
     p = OnAStream((KDLCPU, 0))
@@ -927,17 +936,8 @@ def test_exchange_table_without_current_work_stream_sends_device_memory_to_dlpac
     # non-default stream; CPU memory, which has no streams, still takes the
     # table.
     a = np.arange(3, dtype=np.float32)
-
-    class NoStreamQuery:
-        __dlpack_c_exchange_api__ = _rewritten_table(helper, 48, ctypes.c_void_p, None)
-
-        def __init__(self, device):
-            self.calls = []
-            self.capsule = capsule_of(a, device=device)
-
-        def __dlpack__(self, **kwargs):
-            self.calls.append(kwargs)
-            return capsule_of(a, device=(KDLCUDAMANAGED, 0))
+    NoStreamQuery = _table_producer(
+        _rewritten_table(helper, 48, ctypes.c_void_p, None), a)
 
     p = NoStreamQuery((KDLCPU, 0))
     assert dlbridge.from_dlpack(p).tolist() == [0.0, 1.0, 2.0]
