@@ -30,7 +30,8 @@ def emulators(tmp_path_factory):
         path = out / name
         subprocess.run(
             [cc, "-shared", "-fPIC", "-O1", "-D_GNU_SOURCE", *extra, f"-I{REPO / 'src'}", f"-I{EMU}",
-             str(EMU / source), str(EMU / "emu_core.c"), "-fvisibility=hidden", "-Wl,-Bsymbolic",
+             str(EMU / source), str(EMU / "emu_core.c"), str(REPO / "src" / "backend" / "host_maps.c"),
+             "-fvisibility=hidden", "-Wl,-Bsymbolic",
              "-lpthread", "-o", str(path)],
             check=True,
         )

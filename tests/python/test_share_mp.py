@@ -474,7 +474,8 @@ def build_emulator(tmp_path_factory, name, source, *extra):
     out = tmp_path_factory.mktemp("emu") / name
     subprocess.run(
         [cc, "-shared", "-fPIC", "-O1", "-D_GNU_SOURCE", *extra, f"-I{repo / 'src'}", f"-I{emu}",
-         str(emu / source), str(emu / "emu_core.c"), "-fvisibility=hidden", "-Wl,-Bsymbolic",
+         str(emu / source), str(emu / "emu_core.c"), str(repo / "src" / "backend" / "host_maps.c"),
+         "-fvisibility=hidden", "-Wl,-Bsymbolic",
          "-lpthread", "-o", str(out)],
         check=True,
     )
