@@ -5,10 +5,11 @@
  * Before including it, a kernel file defines DLB__STRIPS_ATTR (the
  * attributes of its functions: its target) and two functions:
  *
- *   tile(dst, dst_b, src, src_a, unit, nt)
+ *   tile(dst, dst_b, src, src_a, unit, nt, pf, per)
  *
  * moves 64 bytes of each of 64 / unit src rows (src_a bytes apart) into
- * 64 / unit dst rows (dst_b apart), with non-temporal stores when nt;
+ * 64 / unit dst rows (dst_b apart), with non-temporal stores when nt,
+ * and issues about `per` of pf's prefetches (row_prefetch.h) meanwhile;
  *
  *   copy_lines(dst, buf, lines, nt)
  *
@@ -20,37 +21,8 @@
 #ifndef DLBRIDGE_COPY_STRIPS_H
 #define DLBRIDGE_COPY_STRIPS_H
 
-#include <xmmintrin.h>
-
 #include "copy/copy_internal.h"
-
-/* Lines still to prefetch: `rows` rows `step` apart, `lines` lines of
- * each, walked row by row (a burst of a row's lines, then the next). */
-typedef struct {
-  const char *row_start;
-  int64_t step, lines, rows_left, line;
-} dlb__pf;
-
-static inline __attribute__((always_inline)) void pf_init(
-    dlb__pf *p, const char *base, int64_t step, int64_t rows, int64_t bytes) {
-  p->row_start = base;
-  p->step = step;
-  p->lines = (bytes + 63) / 64;
-  p->rows_left = base != NULL ? rows : 0;
-  p->line = 0;
-}
-
-static inline __attribute__((always_inline)) void pf_some(dlb__pf *p,
-                                                          int64_t n) {
-  for (; n > 0 && p->rows_left > 0; n--) {
-    _mm_prefetch(p->row_start + p->line * 64, _MM_HINT_T1);
-    if (++p->line == p->lines) {
-      p->line = 0;
-      p->row_start += p->step;
-      p->rows_left--;
-    }
-  }
-}
+#include "copy/row_prefetch.h"
 
 typedef void (*dlb__strips_fn)(char *dst, int64_t dst_b, const char *src,
                                int64_t src_a, int64_t bw, int64_t a_full,
@@ -80,8 +52,8 @@ tall_tiles(char *dst, int64_t dst_b, const char *src, int64_t src_a,
   _Alignas(64) char buf[DLB__TALL_STRIP_BYTES * 64];
   for (int64_t b = c0; b < c1; b += m) {
     for (int64_t a = 0; a < rows; a += m) {
-      pf_some(pf, per);
-      tile(buf + a * u, run, src + a * src_a + b * u, src_a, unit, 0);
+      pf_some(pf, per); /* one burst: spread, they slowed permutations */
+      tile(buf + a * u, run, src + a * src_a + b * u, src_a, unit, 0, pf, 0);
     }
     char *d = dst + b * dst_b;
     for (int64_t r = 0; r < m; r++, d += dst_b)
@@ -135,9 +107,8 @@ DLB__STRIPS_ATTR static inline __attribute__((always_inline)) void strips(
       }
       for (int64_t b = c0; b < c1; b += m)
         for (int64_t a = a0; a < a0 + rows; a += m) {
-          pf_some(&pf, per);
           tile(dst + b * dst_b + a * u, dst_b, src + a * src_a + b * u,
-               src_a, unit, nt);
+               src_a, unit, nt, &pf, per);
         }
     }
   }
