@@ -186,6 +186,22 @@ void dlb__copy_cap_isa(int level);
  * follow each other lose by it: [:, ::3] of 4096^2 float32 ran at 0.75 x. */
 #define DLB__AHEAD_CHUNK 4096
 
+/* Rows of such a gather that reads DLB__BAND_MIN bytes of rows or more
+ * run DLB__BANDS at a time, from bands of rows far apart, in chunks of
+ * DLB__BAND_CHUNK src bytes (plan.c's run_bands). Reading every second
+ * 16 KiB block of 64 MiB took 2.3-2.8 x the time of reading 32 MiB in one
+ * run on the development VM, every second 1 MiB block no longer: rows
+ * close together leave part of the memory idle. With bands, a slice
+ * [::2, ::3] of 4096^2 float32 ran 1.31-1.40 x faster, one thread or two
+ * (bands of 4 and 6 rows, chunks of 256 bytes: 6 by 1.07 x; 8 bands,
+ * 384- to 2048-byte chunks, prefetches along the row instead of the next
+ * row's chunk, or none, ran slower). The chunks cost calls: with the rows
+ * in the caches, slices of 8 and 16 MiB ran 1.4 x slower so, 32 MiB
+ * 0.91-1.15 x as fast, 64 MiB 1.37-1.42 x faster (rows read: half). */
+#define DLB__BANDS 6
+#define DLB__BAND_CHUNK 256
+#define DLB__BAND_MIN ((int64_t)24 << 20)
+
 /* Bytes of each dst row that a transpose's strip writes: its src rows are
  * this over the unit (transpose.c, transpose_avx512.c). */
 #define DLB__STRIP_BYTES 128
@@ -270,6 +286,8 @@ typedef struct dlb__copy_plan {
   /* Rows of a gather run in chunks of this many units, each after the
    * same chunk of the next row is prefetched; 0: rows run whole. */
   int64_t ahead_units;
+  /* The same for rows run in bands (plan.c's run_bands); 0: not. */
+  int64_t band_units;
 } dlb__copy_plan;
 
 /* Plans copying ndim dimensions of shape (no extent 0) with element strides
@@ -317,6 +335,8 @@ int dlb__pool_run(void (*fn)(void *ctx, int64_t part), void *ctx,
 /* How many threads this thread's last dlb_copy was shared among (1 when
  * it ran alone): lets tests see that the pool was used. */
 int dlb__copy_last_threads(void);
+/* Rows of gathers run in bands so far, in this process (for tests). */
+int64_t dlb__copy_banded_rows(void);
 void dlb__copy_set_last_threads(int threads);
 
 #endif /* DLBRIDGE_COPY_INTERNAL_H */

@@ -11,6 +11,7 @@
  * then put in src's address order. Otherwise the row-major order is kept,
  * so that a dst naming one address twice ends with the last value.
  */
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "copy/copy_internal.h"
@@ -198,6 +199,7 @@ void dlb__copy_plan_build(dlb__copy_plan *p, char *dst,
     p->fence = dlb__row_kernel_streams(p->row);
   }
   p->ahead_units = 0;
+  p->band_units = 0;
   const int64_t step = abs64(p->src_stride[last]);
   if (p->kind == DLB__COPY_ROWS && p->ndim >= 2 && step >= (int64_t)p->unit &&
       step < 64 &&
@@ -206,6 +208,13 @@ void dlb__copy_plan_build(dlb__copy_plan *p, char *dst,
     /* Whole rounds of the unrolled gathers: 64 units or more, since the
      * step is under a line. */
     p->ahead_units = DLB__AHEAD_CHUNK / step / 16 * 16;
+    /* Bands change the order of the rows: only a dst naming each element
+     * once may be written so. */
+    int64_t read = step;
+    for (int32_t i = 0; i <= last; i++)
+      if (dlb__mul_overflow(read, p->shape[i], &read)) read = INT64_MAX;
+    if (p->parallel && read >= DLB__BAND_MIN)
+      p->band_units = DLB__BAND_CHUNK / step / 16 * 16;
   }
 }
 
@@ -237,6 +246,77 @@ __attribute__((noinline)) static void row_ahead(const dlb__copy_plan *p,
   }
 }
 
+/* Adds the offsets of row r of a range (rows in row-major order over
+ * dimensions 0 to ndim - 2 of shape) to *doff and *soff. */
+static void row_at(const dlb__copy_plan *p, const int64_t *shape, int64_t r,
+                   int64_t *doff, int64_t *soff) {
+  for (int32_t j = p->ndim - 2; j >= 0; j--) {
+    const int64_t i = r % shape[j];
+    r /= shape[j];
+    *doff += i * p->dst_stride[j];
+    *soff += i * p->src_stride[j];
+  }
+}
+
+/* Runs the rows of a gather with gaps between them (ahead_units > 0) as
+ * DLB__BANDS bands of consecutive rows, one row of each band at a time,
+ * their chunks interleaved: each chunk after prefetching the same chunk of
+ * its band's next row. Reading rows far apart at once is what spreads the
+ * reads over the memory: one at a time, the rows of a slice [::2] of
+ * 16 KiB rows left much of it idle (bench_copy). */
+static _Atomic int64_t dlb__banded_rows;
+
+int64_t dlb__copy_banded_rows(void) {
+  return atomic_load_explicit(&dlb__banded_rows, memory_order_relaxed);
+}
+
+static void run_bands(const dlb__copy_plan *p, const int64_t *shape,
+                      int64_t doff0, int64_t soff0, int64_t rows) {
+  atomic_fetch_add_explicit(&dlb__banded_rows, rows, memory_order_relaxed);
+  const int32_t last = p->ndim - 1;
+  const int64_t n = shape[last], chunk = p->band_units;
+  const int64_t ds = p->dst_stride[last], ss = p->src_stride[last];
+  const int64_t u = (int64_t)p->unit;
+  const int64_t per = (rows + DLB__BANDS - 1) / DLB__BANDS;
+  const uintptr_t base = (uintptr_t)p->src;
+  for (int64_t i = 0; i < per; i++) {
+    int64_t doff[DLB__BANDS], soff[DLB__BANDS], next[DLB__BANDS];
+    int bands = 0;
+    for (int b = 0; b < DLB__BANDS && b * per + i < rows; b++, bands++) {
+      const int64_t r = b * per + i;
+      int64_t unused = 0;
+      doff[b] = doff0;
+      soff[b] = soff0;
+      row_at(p, shape, r, &doff[b], &soff[b]);
+      next[b] = -1;
+      if (i + 1 < per && r + 1 < rows) {
+        next[b] = soff0;
+        row_at(p, shape, r + 1, &unused, &next[b]);
+      }
+    }
+    for (int64_t c = 0; c < n; c += chunk) {
+      const int64_t m = n - c < chunk ? n - c : chunk;
+      for (int b = 0; b < bands; b++) {
+        if (next[b] >= 0) {
+          /* The chunk's bytes in the next row, in either direction; lines
+           * as addresses: the first may start before the tensor. */
+          int64_t lo = next[b] + c * ss, hi = next[b] + (c + m - 1) * ss;
+          if (lo > hi) {
+            const int64_t x = lo;
+            lo = hi;
+            hi = x;
+          }
+          for (uintptr_t a = (base + (uintptr_t)lo) & ~(uintptr_t)63;
+               a < base + (uintptr_t)(hi + u); a += 64)
+            DLB__PREFETCH_L2((const char *)a);
+        }
+        p->row(p->dst + doff[b] + c * ds, ds, p->src + soff[b] + c * ss, ss,
+               m);
+      }
+    }
+  }
+}
+
 /* Runs the plan with dimension k restricted to [lo, hi). Offsets are kept
  * as integers so no pointer is formed outside the tensors. */
 static void run_range(const dlb__copy_plan *p, int32_t k, int64_t lo,
@@ -252,6 +332,15 @@ static void run_range(const dlb__copy_plan *p, int32_t k, int64_t lo,
   }
   shape[k] = hi - lo;
   int64_t doff = lo * p->dst_stride[k], soff = lo * p->src_stride[k];
+  if (p->band_units > 0) {
+    int64_t rows = 1;
+    for (int32_t i = 0; i < nd - 1; i++) rows *= shape[i];
+    if (rows >= 2 * DLB__BANDS) {
+      run_bands(p, shape, doff, soff, rows);
+      if (p->fence) dlb__stream_fence();
+      return;
+    }
+  }
   for (;;) {
     /* Step to the next kernel call first: a tile prefetches it. */
     int64_t ndoff = doff, nsoff = soff;

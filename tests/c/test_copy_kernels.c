@@ -811,6 +811,157 @@ DLB_TEST(copy_plan_runs_gathers_ahead_over_gaps_between_rows) {
   CHECK_EQ_INT(p.ahead_units, 0);
 }
 
+/* Such gathers run in bands when their rows read DLB__BAND_MIN bytes or
+ * more, and only into a dst that names each element once. */
+DLB_TEST(copy_plan_runs_large_gathers_in_bands) {
+  dlb__copy_plan p;
+  static char a[1], b[1];
+  const int64_t band_units_12 = DLB__BAND_CHUNK / 12 / 16 * 16;
+  CHECK(band_units_12 >= 16);
+  /* float32 [::2, ::3] of 4096^2: 2048 rows of 16 KiB read. */
+  int64_t shape[2] = {2048, 1366}, every3[2] = {8192, 3};
+  dlb__copy_plan_build(&p, b, NULL, a, every3, 2, shape, 4);
+  CHECK_EQ_INT(p.band_units, band_units_12);
+  /* Half as many rows read half as much: one row at a time. */
+  int64_t half[2] = {1024, 1366};
+  dlb__copy_plan_build(&p, b, NULL, a, every3, 2, half, 4);
+  CHECK(p.ahead_units > 0);
+  CHECK_EQ_INT(p.band_units, 0);
+  /* Every second unit of 1024-unit rows, 8 bytes a unit read: exactly
+   * DLB__BAND_MIN bytes, then a row fewer. */
+  const int64_t rows_at_min = DLB__BAND_MIN / (8 * 1024);
+  int64_t at_min[2] = {rows_at_min, 1024}, below[2] = {rows_at_min - 1, 1024};
+  int64_t every2[2] = {3072, 2};
+  dlb__copy_plan_build(&p, b, NULL, a, every2, 2, at_min, 4);
+  CHECK_EQ_INT(p.band_units, DLB__BAND_CHUNK / 8 / 16 * 16);
+  dlb__copy_plan_build(&p, b, NULL, a, every2, 2, below, 4);
+  CHECK(p.ahead_units > 0);
+  CHECK_EQ_INT(p.band_units, 0);
+  /* A dst writing every row over the same row: in order, whole. */
+  int64_t same_row[2] = {0, 1};
+  dlb__copy_plan_build(&p, b, same_row, a, every3, 2, shape, 4);
+  CHECK(p.ahead_units > 0);
+  CHECK_EQ_INT(p.band_units, 0);
+  /* Bytes read past what int64 holds count as more than enough. */
+  int64_t huge[2] = {(int64_t)1 << 40, (int64_t)1 << 30};
+  int64_t huge_strides[2] = {(int64_t)1 << 33, 3};
+  dlb__copy_plan_build(&p, b, NULL, a, huge_strides, 2, huge, 4);
+  CHECK_EQ_INT(p.band_units, band_units_12);
+}
+
+/* Compares every unit of dst (compact over shape, or rows dst_pitch units
+ * apart with the rest left at 0xa5) with src at first + the strides. */
+static void check_gathered(const unsigned char *src, int64_t first,
+                           const int64_t *sstr, const unsigned char *dst,
+                           int64_t dst_pitch, int32_t nd,
+                           const int64_t *shape, size_t u, const char *what) {
+  const int64_t n = shape[nd - 1];
+  int64_t rows = 1;
+  for (int32_t i = 0; i < nd - 1; i++) rows *= shape[i];
+  for (int64_t r = 0; r < rows; r++) {
+    int64_t so = first, rem = r;
+    for (int32_t i = nd - 2; i >= 0; i--) {
+      so += rem % shape[i] * sstr[i];
+      rem /= shape[i];
+    }
+    for (int64_t j = 0; j < dst_pitch; j++) {
+      const unsigned char *got = dst + (size_t)((r * dst_pitch + j) * (int64_t)u);
+      int bad;
+      if (j < n) {
+        bad = memcmp(got, src + (size_t)((so + j * sstr[nd - 1]) * (int64_t)u),
+                     u) != 0;
+      } else {
+        bad = 0;
+        for (size_t k = 0; k < u; k++) bad |= got[k] != 0xa5;
+      }
+      if (bad) {
+        dlb_test_failed(__FILE__, __LINE__, "%s: unit %zu of row %lld",
+                        what, (size_t)j, (long long)r);
+        return;
+      }
+    }
+  }
+}
+
+/* Rows run in bands copy what rows run one at a time do: row counts around
+ * whole numbers of bands (and too few for them), three dimensions of
+ * rows, steps forwards and backwards, 1- and 4-byte units, chunks shorter
+ * than a row, dst rows with a margin that must stay as it was, on one
+ * thread and on two (each part of the rows in bands). The plan is asked
+ * for bands directly: by itself it asks only for DLB__BAND_MIN bytes. */
+DLB_TEST(copy_gathers_in_bands_land_every_unit) {
+  enum { SRC_ROWS = 1300, COLS = 3500, MARGIN = 37 };
+  for (size_t u = 1; u <= 4; u += 3) {
+    const size_t bytes = (size_t)SRC_ROWS * COLS * u;
+    unsigned char *src = malloc(bytes);
+    unsigned char *dst = malloc(bytes);
+    CHECK(src != NULL && dst != NULL);
+    fill(src, bytes, 5);
+    struct {
+      int32_t nd;
+      int64_t shape[3];
+      int64_t steps[3]; /* in rows for the outer ones, units for the last */
+      int threads;
+    } cases[] = {
+        {2, {2 * DLB__BANDS, 1100}, {2, 3}, 1},
+        {2, {2 * DLB__BANDS + 1, 1100}, {2, 3}, 1},
+        {2, {2 * DLB__BANDS - 1, 1100}, {2, 3}, 1},
+        {2, {3 * DLB__BANDS + 5, 1100}, {-2, -3}, 1},
+        {2, {SRC_ROWS, COLS / 2}, {1, 2}, 2},
+        {2, {SRC_ROWS - 7, COLS / 2 - 3}, {-1, -2}, 2},
+        {3, {5, 7, 700}, {30, 4, 5}, 1},
+        {3, {3, 13, 1100}, {-60, -3, -3}, 2},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+      const int32_t nd = cases[c].nd;
+      int64_t sstr[3], first = 0;
+      for (int32_t i = 0; i < nd; i++) {
+        const int64_t step = cases[c].steps[i];
+        sstr[i] = i < nd - 1 ? step * COLS : step;
+        if (step < 0) first += (cases[c].shape[i] - 1) * -sstr[i];
+      }
+      const int64_t n = cases[c].shape[nd - 1];
+      int64_t dstr[3];
+      dstr[nd - 1] = 1;
+      dstr[nd - 2] = n + MARGIN;
+      if (nd == 3) dstr[0] = cases[c].shape[1] * (n + MARGIN);
+      memset(dst, 0xa5, bytes);
+      dlb__copy_plan p;
+      dlb__copy_plan_build(&p, (char *)dst, dstr,
+                           (const char *)src + first * (int64_t)u, sstr, nd,
+                           cases[c].shape, u);
+      CHECK(p.parallel);
+      p.band_units = 16 * (1 + (int64_t)c % 3); /* shorter than a row */
+      dlb_copy_set_threads(cases[c].threads);
+      const int64_t banded = dlb__copy_banded_rows();
+      dlb__copy_plan_run(&p, 0);
+      /* Every row in bands, unless too few for them. */
+      const int64_t rows = (nd == 3 ? cases[c].shape[0] : 1) *
+                           cases[c].shape[nd - 2];
+      CHECK_EQ_INT(dlb__copy_banded_rows() - banded,
+                   rows >= 2 * DLB__BANDS ? rows : 0);
+      /* The large cases run in parts, the others on this thread. */
+      const int64_t units = (int64_t)u * rows * n;
+      CHECK_EQ_INT(dlb__copy_last_threads() > 1,
+                   cases[c].threads > 1 && units >= DLB__COPY_PARALLEL_MIN);
+      char what[64];
+      snprintf(what, sizeof what, "unit %zu case %zu", u, c);
+      check_gathered(src, first, sstr, dst, n + MARGIN, nd, cases[c].shape,
+                     u, what);
+      /* Nothing written past the last row. */
+      for (size_t k = (size_t)(rows * (n + MARGIN)) * u; k < bytes; k++)
+        if (dst[k] != 0xa5) {
+          dlb_test_failed(__FILE__, __LINE__, "%s: byte %zu past the rows",
+                          what, k);
+          break;
+        }
+    }
+    dlb_copy_set_threads(0);
+    free(src);
+    free(dst);
+  }
+}
+
 /* A row run in chunks ends where the row does: its last chunk, shorter
  * than the others, writes nothing past it (dst rows here have a margin
  * between them that must stay as it was). */
