@@ -107,3 +107,51 @@ def test_route_entry_renewed_while_its_old_method_dies_keeps_its_table():
     # The first table was let go of and never called after.
     assert retired == retired_before + 1
     assert calls == calls_before
+
+
+# ---------------------------------------------------------------------------
+# Shapes from subclasses of list and tuple
+# ---------------------------------------------------------------------------
+
+
+class LongIter(list):
+    """A list whose iteration gives far more items than it holds."""
+
+    def __iter__(self):
+        return iter([1] * 100)
+
+
+class LongIterTuple(tuple):
+    def __iter__(self):
+        return iter([1] * 100)
+
+
+class LongLen(list):
+    """A list whose __len__ says more than it holds."""
+
+    def __len__(self):
+        return 100
+
+
+@pytest.mark.parametrize("kind", [LongIter, LongIterTuple])
+@pytest.mark.parametrize("read", [
+    lambda s: dlbridge.zeros(s),
+    lambda s: dlbridge.empty(s, dtype="int8"),
+    lambda s: dlbridge.full(s, 1),
+    lambda s: dlbridge._dlbridge._rebuild(b"\0" * 24, "float32", s, 0),
+    lambda s: dlbridge.arange(6).reshape(s),
+], ids=["zeros", "empty", "full", "_rebuild", "reshape"])
+def test_shapes_of_subclasses_are_read_by_length_and_index(kind, read):
+    # Their size was checked from what they hold, and their items taken
+    # from their __iter__: 100 extents were written into room for 64.
+    assert read(kind([2, 3])).shape == (2, 3)
+
+
+@pytest.mark.parametrize("kind", [LongIter, LongIterTuple])
+def test_permute_axes_of_subclasses_are_read_by_length_and_index(kind):
+    assert dlbridge.zeros((2, 3)).permute(kind([1, 0])).shape == (3, 2)
+
+
+def test_shape_subclass_whose_length_says_too_much_is_refused():
+    with pytest.raises(ValueError, match="shape has 100 dimensions; at most 64"):
+        dlbridge.zeros(LongLen([2, 3]))
