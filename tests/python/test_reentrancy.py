@@ -155,3 +155,42 @@ def test_permute_axes_of_subclasses_are_read_by_length_and_index(kind):
 def test_shape_subclass_whose_length_says_too_much_is_refused():
     with pytest.raises(ValueError, match="shape has 100 dimensions; at most 64"):
         dlbridge.zeros(LongLen([2, 3]))
+
+
+# ---------------------------------------------------------------------------
+# The core's message, read after Python code ran
+# ---------------------------------------------------------------------------
+
+
+def other_core_failure():
+    """Fails a call into the core, which writes its message."""
+    with pytest.raises(ValueError, match="bfloat17"):
+        dlbridge.empty(1, dtype="bfloat17")
+
+
+def test_dtype_reason_is_its_own_when_the_dtype_s_repr_calls_dlbridge():
+    # The reason was read from the core's message after the dtype-like
+    # object's __repr__ ran, which had failed a call of its own.
+    class DtypeLike:
+        name = "int3"
+
+        def __repr__(self):
+            other_core_failure()
+            return "DtypeLike()"
+
+    with pytest.raises(ValueError) as info:
+        dlbridge.empty(1, dtype=DtypeLike())
+    message = str(info.value)
+    assert message.startswith("dtype DtypeLike() is not known (dtype.bits is 3;")
+    assert "17" not in message
+
+
+def test_share_import_reason_is_its_own_when_the_handle_s_release_calls_dlbridge():
+    # The handle's buffer was released before the refusal read the core's
+    # message; its exporter's release code had failed a call of its own.
+    handle = helper.careless_buffer(1, on_release=other_core_failure)
+    with pytest.raises(ValueError) as info:
+        dlbridge.share_import(handle, -1)
+    assert str(info.value) == (
+        'share_import(): share handle: magic is not "DLBSHARE"; not a '
+        "dlbridge handle")
