@@ -342,8 +342,10 @@ static PyObject *dlbpy_items_by_iteration(PyObject *seq, const char *what) {
 
 PyObject *dlbpy_dims_tuple(PyObject *seq, const char *what) {
   /* Tuples and lists, the common case, are copied (a tuple is taken as it
-   * is) without running Python code. */
-  if (PyTuple_Check(seq) || PyList_Check(seq)) {
+   * is) without running Python code. Only exact ones: a subclass's tuple()
+   * goes through its own __iter__, which may give more items than the
+   * size checked here; a subclass is read as any sequence is. */
+  if (PyTuple_CheckExact(seq) || PyList_CheckExact(seq)) {
     if (PySequence_Fast_GET_SIZE(seq) > DLB_MAX_NDIM) {
       dlbpy_too_many_dims(what, PySequence_Fast_GET_SIZE(seq));
       return NULL;

@@ -165,8 +165,14 @@ static int dlbpy_parse_dtype_text(PyObject *str, PyObject *shown,
    * "int300"): the core's reason, after the name it repeats. */
   const char *why = code == text ? strstr(dlb_last_error(), "\": ") : NULL;
   if (why != NULL && strstr(why, "known type name") == NULL) {
-    PyErr_Format(PyExc_ValueError, "dtype %R is not known (%s); dtype "
-                 "takes %s", shown, why + 3, DLBPY_DTYPE_FORMS);
+    /* Copied first: the reason lies in the core's per-thread message,
+     * which the repr of shown (a dtype-like object's own code) may
+     * overwrite by calling dlbridge. */
+    PyObject *reason = PyUnicode_FromString(why + 3);
+    if (reason == NULL) return -1;
+    PyErr_Format(PyExc_ValueError, "dtype %R is not known (%U); dtype "
+                 "takes %s", shown, reason, DLBPY_DTYPE_FORMS);
+    Py_DECREF(reason);
     return -1;
   }
   PyErr_Format(PyExc_ValueError, "dtype %R is not known; dtype takes %s",

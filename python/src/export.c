@@ -582,8 +582,11 @@ PyObject *dlbpy_tensor_dlpack(PyObject *self, PyObject *const *args,
   DLManagedTensor *legacy;
   dlb_status s = dlb_tensor_to_legacy(out, &legacy);
   if (s != DLB_OK) {
+    /* Raised before the release, which may run Python code that calls
+     * the core and overwrites its message. */
+    dlbpy_raise(s, PyExc_BufferError, "__dlpack__");
     dlbpy_release(out);
-    return dlbpy_raise(s, PyExc_BufferError, "__dlpack__");
+    return NULL;
   }
   return dlbpy_capsule_legacy(legacy);
 }

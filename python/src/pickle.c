@@ -232,8 +232,11 @@ PyObject *dlbpy_rebuild(PyObject *module, PyObject *const *args,
     dlb_status s = dlb_tensor_alloc((DLDevice){kDLCPU, 0},
                                     (DLDataType){kDLUInt, 8, 1}, 1, &n, &store);
     if (s != DLB_OK) {
+      /* The core's message first: releasing the buffer may run its
+       * exporter's code, which may call dlbridge and overwrite it. */
+      dlbpy_raise(s, PyExc_ValueError, "pickled tensor");
       dlbpy_buffer_free(view);
-      return dlbpy_raise(s, PyExc_ValueError, "pickled tensor");
+      return NULL;
     }
     if (nbytes >= DLBPY_NOGIL_COPY_BYTES) {
       /* The buffer stays exported until dlbpy_buffer_free. */

@@ -150,7 +150,13 @@ PyObject *dlbpy_share_import(PyObject *module, PyObject *const *args,
   Py_BEGIN_ALLOW_THREADS
   s = dlb_share_import(view.buf, (size_t)view.len, (int)fd, flags, &mt);
   Py_END_ALLOW_THREADS
+  /* The core's message is read before the buffer goes: its exporter's
+   * __release_buffer__ may call dlbridge and overwrite it. */
+  if (s != DLB_OK) {
+    dlbpy_raise(s, dlbpy_share_exc(s), "share_import()");
+    PyBuffer_Release(&view);
+    return NULL;
+  }
   PyBuffer_Release(&view);
-  if (s != DLB_OK) return dlbpy_raise(s, dlbpy_share_exc(s), "share_import()");
   return dlbpy_tensor_new(dlbpy_state_of_module(module), mt);
 }

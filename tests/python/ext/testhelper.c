@@ -853,12 +853,15 @@ static PyObject *get_buffer(PyObject *self, PyObject *args) {
  * ---------------------------------------------------------------------- */
 
 /* careless_buffer(itemsize, format=None, shape=None, strides=None,
- * suboffsets=None, readonly=False): 64 bytes (zeroed) exported with
- * exactly these fields whatever the request: an exporter that ignores
- * PyBUF_FORMAT, PyBUF_WRITABLE and the rest. format None is NULL (which
- * means 'B'); shape None is one dimension of as many items as fit, with
- * strides of one item; strides None with a shape is NULL. The caller
- * keeps what the fields describe within the 64 bytes. */
+ * suboffsets=None, readonly=False, on_release=None): 64 bytes (zeroed)
+ * exported with exactly these fields whatever the request: an exporter
+ * that ignores PyBUF_FORMAT, PyBUF_WRITABLE and the rest. format None is
+ * NULL (which means 'B'); shape None is one dimension of as many items as
+ * fit, with strides of one item; strides None with a shape is NULL. The
+ * caller keeps what the fields describe within the 64 bytes. on_release,
+ * a callable, is called with no arguments each time a buffer is released
+ * (as a Python __release_buffer__ would run), keeping any exception set
+ * meanwhile; what it raises is reported as unraisable. */
 #define CARELESS_MAX_NDIM 72
 
 typedef struct {
@@ -872,9 +875,29 @@ typedef struct {
   Py_ssize_t strides[CARELESS_MAX_NDIM];
   Py_ssize_t suboffsets[CARELESS_MAX_NDIM];
   char data[64];
+  PyObject *on_release;
 } careless_object;
 
 static PyTypeObject *careless_type;
+
+static void careless_releasebuffer(PyObject *self, Py_buffer *view) {
+  (void)view;
+  careless_object *c = (careless_object *)self;
+  if (c->on_release == NULL) return;
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  PyObject *r = PyObject_CallNoArgs(c->on_release);
+  if (r == NULL) PyErr_WriteUnraisable(c->on_release);
+  Py_XDECREF(r);
+  PyErr_Restore(type, value, tb);
+}
+
+static void careless_dealloc(PyObject *self) {
+  PyTypeObject *type = Py_TYPE(self);
+  Py_CLEAR(((careless_object *)self)->on_release);
+  type->tp_free(self);
+  Py_DECREF(type);
+}
 
 static int careless_getbuffer(PyObject *self, Py_buffer *view, int flags) {
   careless_object *c = (careless_object *)self;
@@ -901,6 +924,8 @@ static int careless_getbuffer(PyObject *self, Py_buffer *view, int flags) {
 
 static PyType_Slot careless_slots[] = {
     {Py_bf_getbuffer, (void *)careless_getbuffer},
+    {Py_bf_releasebuffer, (void *)careless_releasebuffer},
+    {Py_tp_dealloc, (void *)careless_dealloc},
     {0, NULL},
 };
 
@@ -931,14 +956,16 @@ static PyObject *careless_buffer(PyObject *self, PyObject *args,
   (void)self;
   static const char *const kw[] = {"itemsize",   "format",   "shape",
                                    "strides",    "suboffsets", "readonly",
-                                   NULL};
+                                   "on_release", NULL};
   Py_ssize_t itemsize;
   const char *format = NULL;
-  PyObject *shape = Py_None, *strides = Py_None, *suboffsets = Py_None;
+  PyObject *shape = Py_None, *strides = Py_None, *suboffsets = Py_None,
+           *on_release = Py_None;
   int readonly = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "n|zOOOp",
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "n|zOOOpO",
                                    (char **)(uintptr_t)kw, &itemsize, &format,
-                                   &shape, &strides, &suboffsets, &readonly))
+                                   &shape, &strides, &suboffsets, &readonly,
+                                   &on_release))
     return NULL;
   if (itemsize < -64 || itemsize > 64 ||
       (format != NULL && strlen(format) >= 32)) {
@@ -979,6 +1006,10 @@ static PyObject *careless_buffer(PyObject *self, PyObject *args,
     return NULL;
   }
   memset(c->data, 0, sizeof c->data);
+  if (on_release != Py_None) {
+    Py_INCREF(on_release);
+    c->on_release = on_release;
+  }
   return (PyObject *)c;
 }
 
