@@ -48,7 +48,7 @@ test-cli: build
 test-bench: build
 	$(MESON) test -C $(BUILD) --print-errorlogs bench_copy_runs \
 	  bench_copy_refuses_reps bench_gpu_emulated bench_gpu_without_gpu \
-	  bench_kernels_runs bench_import_counts
+	  bench_kernels_runs bench_import_counts bench_ab_runs bench_ab_refuses_reps
 
 # The library, C suite, demo and command built for aarch64 and run under
 # qemu-user (scripts/check-aarch64.sh): the build without SSE2.

@@ -395,12 +395,14 @@ static volatile uint64_t read_sink;
 
 /* What bounds the [::2, ::3] slice on one thread: it reads every line of
  * every second src row. Each rep times the slice, a read of just those
- * rows, and a read of every row (twice the bytes); the ratios show how
- * close the slice is to its reads. */
+ * rows, a read of every row (twice the bytes) and a read of as many bytes
+ * as the slice's rows in blocks of 64 rows (1 MiB) with gaps of as many
+ * between them; the ratios show how close the slice is to its reads, and
+ * what the gaps between rows cost the reads. */
 static void slice_bound(FILE *json, const DLTensor *src, const DLTensor *dst,
                         const char *a, int64_t n) {
-  double ts[MAX_REPS], th[MAX_REPS], ta[MAX_REPS], rs[MAX_REPS],
-      rh[MAX_REPS];
+  double ts[MAX_REPS], th[MAX_REPS], ta[MAX_REPS], tb[MAX_REPS],
+      rs[MAX_REPS], rh[MAX_REPS], rb[MAX_REPS];
   job j = {src, dst, NULL, NULL, 0};
   const int64_t line = n * (int64_t)sizeof(float); /* one src row */
   dlb_copy_set_threads(1);
@@ -413,27 +415,37 @@ static void slice_bound(FILE *json, const DLTensor *src, const DLTensor *dst,
     t0 = now();
     read_sink = read_rows(a, n, line, line);
     ta[r] = now() - t0;
+    t0 = now();
+    read_sink = read_rows(a, n / 128, 64 * line, 128 * line);
+    tb[r] = now() - t0;
     rs[r] = th[r] / ts[r];
     rh[r] = th[r] / ta[r];
+    rb[r] = th[r] / tb[r];
   }
   sort_samples(ts, reps);
   sort_samples(th, reps);
   sort_samples(ta, reps);
+  sort_samples(tb, reps);
   sort_samples(rs, reps);
   sort_samples(rh, reps);
+  sort_samples(rb, reps);
   printf("\nslice [::2, ::3] against its reads, one thread (median ms)\n");
   printf("  slice %.3f, reading every second row %.3f, reading every row "
-         "%.3f;\n  slice at %.2f (%.2f-%.2f) of the read's speed; half the "
-         "rows read in %.2f (%.2f-%.2f) of the time of all\n",
+         "%.3f, reading every second block of 64 rows %.3f;\n  slice at "
+         "%.2f (%.2f-%.2f) of the read's speed; half the rows read in %.2f "
+         "(%.2f-%.2f) of the time of all, in %.2f (%.2f-%.2f) of the time "
+         "of the blocks\n",
          ts[reps / 2] * 1e3, th[reps / 2] * 1e3, ta[reps / 2] * 1e3,
-         rs[reps / 2], rs[0], rs[reps - 1], rh[reps / 2], rh[0],
-         rh[reps - 1]);
+         tb[reps / 2] * 1e3, rs[reps / 2], rs[0], rs[reps - 1],
+         rh[reps / 2], rh[0], rh[reps - 1], rb[reps / 2], rb[0],
+         rb[reps - 1]);
   fprintf(json,
           "  \"slice_bound\": {\"slice_s\": %.6f, \"read_half_s\": %.6f, "
-          "\"read_all_s\": %.6f, \"slice_vs_read\": %.3f, "
-          "\"half_vs_all\": %.3f},\n",
-          ts[reps / 2], th[reps / 2], ta[reps / 2], rs[reps / 2],
-          rh[reps / 2]);
+          "\"read_all_s\": %.6f, \"read_blocks_s\": %.6f, "
+          "\"slice_vs_read\": %.3f, \"half_vs_all\": %.3f, "
+          "\"half_vs_blocks\": %.3f},\n",
+          ts[reps / 2], th[reps / 2], ta[reps / 2], tb[reps / 2],
+          rs[reps / 2], rh[reps / 2], rb[reps / 2]);
 }
 
 #if defined(__SSE2__)
