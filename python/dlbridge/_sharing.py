@@ -179,6 +179,13 @@ class _MemoryFd:
         return _ReceivedFd, (_reduction.DupFd(self._fd),)
 
 
+# Where a share handle keeps what names its memory (src/share/handle.c lays
+# the handle out): the identity of the memory, 16 bytes, and the DLPack
+# flags, whose lowest bit is READ_ONLY.
+_HANDLE_IDENTITY = slice(64, 80)
+_HANDLE_FLAGS = 32
+_FLAG_READ_ONLY = 1
+
 # (identity, read-only) of a memory -> its _MemoryFd, while one is alive.
 _memory_fds: "_weakref.WeakValueDictionary[tuple[bytes, int], _MemoryFd]" = _weakref.WeakValueDictionary()
 _memory_fds_lock = _threading.Lock()
@@ -187,7 +194,7 @@ _memory_fds_lock = _threading.Lock()
 def _memory_fd(handle, fd):
     """The _MemoryFd of the memory of handle, made from fd (taken) unless
     one is alive; a read-only descriptor serves read-only handles only."""
-    key = (bytes(handle[64:80]), handle[32] & 1)
+    key = (bytes(handle[_HANDLE_IDENTITY]), handle[_HANDLE_FLAGS] & _FLAG_READ_ONLY)
     with _memory_fds_lock:
         m = _memory_fds.get(key)
         if m is None:
