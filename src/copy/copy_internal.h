@@ -189,8 +189,9 @@ void dlb__copy_cap_isa(int level);
 /* Rows of such a gather that reads DLB__BAND_MIN bytes of rows or more
  * run DLB__BANDS at a time, from bands of rows far apart, in chunks of
  * DLB__BAND_CHUNK src bytes (plan.c's run_bands). Reading every second
- * 16 KiB block of 64 MiB took 2.3-2.8 x the time of reading 32 MiB in one
- * run on the development VM, every second 1 MiB block no longer: rows
+ * 16 KiB block of 64 MiB took 2.4-2.9 x the time of reading the same
+ * 32 MiB in one run on the development VM, every second 1 MiB block no
+ * longer (bench_copy's slice section): rows
  * close together leave part of the memory idle. With bands, a slice
  * [::2, ::3] of 4096^2 float32 ran 1.31-1.40 x faster, one thread or two
  * (bands of 4 and 6 rows, chunks of 256 bytes: 6 by 1.07 x; 8 bands,

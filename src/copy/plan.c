@@ -258,18 +258,18 @@ static void row_at(const dlb__copy_plan *p, const int64_t *shape, int64_t r,
   }
 }
 
-/* Runs the rows of a gather with gaps between them (ahead_units > 0) as
- * DLB__BANDS bands of consecutive rows, one row of each band at a time,
- * their chunks interleaved: each chunk after prefetching the same chunk of
- * its band's next row. Reading rows far apart at once is what spreads the
- * reads over the memory: one at a time, the rows of a slice [::2] of
- * 16 KiB rows left much of it idle (bench_copy). */
 static _Atomic int64_t dlb__banded_rows;
 
 int64_t dlb__copy_banded_rows(void) {
   return atomic_load_explicit(&dlb__banded_rows, memory_order_relaxed);
 }
 
+/* Runs the rows of a gather with gaps between them (band_units > 0) as
+ * DLB__BANDS bands of consecutive rows, one row of each band at a time,
+ * their chunks interleaved: each chunk after prefetching the same chunk of
+ * its band's next row. Reading rows far apart at once is what spreads the
+ * reads over the memory: one at a time, the rows of a slice [::2] of
+ * 16 KiB rows left much of it idle (bench_copy). */
 static void run_bands(const dlb__copy_plan *p, const int64_t *shape,
                       int64_t doff0, int64_t soff0, int64_t rows) {
   atomic_fetch_add_explicit(&dlb__banded_rows, rows, memory_order_relaxed);

@@ -58,9 +58,10 @@ DLB__AVX512_INLINE void store64(char *p, __m512i v, int nt) {
  * pointer walks the rows: addresses computed from the start each take a
  * register of their own, and spill. Loading, k of pf's prefetches go
  * before each row: spread so, rather than in one burst before the tile,
- * they made 64 MiB transposes of 1- and 2-byte units 1.08-1.10 x faster
- * and of 4-byte units 1.03-1.09 x (one thread, the builds before and
- * after loaded in one process and alternated, 21 reps, four runs);
+ * they made 64 MiB transposes of 1-byte units 1.07-1.09 x faster, of
+ * 2-byte units 1.08-1.15 x and of 4-byte units 1.03-1.09 x (one thread
+ * or two, the builds before and after loaded in one process and
+ * alternated, 21 reps, six runs: bench/bench_ab.c);
  * 8-byte tiles ran 0.95-0.98 x so and keep the burst, as do the tall
  * strips of permutations (strips.h); 16-byte tiles have four loads. */
 DLB__AVX512_INLINE void load_rows(__m512i *r, int n, const char *src,
