@@ -25,12 +25,12 @@
 
 #include "bench_clock.h"
 #include "bench_mem.h"
-#include "dlpack/dlpack.h"
+#include "dlbridge.h"
 
 #define MAX_REPS 201
 #define BYTES ((size_t)64 << 20)
 
-typedef int (*copy_fn)(const DLTensor *, const DLTensor *);
+typedef dlb_status (*copy_fn)(const DLTensor *, const DLTensor *);
 typedef void (*threads_fn)(int);
 
 typedef struct {
