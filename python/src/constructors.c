@@ -571,10 +571,13 @@ PyObject *dlbpy_asarray(PyObject *module, PyObject *const *args,
   }
   DLManagedTensorVersioned *mt;
   int values = 0;
+  /* A capsule is consumed only once the result stands: a dtype or copy=
+   * refusal gives it back. */
+  dlbpy_taken taken = {NULL, NULL, NULL};
   int producer = dlbpy_is_producer(st, obj);
   if (producer < 0) return NULL;
   if (producer) {
-    if (dlbpy_import(st, obj, NULL, &mt) < 0) return NULL;
+    if (dlbpy_import_tentative(st, obj, NULL, &mt, &taken) < 0) return NULL;
   } else if (PyObject_CheckBuffer(obj)) {
     if (dlbpy_import_buffer(obj, &mt) < 0) return NULL;
   } else if (!PyUnicode_Check(obj)) {
@@ -605,10 +608,15 @@ PyObject *dlbpy_asarray(PyObject *module, PyObject *const *args,
                  "asarray(): dtype is %s, but the data is %s; dlbridge does "
                  "not convert between dtypes",
                  want, have);
+    dlbpy_capsule_settle(&taken, 0);
     return NULL;
   }
   /* Values were just copied into fresh memory: copy=True is satisfied. */
   if (values && opts.copy == 1) opts.copy = -1;
-  if (dlbpy_import_apply(&opts, &mt) < 0) return NULL;
+  if (dlbpy_import_apply(&opts, &mt) < 0) {
+    dlbpy_capsule_settle(&taken, 0);
+    return NULL;
+  }
+  dlbpy_capsule_settle(&taken, 1);
   return dlbpy_tensor_new(st, mt);
 }
