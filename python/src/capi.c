@@ -46,7 +46,7 @@ static int dlbpy_capi_to_managed(PyObject *obj, int flags,
   }
   if (dlbpy_capi_bad_flags(flags, "DLBridge_ToManaged") < 0) return -1;
   DLManagedTensorVersioned *mt;
-  dlbpy_taken taken = {NULL, NULL, NULL};
+  dlbpy_taken taken = {.capsule = NULL};
   if (dlbpy_tensor_check(obj)) {
     if (dlbpy_export(obj, NULL, -1, &mt) < 0) return -1;
   } else {
@@ -68,6 +68,8 @@ static int dlbpy_capi_to_managed(PyObject *obj, int flags,
     dlbpy_capsule_settle(&taken, 0);
     return -1;
   }
+  /* Kept as the view: the caller may release it on any thread, so it
+   * stays ours. */
   dlbpy_capsule_settle(&taken, 1);
   *out = mt;
   return 0;
@@ -82,7 +84,7 @@ static int dlbpy_capi_borrow(PyObject *obj, int flags, PyObject **owner,
   }
   if (dlbpy_capi_bad_flags(flags, "DLBridge_Borrow") < 0) return -1;
   PyObject *tensor;
-  dlbpy_taken taken = {NULL, NULL, NULL};
+  dlbpy_taken taken = {.capsule = NULL};
   if (dlbpy_tensor_check(obj)) {
     tensor = obj;
     Py_INCREF(tensor);

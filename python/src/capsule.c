@@ -503,9 +503,10 @@ int dlbpy_capsule_take(PyObject *capsule, PyObject *bad_name_exc,
   } else {
     DLManagedTensorVersioned *m = dlbpy_versioned_of(capsule, name);
     if (m == NULL) return -1;
-    if (dlbpy_is_light(m) &&
-        dlbpy_light_peek(&m->dl_tensor, m->flags, m->manager_ctx) < 0)
-      return -1;
+    /* A share of ours as its import judges it: one that still describes
+     * its source gets the source's flags (never IS_COPIED: it shares the
+     * source's data). */
+    if (dlbpy_is_light(m) && dlbpy_light_intact(m) < 0) return -1;
     flags = m->flags;
     t = &m->dl_tensor;
     raw = m;
@@ -541,6 +542,9 @@ int dlbpy_capsule_take(PyObject *capsule, PyObject *bad_name_exc,
   taken->capsule = capsule;
   taken->name = name;
   taken->claim = claim;
+  taken->view = *view;
+  taken->device = (*view)->dl_tensor.device;
+  taken->flags = flags;
   return 1;
 }
 
@@ -561,4 +565,32 @@ void dlbpy_capsule_settle(dlbpy_taken *taken, int keep) {
     return;
   }
   dlbpy_claim_unref(claim);
+}
+
+void dlbpy_capsule_settle_result(dlbpy_taken *taken,
+                                 DLManagedTensorVersioned **mt) {
+  if (taken->capsule == NULL) return;
+  dlbpy_claim *claim = taken->claim;
+  DLManagedTensorVersioned *view = *mt;
+  if (view == taken->view && claim->raw != NULL &&
+      dlb_device_equal(view->dl_tensor.device, taken->device)) {
+    DLManagedTensorVersioned *accepted = NULL;
+    dlb_status s =
+        claim->legacy
+            ? dlbpy_adopt_legacy(claim->raw, taken->flags, &accepted)
+            : dlbpy_accept_versioned(claim->raw, &accepted);
+    if (s == DLB_OK) {
+      /* The accepted tensor owns the struct now: the view lets go of it
+       * without its deleter. */
+      claim->raw = NULL;
+      taken->capsule = NULL;
+      *mt = accepted;
+      dlb_tensor_release(view);
+      dlbpy_claim_unref(claim);
+      return;
+    }
+    /* Nothing was taken over: the view still serves. */
+    if (PyErr_Occurred()) PyErr_Clear();
+  }
+  dlbpy_capsule_settle(taken, 1);
 }

@@ -414,6 +414,11 @@ typedef struct {
   PyObject *capsule; /* borrowed; NULL when nothing is pending */
   const char *name;  /* the producer's name pointer, to give back */
   dlbpy_claim *claim;
+  /* The view as taken (borrowed: the caller holds it), its device and
+   * the flags it was given. */
+  const DLManagedTensorVersioned *view;
+  DLDevice device;
+  uint64_t flags;
 } dlbpy_taken;
 
 /* The options of an import (from_dlpack's keywords). */
@@ -533,6 +538,14 @@ int dlbpy_capsule_take(PyObject *capsule, PyObject *bad_name_exc,
  * exception. */
 void dlbpy_capsule_settle(dlbpy_taken *taken, int keep);
 
+/* dlbpy_capsule_settle(taken, 1) for a caller whose result *mt may be the
+ * view itself, unchanged: then the capsule's struct is taken as consuming
+ * takes it (a struct dlbridge made goes back to its one owner, so loops of
+ * exports and imports stay flat) and *mt becomes that, the view released;
+ * when that fails the view is kept, which serves as well. */
+void dlbpy_capsule_settle_result(dlbpy_taken *taken,
+                                 DLManagedTensorVersioned **mt);
+
 /*
  * Adopts a tensor from another producer: validates it and returns a dlbridge
  * tensor whose last release calls foreign's deleter exactly once, holding
@@ -625,8 +638,11 @@ int dlbpy_check_scalar_dtype(DLDataType dtype, const char *fname);
 /* nest.c: asarray of a Python number or a nested sequence (of numbers and
  * of arrays: producers and buffer exporters, at any depth) as a new cpu
  * tensor of dtype given, or of the dtype the values need when given is
- * NULL. ValueError naming the place where the sequences are ragged. */
+ * NULL, then opts applied (may be NULL). ValueError naming the place where
+ * the sequences are ragged. DLPack capsules among the items are consumed
+ * only when the whole call succeeds. */
 int dlbpy_nest_values(dlbpy_state *st, PyObject *obj, const DLDataType *given,
+                      const dlbpy_import_opts *opts,
                       DLManagedTensorVersioned **out);
 
 /* ------------------------------------------------------------------------

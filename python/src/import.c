@@ -835,7 +835,7 @@ int dlbpy_import(dlbpy_state *st, PyObject *obj, const dlbpy_import_opts *opts,
       (opts != NULL || dlbpy_capsule_needs_wait(obj))) {
     dlbpy_taken taken;
     if (dlbpy_import_tentative(st, obj, opts, out, &taken) < 0) return -1;
-    dlbpy_capsule_settle(&taken, 1);
+    dlbpy_capsule_settle_result(&taken, out);
     return 0;
   }
   DLManagedTensorVersioned *mt;

@@ -1471,6 +1471,27 @@ def test_asarray_refusals_leave_a_capsule_unconsumed(helper):
     assert deleted() == 2
 
 
+def test_nested_and_assigned_capsules_are_consumed_only_on_success(helper):
+    a = np.arange(3, dtype=np.float32)
+    cap = capsule_of(a)
+    with pytest.raises(ValueError, match="ragged|length"):
+        dlbridge.asarray([cap, [1.0, 2.0]])
+    with pytest.raises(ValueError, match="copy=False"):
+        dlbridge.asarray([[1.0, 2.0, 3.0], cap], device="cuda:0", copy=False)
+    t = dlbridge.zeros(2, dtype="float32")
+    with pytest.raises(ValueError, match="broadcast"):
+        t[...] = cap
+    assert '"dltensor_versioned"' in repr(cap) and deleted() == 0
+    assert t.tolist() == [0.0, 0.0]
+    # Success consumes: the values are copied, so the struct goes at once.
+    assert dlbridge.asarray([cap, [4.0, 5.0, 6.0]]).tolist() == [[0.0, 1.0, 2.0], [4.0, 5.0, 6.0]]
+    assert "used_dltensor_versioned" in repr(cap) and deleted() == 1
+    two = capsule_of(np.array([7.0, 8.0], dtype=np.float32))
+    t[...] = two
+    assert t.tolist() == [7.0, 8.0]
+    assert "used_dltensor_versioned" in repr(two) and deleted() == 2
+
+
 def test_host_type_device_ids_are_refused_as_pairs_and_as_names():
     a = np.arange(3.0)
     for device in ((KDLCPU, 3), "cpu:1", (KDLCUDAHOST, 2), "cuda_host:2", (KDLCUDAMANAGED, 1)):
@@ -1584,3 +1605,22 @@ def test_reference_counts_with_torch():
     del t, y
     gc.collect()
     assert sys.getrefcount(x) == before
+
+
+def test_keyword_imports_of_own_capsules_stay_flat():
+    # A struct dlbridge made, imported with keywords that change nothing,
+    # goes back to its one owner as a plain import does: a loop of exports
+    # and imports keeps no intermediate tensor alive.
+    for kwargs in (dict(copy=False), dict(device="cpu"), dict(device=(KDLCPU, 0), copy=None)):
+        for versioned in (True, False):
+            u = dlbridge.arange(4, dtype="float32")
+            refs = []
+            for _ in range(6):
+                refs.append(weakref.ref(u))
+                cap = u.__dlpack__(max_version=(1, 0)) if versioned else u.__dlpack__()
+                u = dlbridge.from_dlpack(cap, **kwargs)
+                del cap
+            gc.collect()
+            # The first holds the memory; none after it is kept.
+            assert [r() is not None for r in refs] == [True] + [False] * 5, (kwargs, versioned)
+            assert u.tolist() == [0.0, 1.0, 2.0, 3.0]
