@@ -46,6 +46,8 @@ __all__ = [
 ]
 
 _Shape = Union[int, Sequence[int]]
+# A name ("cpu", "cuda:1") or a (device_type, device_id) pair; host-type
+# kinds (cpu, cuda_host, rocm_host, cuda_managed) take device_id 0 only.
 _Device = Union[str, Tuple[int, int]]
 _DType = Union[str, Any]
 _HostKind = Union[Literal["cuda_host", "rocm_host"], Tuple[int, int]]

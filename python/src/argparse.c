@@ -209,7 +209,12 @@ done:
   return rc;
 }
 
-int dlbpy_parse_device(PyObject *obj, DLDevice *out) {
+/* reported: obj is what a producer's __dlpack_device__ said, whose
+ * host-type device_id is read as 0, as an import reads a struct's; an
+ * argument naming such a device with another id is refused, as the name
+ * "cpu:1" is. */
+static int dlbpy_parse_device_as(PyObject *obj, int reported,
+                                 DLDevice *out) {
   DLDevice device;
   if (PyUnicode_Check(obj)) {
     const char *text = dlbpy_name_text(obj, "device");
@@ -241,6 +246,14 @@ int dlbpy_parse_device(PyObject *obj, DLDevice *out) {
     device.device_id = (int32_t)id;
     dlb_status s = dlb_device_normalize(&device);
     if (s != DLB_OK) return dlbpy_fail(s, PyExc_ValueError, "device");
+    if (!reported && device.device_id != (int32_t)id) {
+      PyErr_Format(PyExc_ValueError,
+                   "device %R: device_id is %lld; %s memory is not tied to "
+                   "one device and takes only 0",
+                   obj, (long long)id,
+                   dlb_device_type_name(device.device_type));
+      return -1;
+    }
   } else {
     int r = dlbpy_try_framework_device(obj, &device);
     if (r < 0) return -1;
@@ -255,6 +268,14 @@ int dlbpy_parse_device(PyObject *obj, DLDevice *out) {
   }
   *out = device;
   return 0;
+}
+
+int dlbpy_parse_device(PyObject *obj, DLDevice *out) {
+  return dlbpy_parse_device_as(obj, 0, out);
+}
+
+int dlbpy_parse_reported_device(PyObject *obj, DLDevice *out) {
+  return dlbpy_parse_device_as(obj, 1, out);
 }
 
 static int dlbpy_parse_extent(PyObject *obj, int64_t *out) {

@@ -46,22 +46,31 @@ static int dlbpy_capi_to_managed(PyObject *obj, int flags,
   }
   if (dlbpy_capi_bad_flags(flags, "DLBridge_ToManaged") < 0) return -1;
   DLManagedTensorVersioned *mt;
+  dlbpy_taken taken = {.capsule = NULL};
   if (dlbpy_tensor_check(obj)) {
     if (dlbpy_export(obj, NULL, -1, &mt) < 0) return -1;
   } else {
     /* The caller may release it on any thread: it must be ours, whose
      * foreign deleters take the GIL. */
     dlbpy_state *st = dlbpy_state_current();
-    if (st == NULL || dlbpy_import(st, obj, NULL, &mt) < 0) return -1;
+    if (st == NULL ||
+        dlbpy_import_tentative(st, obj, NULL, &mt, &taken) < 0)
+      return -1;
     if (dlbpy_own(&mt) < 0) {
       dlbpy_release(mt);
+      dlbpy_capsule_settle(&taken, 0);
       return -1;
     }
   }
+  /* A capsule refused here is given back unconsumed. */
   if (dlbpy_capi_require(mt, flags) < 0) {
     dlbpy_release(mt);
+    dlbpy_capsule_settle(&taken, 0);
     return -1;
   }
+  /* Kept as the view: the caller may release it on any thread, so it
+   * stays ours. */
+  dlbpy_capsule_settle(&taken, 1);
   *out = mt;
   return 0;
 }
@@ -75,21 +84,30 @@ static int dlbpy_capi_borrow(PyObject *obj, int flags, PyObject **owner,
   }
   if (dlbpy_capi_bad_flags(flags, "DLBridge_Borrow") < 0) return -1;
   PyObject *tensor;
+  dlbpy_taken taken = {.capsule = NULL};
   if (dlbpy_tensor_check(obj)) {
     tensor = obj;
     Py_INCREF(tensor);
   } else {
     dlbpy_state *st = dlbpy_state_current();
     DLManagedTensorVersioned *mt;
-    if (st == NULL || dlbpy_import(st, obj, NULL, &mt) < 0) return -1;
+    if (st == NULL ||
+        dlbpy_import_tentative(st, obj, NULL, &mt, &taken) < 0)
+      return -1;
     tensor = dlbpy_tensor_new(st, mt);
-    if (tensor == NULL) return -1;
+    if (tensor == NULL) {
+      dlbpy_capsule_settle(&taken, 0);
+      return -1;
+    }
   }
   const DLManagedTensorVersioned *mt = ((dlbpy_tensor *)tensor)->mt;
+  /* A capsule refused here is given back unconsumed. */
   if (dlbpy_capi_require(mt, flags) < 0) {
     Py_DECREF(tensor);
+    dlbpy_capsule_settle(&taken, 0);
     return -1;
   }
+  dlbpy_capsule_settle(&taken, 1);
   *owner = tensor;
   *out = mt;
   return 0;

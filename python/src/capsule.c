@@ -10,6 +10,7 @@
  * does nothing when that context no longer exists.
  */
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "dlbpy.h"
@@ -433,4 +434,163 @@ int dlbpy_capsule_consume(PyObject *capsule, PyObject *bad_name_exc,
                "'dltensor' or 'dltensor_versioned')",
                name != NULL ? name : "(null)");
   return -1;
+}
+
+/* ------------------------------------------------------------------------
+ * Taking capsules tentatively
+ * ---------------------------------------------------------------------- */
+
+/* What a tentatively taken capsule's struct waits on: the view wrapping it
+ * holds one reference, the taker another. The struct's deleter runs when
+ * both are gone, unless the taker gave the capsule back first. */
+struct dlbpy_claim {
+  atomic_int refs;
+  void *raw; /* the capsule's struct; NULL once given back */
+  int legacy;
+};
+
+static void dlbpy_claim_delete_now(void *ctx) {
+  dlbpy_claim *claim = ctx;
+  if (claim->legacy) {
+    DLManagedTensor *m = claim->raw;
+    if (dlbpy_is_light_legacy(m)) dlbpy_light_legacy_release_holding_gil(m);
+    else if (m->deleter != NULL) m->deleter(m);
+  } else {
+    DLManagedTensorVersioned *m = claim->raw;
+    if (dlbpy_is_light(m)) dlbpy_light_release_holding_gil(m);
+    else if (m->deleter != NULL) m->deleter(m);
+  }
+}
+
+/* Any thread: the view's last release can happen anywhere. */
+static void dlbpy_claim_unref(void *ctx) {
+  dlbpy_claim *claim = ctx;
+  if (atomic_fetch_sub(&claim->refs, 1) != 1) return;
+  if (claim->raw != NULL) dlbpy_call_with_gil(dlbpy_claim_delete_now, claim);
+  free(claim);
+}
+
+int dlbpy_capsule_take(PyObject *capsule, PyObject *bad_name_exc,
+                       dlbpy_taken *taken, DLManagedTensorVersioned **view) {
+  taken->capsule = NULL;
+  const char *name = PyCapsule_GetName(capsule);
+  if (name == NULL && PyErr_Occurred()) return -1;
+  int legacy;
+  if (name != NULL && strcmp(name, dlbpy_name_versioned) == 0) legacy = 0;
+  else if (name != NULL && strcmp(name, dlbpy_name_legacy) == 0) legacy = 1;
+  else {
+    /* A used capsule, or no DLPack one: consuming reports which, and
+     * takes nothing. */
+    DLManagedTensorVersioned *none;
+    (void)dlbpy_capsule_consume(capsule, bad_name_exc, &none);
+    return -1;
+  }
+  const DLTensor *t;
+  void *raw;
+  uint64_t flags;
+  if (legacy) {
+    DLManagedTensor *m = PyCapsule_GetPointer(capsule, name);
+    if (m == NULL) return -1;
+    if (dlbpy_is_light_legacy(m) &&
+        dlbpy_light_peek(&m->dl_tensor, 0, m->manager_ctx) < 0)
+      return -1;
+    /* As dlbpy_capsule_consume reads writability. */
+    flags = dlbpy_is_light_legacy(m) || dlb_legacy_is_ours(m)
+                ? 0
+                : DLPACK_FLAG_BITMASK_READ_ONLY;
+    t = &m->dl_tensor;
+    raw = m;
+  } else {
+    DLManagedTensorVersioned *m = dlbpy_versioned_of(capsule, name);
+    if (m == NULL) return -1;
+    /* A share of ours as its import judges it: one that still describes
+     * its source gets the source's flags (never IS_COPIED: it shares the
+     * source's data). */
+    if (dlbpy_is_light(m) && dlbpy_light_intact(m) < 0) return -1;
+    flags = m->flags;
+    t = &m->dl_tensor;
+    raw = m;
+  }
+  dlbpy_claim *claim = malloc(sizeof *claim);
+  if (claim == NULL) {
+    PyErr_NoMemory();
+    return -1;
+  }
+  atomic_init(&claim->refs, 2);
+  claim->raw = raw;
+  claim->legacy = legacy;
+  /* Renamed first, as a consumer does: nobody else can take it while the
+   * caller works without the GIL. */
+  if (PyCapsule_SetName(capsule, legacy ? dlbpy_name_used_legacy
+                                        : dlbpy_name_used_versioned) < 0) {
+    free(claim);
+    return -1;
+  }
+  /* The wrap validates every field as an import does. */
+  dlb_status s = dlb_tensor_wrap(t, flags, dlbpy_claim_unref, claim, view);
+  if (s != DLB_OK) {
+    dlbpy_raise_unless_set(s, PyExc_BufferError,
+                           legacy ? "DLPack capsule (legacy)"
+                                  : "DLPack capsule");
+    dlbpy_saved_error saved;
+    dlbpy_error_save(&saved);
+    (void)PyCapsule_SetName(capsule, name);
+    dlbpy_error_restore(&saved);
+    free(claim);
+    return -1;
+  }
+  taken->capsule = capsule;
+  taken->name = name;
+  taken->claim = claim;
+  taken->view = *view;
+  taken->device = (*view)->dl_tensor.device;
+  taken->flags = flags;
+  return 1;
+}
+
+void dlbpy_capsule_settle(dlbpy_taken *taken, int keep) {
+  if (taken->capsule == NULL) return;
+  dlbpy_claim *claim = taken->claim;
+  PyObject *capsule = taken->capsule;
+  taken->capsule = NULL;
+  /* Given back only when nothing uses the struct any more (every tensor
+   * made from the view is gone); else the import stands. */
+  if (!keep && atomic_load(&claim->refs) == 1) {
+    claim->raw = NULL;
+    dlbpy_claim_unref(claim);
+    dlbpy_saved_error saved;
+    dlbpy_error_save(&saved);
+    (void)PyCapsule_SetName(capsule, taken->name);
+    dlbpy_error_restore(&saved);
+    return;
+  }
+  dlbpy_claim_unref(claim);
+}
+
+void dlbpy_capsule_settle_result(dlbpy_taken *taken,
+                                 DLManagedTensorVersioned **mt) {
+  if (taken->capsule == NULL) return;
+  dlbpy_claim *claim = taken->claim;
+  DLManagedTensorVersioned *view = *mt;
+  if (view == taken->view && claim->raw != NULL &&
+      dlb_device_equal(view->dl_tensor.device, taken->device)) {
+    DLManagedTensorVersioned *accepted = NULL;
+    dlb_status s =
+        claim->legacy
+            ? dlbpy_adopt_legacy(claim->raw, taken->flags, &accepted)
+            : dlbpy_accept_versioned(claim->raw, &accepted);
+    if (s == DLB_OK) {
+      /* The accepted tensor owns the struct now: the view lets go of it
+       * without its deleter. */
+      claim->raw = NULL;
+      taken->capsule = NULL;
+      *mt = accepted;
+      dlb_tensor_release(view);
+      dlbpy_claim_unref(claim);
+      return;
+    }
+    /* Nothing was taken over: the view still serves. */
+    if (PyErr_Occurred()) PyErr_Clear();
+  }
+  dlbpy_capsule_settle(taken, 1);
 }

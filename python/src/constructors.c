@@ -570,11 +570,13 @@ PyObject *dlbpy_asarray(PyObject *module, PyObject *const *args,
     return obj;
   }
   DLManagedTensorVersioned *mt;
-  int values = 0;
+  /* A capsule is consumed only once the result stands: a dtype or copy=
+   * refusal gives it back. */
+  dlbpy_taken taken = {.capsule = NULL};
   int producer = dlbpy_is_producer(st, obj);
   if (producer < 0) return NULL;
   if (producer) {
-    if (dlbpy_import(st, obj, NULL, &mt) < 0) return NULL;
+    if (dlbpy_import_tentative(st, obj, NULL, &mt, &taken) < 0) return NULL;
   } else if (PyObject_CheckBuffer(obj)) {
     if (dlbpy_import_buffer(obj, &mt) < 0) return NULL;
   } else if (!PyUnicode_Check(obj)) {
@@ -585,16 +587,20 @@ PyObject *dlbpy_asarray(PyObject *module, PyObject *const *args,
                       "sequences are always copied into a new tensor");
       return NULL;
     }
-    if (dlbpy_nest_values(st, obj, has_dtype ? &dtype : NULL, &mt) < 0)
+    /* The values are copied into fresh memory: copy=True is satisfied.
+     * opts apply before the capsules among the items are consumed, so a
+     * failure gives them back. */
+    if (opts.copy == 1) opts.copy = -1;
+    if (dlbpy_nest_values(st, obj, has_dtype ? &dtype : NULL, &opts, &mt) < 0)
       return NULL;
-    values = 1;
+    return dlbpy_tensor_new(st, mt);
   } else {
     PyErr_SetString(PyExc_TypeError,
                     "asarray(): a str is not a DLPack producer, a buffer or "
                     "a number");
     return NULL;
   }
-  if (has_dtype && !values && !dlb_dtype_equal(dtype, mt->dl_tensor.dtype)) {
+  if (has_dtype && !dlb_dtype_equal(dtype, mt->dl_tensor.dtype)) {
     char have[DLB_DTYPE_NAME_MAX];
     if (dlb_dtype_format(mt->dl_tensor.dtype, have, sizeof have) != DLB_OK)
       have[0] = '\0';
@@ -605,10 +611,13 @@ PyObject *dlbpy_asarray(PyObject *module, PyObject *const *args,
                  "asarray(): dtype is %s, but the data is %s; dlbridge does "
                  "not convert between dtypes",
                  want, have);
+    dlbpy_capsule_settle(&taken, 0);
     return NULL;
   }
-  /* Values were just copied into fresh memory: copy=True is satisfied. */
-  if (values && opts.copy == 1) opts.copy = -1;
-  if (dlbpy_import_apply(&opts, &mt) < 0) return NULL;
+  if (dlbpy_import_apply(&opts, &mt) < 0) {
+    dlbpy_capsule_settle(&taken, 0);
+    return NULL;
+  }
+  dlbpy_capsule_settle_result(&taken, &mt);
   return dlbpy_tensor_new(st, mt);
 }

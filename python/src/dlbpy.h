@@ -240,8 +240,15 @@ int dlbpy_error_replaceable(void);
 int dlbpy_parse_copy(PyObject *obj, const char *what, int *out);
 
 /* A device: "cpu", "cuda:1", or a (device_type, device_id) pair of ints.
- * TypeError for other types, ValueError for unknown or malformed ones. */
+ * TypeError for other types, ValueError for unknown or malformed ones; a
+ * host-type kind (cpu, cuda_host, rocm_host, cuda_managed) takes only
+ * device_id 0, as a name or as a pair. */
 int dlbpy_parse_device(PyObject *obj, DLDevice *out);
+
+/* As dlbpy_parse_device, for a pair a producer's __dlpack_device__
+ * returned: a host-type kind's device_id is read as 0, whatever it is (as
+ * an import reads a struct's). */
+int dlbpy_parse_reported_device(PyObject *obj, DLDevice *out);
 
 /* dtype_arg.c: a dtype as users pass it elsewhere: a name ("float32"), a
  * NumPy code ("f4", "<i8", "?"), a NumPy dtype or scalar type, a PyTorch
@@ -401,6 +408,19 @@ int dlbpy_try_light_from_legacy(DLManagedTensor *m, uint64_t flags,
 int dlbpy_light_to_core(const DLManagedTensorVersioned *light,
                         DLManagedTensorVersioned **out);
 
+/* A DLPack capsule taken by dlbpy_capsule_take, until it is settled. */
+typedef struct dlbpy_claim dlbpy_claim;
+typedef struct {
+  PyObject *capsule; /* borrowed; NULL when nothing is pending */
+  const char *name;  /* the producer's name pointer, to give back */
+  dlbpy_claim *claim;
+  /* The view as taken (borrowed: the caller holds it), its device and
+   * the flags it was given. */
+  const DLManagedTensorVersioned *view;
+  DLDevice device;
+  uint64_t flags;
+} dlbpy_taken;
+
 /* The options of an import (from_dlpack's keywords). */
 typedef struct {
   int copy;           /* -1 None, 0 never copy, 1 always copy */
@@ -416,6 +436,19 @@ typedef struct {
  */
 int dlbpy_import(dlbpy_state *st, PyObject *obj, const dlbpy_import_opts *opts,
                  DLManagedTensorVersioned **out);
+
+/*
+ * As dlbpy_import, for callers that can still fail after the import: a
+ * DLPack capsule is taken tentatively (dlbpy_capsule_take), and *taken is
+ * pending until the caller settles it with dlbpy_capsule_settle, keep 1
+ * once it succeeded, 0 once it released *out and all it made on failure,
+ * which leaves the capsule unconsumed. For anything but a capsule nothing
+ * is pending. On failure here nothing is pending either.
+ */
+int dlbpy_import_tentative(dlbpy_state *st, PyObject *obj,
+                           const dlbpy_import_opts *opts,
+                           DLManagedTensorVersioned **out,
+                           dlbpy_taken *taken);
 
 /* Applies opts (copy=, device=) to *mt, an accepted tensor, replacing it
  * by a copy when one is needed. On failure *mt has been released. */
@@ -482,6 +515,36 @@ int dlbpy_capsule_peek(PyObject *obj, const DLTensor **t);
  * invalid capsule, bad_name_exc for a capsule that is not DLPack's. */
 int dlbpy_capsule_consume(PyObject *capsule, PyObject *bad_name_exc,
                           DLManagedTensorVersioned **out);
+
+/*
+ * Takes a DLPack capsule tentatively, for calls that can still fail after
+ * the import (a copy, a pin, a check of the result): renames it "used_..."
+ * as consuming does, so that nobody else takes it meanwhile, and returns in
+ * *view a new tensor of ours over its struct's memory, validated as an
+ * import validates it, without running the struct's deleter yet. Returns 1
+ * with *taken pending; -1 with an exception (as dlbpy_capsule_consume
+ * raises), the capsule left as it was. The caller then calls
+ * dlbpy_capsule_settle exactly once.
+ */
+int dlbpy_capsule_take(PyObject *capsule, PyObject *bad_name_exc,
+                       dlbpy_taken *taken, DLManagedTensorVersioned **view);
+
+/* Ends a take. keep: the capsule stays consumed, and its struct's deleter
+ * runs once the view and every tensor sharing its memory are released
+ * (now, if they are). !keep, after the caller released the view and all it
+ * made: the capsule gets its name back, unconsumed, and a later consumer
+ * can take it; if something still shares the memory the capsule stays
+ * consumed instead. Does nothing when nothing is pending; keeps a pending
+ * exception. */
+void dlbpy_capsule_settle(dlbpy_taken *taken, int keep);
+
+/* dlbpy_capsule_settle(taken, 1) for a caller whose result *mt may be the
+ * view itself, unchanged: then the capsule's struct is taken as consuming
+ * takes it (a struct dlbridge made goes back to its one owner, so loops of
+ * exports and imports stay flat) and *mt becomes that, the view released;
+ * when that fails the view is kept, which serves as well. */
+void dlbpy_capsule_settle_result(dlbpy_taken *taken,
+                                 DLManagedTensorVersioned **mt);
 
 /*
  * Adopts a tensor from another producer: validates it and returns a dlbridge
@@ -575,8 +638,11 @@ int dlbpy_check_scalar_dtype(DLDataType dtype, const char *fname);
 /* nest.c: asarray of a Python number or a nested sequence (of numbers and
  * of arrays: producers and buffer exporters, at any depth) as a new cpu
  * tensor of dtype given, or of the dtype the values need when given is
- * NULL. ValueError naming the place where the sequences are ragged. */
+ * NULL, then opts applied (may be NULL). ValueError naming the place where
+ * the sequences are ragged. DLPack capsules among the items are consumed
+ * only when the whole call succeeds. */
 int dlbpy_nest_values(dlbpy_state *st, PyObject *obj, const DLDataType *given,
+                      const dlbpy_import_opts *opts,
                       DLManagedTensorVersioned **out);
 
 /* ------------------------------------------------------------------------

@@ -60,11 +60,14 @@ static int dlbpy_gpu_tensor_arg(PyObject *module, const char *fname,
  * ---------------------------------------------------------------------- */
 
 /* obj as a dlbridge tensor: a Tensor's own (borrowed), or a new one for a
- * DLPack producer or a buffer exporter, in *owned. */
+ * DLPack producer or a buffer exporter, in *owned. A capsule is taken
+ * tentatively (*taken), to be settled once pinning succeeded or failed. */
 static int dlbpy_pin_source(dlbpy_state *st, PyObject *obj,
                             const DLManagedTensorVersioned **src,
-                            DLManagedTensorVersioned **owned) {
+                            DLManagedTensorVersioned **owned,
+                            dlbpy_taken *taken) {
   *owned = NULL;
+  taken->capsule = NULL;
   if (dlbpy_tensor_check(obj)) {
     *src = dlbpy_tensor_owned(obj);
     return *src == NULL ? -1 : 0;
@@ -73,10 +76,11 @@ static int dlbpy_pin_source(dlbpy_state *st, PyObject *obj,
   int producer = dlbpy_is_producer(st, obj);
   if (producer < 0) return -1;
   if (producer) {
-    if (dlbpy_import(st, obj, NULL, &mt) < 0) return -1;
+    if (dlbpy_import_tentative(st, obj, NULL, &mt, taken) < 0) return -1;
     /* Pinning shares the tensor's owner, which a foreign one lacks. */
     if (dlbpy_own(&mt) < 0) {
       dlbpy_release(mt);
+      dlbpy_capsule_settle(taken, 0);
       return -1;
     }
   } else if (PyObject_CheckBuffer(obj)) {
@@ -116,7 +120,9 @@ PyObject *dlbpy_pin(PyObject *module, PyObject *const *args,
   dlbpy_state *st = dlbpy_state_of_module(module);
   const DLManagedTensorVersioned *src;
   DLManagedTensorVersioned *owned, *out = NULL;
-  if (dlbpy_pin_source(st, obj, &src, &owned) < 0) return NULL;
+  /* A capsule whose pinning fails is given back unconsumed. */
+  dlbpy_taken taken;
+  if (dlbpy_pin_source(st, obj, &src, &owned, &taken) < 0) return NULL;
   DLDevice have = src->dl_tensor.device;
   dlb_status s;
   if (have.device_type == kind.device_type) {
@@ -130,6 +136,7 @@ PyObject *dlbpy_pin(PyObject *module, PyObject *const *args,
                  "pin(): the data is in %s memory; only cpu memory can be "
                  "pinned",
                  name);
+    dlbpy_capsule_settle(&taken, 0);
     return NULL;
   } else {
     /* Registering takes time in proportion to the size: without the GIL,
@@ -141,9 +148,11 @@ PyObject *dlbpy_pin(PyObject *module, PyObject *const *args,
   if (s != DLB_OK) {
     dlbpy_gpu_raise(s, "pin()");
     dlbpy_release(owned);
+    dlbpy_capsule_settle(&taken, 0);
     return NULL;
   }
   dlbpy_release(owned);
+  dlbpy_capsule_settle(&taken, 1);
   return dlbpy_tensor_new(st, out);
 }
 
@@ -431,7 +440,7 @@ static int dlbpy_sync_device_arg(PyObject *module, PyObject *x,
   if (pair == NULL) return -1;
   int rc;
   if (PyTuple_Check(pair)) {
-    rc = dlbpy_parse_device(pair, out);
+    rc = dlbpy_parse_reported_device(pair, out);
   } else {
     PyErr_Format(PyExc_TypeError,
                  "synchronize(): %.100s.__dlpack_device__() returned "

@@ -7,6 +7,8 @@
  * than max_version. What works is remembered per producer type, so an old
  * producer costs one TypeError per type, not one per call.
  */
+#include <string.h>
+
 #include "dlbpy.h"
 
 /* ------------------------------------------------------------------------
@@ -229,6 +231,115 @@ static PyObject *dlbpy_call_form_of(dlbpy_state *st, PyObject *obj,
                                  with_stream ? st->kw_stream : NULL);
 }
 
+/* What the caller of from_dlpack asked for that the 2023.12 protocol lets
+ * a producer do itself: __dlpack__(dl_device=..., copy=...). */
+typedef struct {
+  int has_device; /* pass dl_device=device */
+  DLDevice device;
+  int copy; /* -1: pass no copy=, else copy=bool(copy) */
+} dlbpy_ask;
+
+static void dlbpy_device_name(DLDevice d, char *buf, size_t size);
+
+/* __dlpack__(max_version=..., [stream=None,] [dl_device=...,] [copy=...]).
+ * A slow path (the caller gave keywords): the names are made per call. */
+static PyObject *dlbpy_call_asking(dlbpy_state *st, PyObject *obj,
+                                   const dlbpy_route *route, int with_stream,
+                                   const dlbpy_ask *ask) {
+  PyObject *args[6] = {NULL, obj, st->max_version, NULL, NULL, NULL};
+  const char *names[4] = {"max_version", NULL, NULL, NULL};
+  Py_ssize_t nkw = 1;
+  PyObject *dl_device = NULL;
+  if (with_stream) {
+    names[nkw] = "stream";
+    args[2 + nkw++] = Py_None;
+  }
+  if (ask->has_device) {
+    dl_device = Py_BuildValue("(ii)", (int)ask->device.device_type,
+                              (int)ask->device.device_id);
+    if (dl_device == NULL) return NULL;
+    names[nkw] = "dl_device";
+    args[2 + nkw++] = dl_device;
+  }
+  if (ask->copy >= 0) {
+    names[nkw] = "copy";
+    args[2 + nkw++] = ask->copy ? Py_True : Py_False;
+  }
+  PyObject *capsule = NULL;
+  PyObject *kwnames = PyTuple_New(nkw);
+  for (Py_ssize_t i = 0; kwnames != NULL && i < nkw; i++) {
+    PyObject *name = PyUnicode_InternFromString(names[i]);
+    if (name == NULL) Py_CLEAR(kwnames);
+    else PyTuple_SET_ITEM(kwnames, i, name);
+  }
+  if (kwnames != NULL) {
+    capsule = dlbpy_vectorcall_dlpack(
+        st, route->method, &args[1], 1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+        kwnames);
+    Py_DECREF(kwnames);
+  }
+  Py_XDECREF(dl_device);
+  return capsule;
+}
+
+/* After __dlpack__ failed with the caller's dl_device and copy: 0 (the
+ * error cleared) when it is asked again without them, and dlbridge moves
+ * or copies the data itself as for an older producer; -1 to report the
+ * failure. A TypeError says the keywords are not known. A BufferError is
+ * the producer's refusal: with copy=False it is final, and raised as the
+ * ValueError the standard gives from_dlpack when only a copy would do (the
+ * producer's error its __cause__), as dlbridge's own refusal is; else
+ * dlbridge can still do what the producer could not. */
+static int dlbpy_ask_refused(PyObject *obj, const dlbpy_ask *ask) {
+  if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+    PyErr_Clear();
+    return 0;
+  }
+  if (!PyErr_ExceptionMatches(PyExc_BufferError)) return -1;
+  if (ask->copy != 0) {
+    PyErr_Clear();
+    return 0;
+  }
+  dlbpy_saved_error refusal;
+  dlbpy_error_save(&refusal);
+#if PY_VERSION_HEX >= 0x030C0000
+  PyObject *cause = refusal.exc;
+#else
+  PyErr_NormalizeException(&refusal.type, &refusal.value, &refusal.tb);
+  if (refusal.tb != NULL && refusal.value != NULL)
+    PyException_SetTraceback(refusal.value, refusal.tb);
+  PyObject *cause = refusal.value;
+#endif
+  char where[DLB_DEVICE_NAME_MAX + 8] = "";
+  if (ask->has_device) {
+    char name[DLB_DEVICE_NAME_MAX];
+    dlbpy_device_name(ask->device, name, sizeof name);
+    PyOS_snprintf(where, sizeof where, " on %s", name);
+  }
+  PyErr_Format(PyExc_ValueError,
+               "copy=False, but %.100s.__dlpack__ refused to give the data%s "
+               "without a copy: %S",
+               Py_TYPE(obj)->tp_name, where,
+               cause != NULL ? cause : Py_None);
+  if (cause != NULL) {
+    dlbpy_saved_error raised;
+    dlbpy_error_save(&raised);
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject *exc = raised.exc;
+#else
+    PyErr_NormalizeException(&raised.type, &raised.value, &raised.tb);
+    PyObject *exc = raised.value;
+#endif
+    if (exc != NULL) {
+      Py_INCREF(cause);
+      PyException_SetCause(exc, cause);
+    }
+    dlbpy_error_restore(&raised);
+  }
+  dlbpy_error_discard(&refusal);
+  return -1;
+}
+
 /* 1 when obj.__dlpack__ is method (what obj's type's MRO holds) bound to
  * obj, 0 when the look-up finds something else (an instance attribute,
  * what __getattribute__ gives) or nothing, -1 with an exception set. */
@@ -264,7 +375,8 @@ static int dlbpy_finds_method(dlbpy_state *st, PyObject *obj,
  * the form that answered when the first try failed and the other worked,
  * except that a type known to take max_version keeps it. */
 static PyObject *dlbpy_call_dlpack(dlbpy_state *st, PyObject *obj,
-                                   const dlbpy_route *route, int with_stream) {
+                                   const dlbpy_route *route, int with_stream,
+                                   const dlbpy_ask *ask) {
   dlbpy_call_form known = route->form;
   /* The legacy form was learned for the method in the type's MRO: an
    * object whose own look-up finds another __dlpack__ (an instance
@@ -281,6 +393,18 @@ static PyObject *dlbpy_call_dlpack(dlbpy_state *st, PyObject *obj,
   }
   dlbpy_call_form first =
       known == DLBPY_FORM_LEGACY ? DLBPY_FORM_LEGACY : DLBPY_FORM_VERSIONED;
+  /* The caller's dl_device and copy go to a producer of the 2023.12
+   * protocol (the one that takes max_version), before the plain calls. A
+   * producer known to be older is not asked. */
+  if (ask != NULL && first == DLBPY_FORM_VERSIONED) {
+    PyObject *asked = dlbpy_call_asking(st, obj, route, with_stream, ask);
+    if (asked != NULL) {
+      if (learn && known == DLBPY_FORM_UNKNOWN)
+        dlbpy_remember_form(st, Py_TYPE(obj), DLBPY_FORM_VERSIONED);
+      return asked;
+    }
+    if (dlbpy_ask_refused(obj, ask) < 0) return NULL;
+  }
   PyObject *capsule = dlbpy_call_form_of(st, obj, route, with_stream, first);
   if (capsule != NULL) {
     if (learn && known == DLBPY_FORM_UNKNOWN)
@@ -319,8 +443,9 @@ static PyObject *dlbpy_call_dlpack(dlbpy_state *st, PyObject *obj,
 
 static int dlbpy_import_capsule_of(dlbpy_state *st, PyObject *obj,
                                    const dlbpy_route *route, int with_stream,
+                                   const dlbpy_ask *ask,
                                    DLManagedTensorVersioned **out) {
-  PyObject *capsule = dlbpy_call_dlpack(st, obj, route, with_stream);
+  PyObject *capsule = dlbpy_call_dlpack(st, obj, route, with_stream, ask);
   if (capsule == NULL) return -1;
   int rc;
   if (!PyCapsule_CheckExact(capsule)) {
@@ -602,18 +727,34 @@ int dlbpy_import_apply(const dlbpy_import_opts *opts,
  * Entry points
  * ---------------------------------------------------------------------- */
 
+/* What opts asks a producer for, in *ask; 0 when nothing. in_place keeps
+ * the memory where it is: no dl_device goes out then. */
+static int dlbpy_ask_of(const dlbpy_import_opts *opts, dlbpy_ask *ask) {
+  if (opts == NULL) return 0;
+  ask->has_device = opts->has_device && !opts->in_place;
+  ask->device = opts->device;
+  ask->copy = opts->copy;
+  return ask->has_device || ask->copy >= 0;
+}
+
 static int dlbpy_import_raw(dlbpy_state *st, PyObject *obj,
+                            const dlbpy_import_opts *opts,
                             DLManagedTensorVersioned **out) {
   if (PyCapsule_CheckExact(obj))
     return dlbpy_capsule_consume(obj, PyExc_TypeError, out);
   dlbpy_route route;
   if (dlbpy_route_for(st, Py_TYPE(obj), &route) < 0) return -1;
+  dlbpy_ask ask;
+  const dlbpy_ask *asking = dlbpy_ask_of(opts, &ask) ? &ask : NULL;
   int rc = 0;
+  /* The table takes no dl_device or copy: what it gives is moved or
+   * copied by dlbpy_import_apply, as for a producer that takes none. */
   if (route.api != NULL) rc = dlbpy_try_import_via_api(st, route.api, obj, out);
   /* The table declines (0) device memory with work pending on a stream:
    * then __dlpack__ orders it before the default stream. */
   if (rc == 0)
-    rc = dlbpy_import_capsule_of(st, obj, &route, route.api != NULL, out) < 0
+    rc = dlbpy_import_capsule_of(st, obj, &route, route.api != NULL, asking,
+                                 out) < 0
              ? -1
              : 1;
   /* The method and the table's capsule may be the last references if the
@@ -649,10 +790,75 @@ static int dlbpy_host_sync(DLManagedTensorVersioned *mt) {
                     "from_dlpack: waiting for the producer's stream");
 }
 
+/* 1 when obj is an unconsumed DLPack capsule of host-type memory other
+ * than cpu (pinned, managed), whose import waits for the device: a wait
+ * that can fail, so the capsule is taken tentatively. Reads the device
+ * only; the import validates the rest. */
+static int dlbpy_capsule_needs_wait(PyObject *obj) {
+  const char *name = PyCapsule_GetName(obj);
+  if (name == NULL) {
+    PyErr_Clear();
+    return 0;
+  }
+  DLDevice device;
+  if (strcmp(name, "dltensor_versioned") == 0) {
+    const DLManagedTensorVersioned *m = PyCapsule_GetPointer(obj, name);
+    if (m == NULL || m->version.major != DLPACK_MAJOR_VERSION) {
+      PyErr_Clear();
+      return 0;
+    }
+    device = m->dl_tensor.device;
+  } else if (strcmp(name, "dltensor") == 0) {
+    const DLManagedTensor *m = PyCapsule_GetPointer(obj, name);
+    if (m == NULL) {
+      PyErr_Clear();
+      return 0;
+    }
+    device = m->dl_tensor.device;
+  } else {
+    return 0;
+  }
+  return device.device_type != kDLCPU &&
+         dlb_device_type_is_host_type(device.device_type);
+}
+
+int dlbpy_import_tentative(dlbpy_state *st, PyObject *obj,
+                           const dlbpy_import_opts *opts,
+                           DLManagedTensorVersioned **out,
+                           dlbpy_taken *taken) {
+  taken->capsule = NULL;
+  DLManagedTensorVersioned *mt;
+  if (PyCapsule_CheckExact(obj)) {
+    if (dlbpy_capsule_take(obj, PyExc_TypeError, taken, &mt) < 0) return -1;
+  } else if (dlbpy_import_raw(st, obj, opts, &mt) < 0) {
+    return -1;
+  }
+  if (dlbpy_host_sync(mt) < 0) {
+    dlbpy_release(mt);
+    dlbpy_capsule_settle(taken, 0);
+    return -1;
+  }
+  if (opts != NULL && dlbpy_import_apply(opts, &mt) < 0) {
+    dlbpy_capsule_settle(taken, 0);
+    return -1;
+  }
+  *out = mt;
+  return 0;
+}
+
 int dlbpy_import(dlbpy_state *st, PyObject *obj, const dlbpy_import_opts *opts,
                  DLManagedTensorVersioned **out) {
+  /* A capsule is consumed only once nothing can fail: with opts (a copy,
+   * a refusal) or a wait to come, it is taken tentatively. */
+  if (PyCapsule_CheckExact(obj) &&
+      (opts != NULL || dlbpy_capsule_needs_wait(obj))) {
+    dlbpy_taken taken;
+    if (dlbpy_import_tentative(st, obj, opts, out, &taken) < 0) return -1;
+    dlbpy_capsule_settle_result(&taken, out);
+    return 0;
+  }
   DLManagedTensorVersioned *mt;
-  if (dlbpy_import_raw(st, obj, &mt) < 0) return -1;
+  if (dlbpy_import_raw(st, obj, opts, &mt) < 0) return -1;
   if (dlbpy_host_sync(mt) < 0) {
     dlbpy_release(mt);
     return -1;

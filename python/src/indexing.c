@@ -328,9 +328,12 @@ static int dlbpy_device_error(const char *which, DLDevice device) {
 
 /* value as a Tensor of dtype (held by the caller): DLPack producers and
  * buffers as they are, converted through Python numbers (tolist) when
- * their dtype differs; Python numbers and sequences built in dtype. */
+ * their dtype differs; Python numbers and sequences built in dtype. A
+ * DLPack capsule is taken tentatively (*taken), for the caller to settle
+ * once the assignment is done; on failure here nothing is pending. */
 static PyObject *dlbpy_assigned_value(PyObject *self, PyObject *value,
-                                      DLDataType dtype) {
+                                      DLDataType dtype, dlbpy_taken *taken) {
+  taken->capsule = NULL;
   PyObject *module = PyType_GetModule(Py_TYPE(self));
   if (module == NULL) return NULL;
   char name[DLB_DTYPE_NAME_MAX];
@@ -350,9 +353,16 @@ static PyObject *dlbpy_assigned_value(PyObject *self, PyObject *value,
     producer = dlbpy_is_producer(st, value);
     if (producer == 0) producer = PyObject_CheckBuffer(value);
   }
-  if (producer > 0) {
+  if (producer > 0 && PyCapsule_CheckExact(value)) {
+    dlbpy_state *st = dlbpy_state_of_type(Py_TYPE(self));
+    DLManagedTensorVersioned *mt;
+    if (dlbpy_import_tentative(st, value, NULL, &mt, taken) == 0)
+      src = dlbpy_tensor_new(st, mt);
+  } else if (producer > 0) {
     PyObject *args[1] = {value};
     src = dlbpy_asarray(module, args, 1, NULL);
+  }
+  if (producer > 0) {
     if (src != NULL &&
         !dlb_dtype_equal(((dlbpy_tensor *)src)->mt->dl_tensor.dtype, dtype)) {
       const DLTensor *t = &((dlbpy_tensor *)src)->mt->dl_tensor;
@@ -384,6 +394,7 @@ static PyObject *dlbpy_assigned_value(PyObject *self, PyObject *value,
   }
   Py_DECREF(kwnames);
   Py_DECREF(dtype_name);
+  if (src == NULL) dlbpy_capsule_settle(taken, 0);
   return src;
 }
 
@@ -504,7 +515,9 @@ int dlbpy_tensor_ass_subscript(PyObject *self, PyObject *key,
   /* The value first, as NumPy does: its conversion may fail before any
    * index is read. */
   DLDataType dtype = ((dlbpy_tensor *)self)->mt->dl_tensor.dtype;
-  PyObject *src = dlbpy_assigned_value(self, value, dtype);
+  /* A capsule value is consumed only when the assignment is done. */
+  dlbpy_taken taken;
+  PyObject *src = dlbpy_assigned_value(self, value, dtype, &taken);
   if (src == NULL) return -1;
   DLManagedTensorVersioned *dst;
   int copied, rc = -1;
@@ -535,5 +548,6 @@ int dlbpy_tensor_ass_subscript(PyObject *self, PyObject *key,
   dlb_tensor_release(dst);
 done:
   Py_DECREF(src);
+  dlbpy_capsule_settle(&taken, rc == 0);
   return rc;
 }

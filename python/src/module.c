@@ -134,9 +134,15 @@ static PyMethodDef dlbpy_module_methods[] = {
      "Returns a dlbridge.Tensor for any DLPack producer or capsule, "
      "sharing its memory. The result is on device= when given: memory "
      "elsewhere is copied there (ValueError with copy=False). copy=True "
-     "always copies. in_place=True shares memory the device can address "
-     "where it is, under the device's name (pinned or managed memory as "
-     "'cpu'), and never copies."},
+     "always copies. device= and copy= are passed on to a producer of "
+     "the 2023.12 protocol as __dlpack__(dl_device=, copy=); one that "
+     "takes neither is asked without them, and dlbridge copies. "
+     "copy=False raises ValueError when the producer refuses "
+     "(BufferError) or copied (IS_COPIED). A host-type device takes "
+     "device_id 0 only ('cpu:1' and (1, 3) are ValueError). in_place=True "
+     "shares memory the device can address where it is, under the "
+     "device's name (pinned or managed memory as 'cpu'), and never "
+     "copies. A capsule is consumed only when the import succeeds."},
     {"empty", (PyCFunction)(void (*)(void))dlbpy_empty,
      METH_FASTCALL | METH_KEYWORDS,
      "empty(shape, dtype='float32', device='cpu', *, shared=False)\n--\n\n"
@@ -174,7 +180,8 @@ static PyMethodDef dlbpy_module_methods[] = {
      "buffer, a DLPack producer or a Tensor; the tensor keeps it alive and "
      "is read-only when it is. The memory is unpinned when the last tensor "
      "sharing the pin goes. Memory of that kind already is shared as it "
-     "is. RuntimeError when the runtime or GPU is missing."},
+     "is. RuntimeError when the runtime or GPU is missing. A DLPack "
+     "capsule is consumed only when pinning succeeds."},
     {"device_of", dlbpy_device_of, METH_O,
      "device_of(x, /)\n--\n\n"
      "Returns the name of the memory x points into, as the GPU runtimes "

@@ -26,6 +26,9 @@ typedef struct {
   PyObject *item;               /* the object there, a new reference */
   PyObject *snapshot;           /* a list of item's items, or NULL */
   DLManagedTensorVersioned *mt; /* item as a CPU-readable tensor, or NULL */
+  /* A capsule item taken tentatively: consumed only once the whole call
+   * succeeded, given back otherwise. */
+  dlbpy_taken taken;
 } dlbpy_nest_leaf;
 
 typedef struct {
@@ -262,10 +265,11 @@ static int dlbpy_nest_kind(dlbpy_nest *nest, PyObject *obj, int32_t dim,
   return -1;
 }
 
-/* Keeps item (and what stands for it) for the fill. Steals snapshot and
- * mt, even on failure. */
+/* Keeps item (and what stands for it) for the fill. Steals snapshot, mt
+ * and taken (NULL: nothing pending), even on failure. */
 static int dlbpy_nest_keep(dlbpy_nest *nest, PyObject *item,
-                           PyObject *snapshot, DLManagedTensorVersioned *mt) {
+                           PyObject *snapshot, DLManagedTensorVersioned *mt,
+                           dlbpy_taken *taken) {
   if (nest->nleaves == nest->room) {
     Py_ssize_t room = nest->room == 0 ? 8 : 2 * nest->room;
     dlbpy_nest_leaf *more =
@@ -275,6 +279,7 @@ static int dlbpy_nest_keep(dlbpy_nest *nest, PyObject *item,
     if (more == NULL) {
       Py_XDECREF(snapshot);
       dlbpy_release(mt);
+      if (taken != NULL) dlbpy_capsule_settle(taken, 0);
       PyErr_NoMemory();
       return -1;
     }
@@ -286,15 +291,21 @@ static int dlbpy_nest_keep(dlbpy_nest *nest, PyObject *item,
   leaf->item = item;
   leaf->snapshot = snapshot;
   leaf->mt = mt;
+  leaf->taken.capsule = NULL;
+  if (taken != NULL) leaf->taken = *taken;
   return 0;
 }
 
-static void dlbpy_nest_free(dlbpy_nest *nest) {
+/* kept: the call succeeded, and the capsules taken stay consumed; else
+ * they are given back. */
+static void dlbpy_nest_free(dlbpy_nest *nest, int kept) {
   for (Py_ssize_t i = 0; i < nest->nleaves; i++) {
     Py_DECREF(nest->leaves[i].item);
     Py_XDECREF(nest->leaves[i].snapshot);
     dlbpy_release(nest->leaves[i].mt);
   }
+  for (Py_ssize_t i = 0; i < nest->nleaves; i++)
+    dlbpy_capsule_settle(&nest->leaves[i].taken, kept);
   PyMem_Free(nest->leaves);
 }
 
@@ -320,16 +331,22 @@ static PyObject *dlbpy_nest_snapshot(dlbpy_nest *nest, PyObject *seq,
  * memory is a device's. */
 static int dlbpy_nest_import(dlbpy_nest *nest, PyObject *obj,
                              dlbpy_item_kind kind,
-                             DLManagedTensorVersioned **out) {
+                             DLManagedTensorVersioned **out,
+                             dlbpy_taken *taken) {
   DLManagedTensorVersioned *mt;
-  if ((kind == DLBPY_ITEM_PRODUCER ? dlbpy_import(nest->st, obj, NULL, &mt)
-                                   : dlbpy_import_buffer(obj, &mt)) < 0)
+  taken->capsule = NULL;
+  if ((kind == DLBPY_ITEM_PRODUCER
+           ? dlbpy_import_tentative(nest->st, obj, NULL, &mt, taken)
+           : dlbpy_import_buffer(obj, &mt)) < 0)
     return -1;
   if (!dlb_device_type_cpu_accessible(mt->dl_tensor.device.device_type)) {
     DLManagedTensorVersioned *copy;
     int rc = dlbpy_copy_to(mt, (DLDevice){kDLCPU, 0}, PyExc_BufferError, &copy);
     dlbpy_release(mt);
-    if (rc < 0) return -1;
+    if (rc < 0) {
+      dlbpy_capsule_settle(taken, 0);
+      return -1;
+    }
     mt = copy;
   }
   *out = mt;
@@ -384,8 +401,9 @@ static int dlbpy_nest_see_dtype(dlbpy_nest *nest, DLDataType dtype,
 static int dlbpy_nest_scan_array(dlbpy_nest *nest, PyObject *obj,
                                  dlbpy_item_kind kind, int32_t dim) {
   DLManagedTensorVersioned *mt;
-  if (dlbpy_nest_import(nest, obj, kind, &mt) < 0 ||
-      dlbpy_nest_keep(nest, obj, NULL, mt) < 0)
+  dlbpy_taken taken;
+  if (dlbpy_nest_import(nest, obj, kind, &mt, &taken) < 0 ||
+      dlbpy_nest_keep(nest, obj, NULL, mt, &taken) < 0)
     return -1;
   const DLTensor *t = &mt->dl_tensor;
   if (nest->ndim < 0) {
@@ -454,7 +472,7 @@ static int dlbpy_nest_scan(dlbpy_nest *nest, PyObject *obj, int32_t dim) {
       PyObject *items = dlbpy_nest_snapshot(
           nest, obj, dim, nest->ndim < 0 ? -1 : nest->shape[dim]);
       /* Kept before its items, in the order the fill meets them. */
-      if (items == NULL || dlbpy_nest_keep(nest, obj, items, NULL) < 0)
+      if (items == NULL || dlbpy_nest_keep(nest, obj, items, NULL, NULL) < 0)
         return -1;
       return dlbpy_nest_scan_list(nest, items, dim);
     }
@@ -628,6 +646,7 @@ static int dlbpy_nest_dtype(const dlbpy_nest *nest, const DLDataType *given,
 }
 
 int dlbpy_nest_values(dlbpy_state *st, PyObject *obj, const DLDataType *given,
+                      const dlbpy_import_opts *opts,
                       DLManagedTensorVersioned **out) {
   dlbpy_nest nest;
   memset(&nest, 0, sizeof nest);
@@ -643,6 +662,8 @@ int dlbpy_nest_values(dlbpy_state *st, PyObject *obj, const DLDataType *given,
     rc = dlbpy_make((DLDevice){kDLCPU, 0}, dtype, nest.ndim, nest.shape, 0,
                     dlbpy_fill_nest, &src, out);
   }
-  dlbpy_nest_free(&nest);
+  /* Before the capsules are settled: a failure gives them back. */
+  if (rc == 0 && opts != NULL) rc = dlbpy_import_apply(opts, out);
+  dlbpy_nest_free(&nest, rc == 0);
   return rc;
 }

@@ -223,9 +223,13 @@ def test_a_shape_is_refused_before_the_arguments_after_it_are_read():
 
 
 def test_device_numbers_at_the_32_bit_limits_are_read():
-    # The limits themselves are no range error: the cpu takes the largest
-    # id (as its normalisation says), and the core names a negative one.
-    assert dlbridge.zeros(2, device=(1, 2**31 - 1)).device == "cpu"
+    # The limits themselves are no range error: the largest id is read (and
+    # refused for the cpu, which takes only 0, as "cpu:1" is), and the core
+    # names a negative one.
+    with pytest.raises(ValueError, match="device_id is 2147483647; cpu memory"):
+        dlbridge.zeros(2, device=(1, 2**31 - 1))
+    with pytest.raises(ValueError, match="cuda:2147483647"):
+        dlbridge.from_dlpack(dlbridge.arange(2), device=(2, 2**31 - 1), copy=False)
     with pytest.raises(ValueError, match="device_id is -2147483648; must be >= 0"):
         dlbridge.zeros(2, device=(1, -(2**31)))
     with pytest.raises(ValueError, match="device_type is 2147483647; not a DLPack"):

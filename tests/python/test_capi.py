@@ -317,3 +317,19 @@ def test_to_managed_of_a_foreign_producer_is_released_without_the_gil(helper):
     assert m.manager_ctx != 0 and helper.counters()["deleted"] == 0
     ctypes.CFUNCTYPE(None, ctypes.c_void_p)(m.deleter)(slot.value)
     assert helper.counters() == {"deleted": 1, "with_gil": 1, "without_gil": 0}
+
+
+def test_a_capsule_the_requirements_refuse_is_left_unconsumed(helper):
+    a = np.arange(3.0)
+    for call in (lambda c: helper.capi_to_managed(c, WRITABLE), lambda c: example.scale(c, 2.0)):
+        cap = capsule_of(a, flags=READ_ONLY)
+        with pytest.raises(BufferError):
+            call(cap)
+        assert '"dltensor_versioned"' in repr(cap) and deleted() == 0
+        assert dlbridge.from_dlpack(cap).data_ptr == a.ctypes.data
+        assert "used_dltensor_versioned" in repr(cap)
+        del cap
+        gc.collect()
+        assert deleted() == 1
+        helper.reset()
+    assert a.tolist() == [0.0, 1.0, 2.0]

@@ -83,6 +83,12 @@ def test_missing_runtimes_leave_cpu_working_and_say_why(tmp_path):
         raises(RuntimeError, lambda: dlbridge.advise(t, "set_read_mostly"), "advise()", CUDA)
         # The failed pin left the array as it was.
         assert dlbridge.device_of(a) == "cpu" and a.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+        # A capsule whose pin failed is left unconsumed, for another consumer.
+        for cap in (t.__dlpack__(), a.__dlpack__(max_version=(1, 0)), a.__dlpack__()):
+            raises(RuntimeError, lambda: dlbridge.pin(cap), "pin()", CUDA)
+            assert '"dltensor' in repr(cap), repr(cap)
+            assert dlbridge.from_dlpack(cap).data_ptr == t.data_ptr
+            assert '"used_dltensor' in repr(cap), repr(cap)
         """,
         DLBRIDGE_CUDA_LIBRARY=str(missing / "libcuda.so.1"),
         DLBRIDGE_HIP_LIBRARY=str(missing / "libamdhip64.so.6"),
@@ -248,3 +254,17 @@ def test_a_tensor_without_data_has_no_device_of(helper):
     cap = helper.make_capsule(data=None, shape=(0,), dtype=(2, 32, 1))
     with pytest.raises(ValueError, match="no data pointer"):
         dlbridge.device_of(dlbridge.from_dlpack(cap))
+
+
+def test_pin_refusing_a_capsule_leaves_it_unconsumed():
+    from support import helper
+
+    helper.reset()
+    cap = helper.make_capsule(data=0x1000, shape=(2,), dtype=(2, 32, 1), device=(2, 0))
+    with pytest.raises(ValueError, match="only cpu memory can be pinned"):
+        dlbridge.pin(cap)
+    assert '"dltensor_versioned"' in repr(cap) and deleted() == 0
+    t = dlbridge.from_dlpack(cap)
+    assert t.device == "cuda:0" and "used_dltensor_versioned" in repr(cap)
+    del cap, t
+    assert deleted() == 1

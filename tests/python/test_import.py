@@ -1212,6 +1212,10 @@ def test_copy_false_refuses_a_producer_copy(helper):
     cap = capsule_of(np.arange(2, dtype=np.float32), flags=IS_COPIED)
     with pytest.raises(ValueError, match="IS_COPIED"):
         dlbridge.from_dlpack(cap, copy=False)
+    # Refused before it was consumed: the capsule is whole, and its own
+    # destructor frees the struct, once.
+    assert deleted() == 0 and '"dltensor_versioned"' in repr(cap)
+    del cap
     assert deleted() == 1
 
 
@@ -1287,6 +1291,220 @@ def test_device_the_core_cannot_reach_is_a_buffer_error(helper):
         assert "cuda:0" in str(e)
     else:  # pragma: no cover - only with a GPU runtime, which refuses the pointer
         pytest.fail("copying from a fake device pointer succeeded")
+
+
+# ---------------------------------------------------------------------------
+# device= and copy= reach the producer (__dlpack__(dl_device=, copy=))
+# ---------------------------------------------------------------------------
+
+
+class HonouringProducer:
+    """A 2023.12 producer that does what dl_device and copy ask (a copy
+    flagged IS_COPIED) and records every call's keywords."""
+
+    def __init__(self, array, device=(KDLCPU, 0), refuse=None):
+        self.array = array
+        self.device = device
+        self.refuse = refuse  # an exception to raise when copy= is given
+        self.calls = []
+        self.copies = []
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        self.calls.append(dict(stream=stream, max_version=max_version, dl_device=dl_device, copy=copy))
+        if self.refuse is not None and (copy is not None or dl_device is not None):
+            raise self.refuse
+        moved = dl_device is not None and tuple(dl_device) != self.device
+        if copy is False and moved:
+            raise BufferError("copy=False, but dl_device needs a copy")
+        if copy or moved:
+            c = self.array.copy()
+            self.copies.append(c)
+            return capsule_of(c, flags=IS_COPIED)
+        return capsule_of(self.array, device=self.device)
+
+    def __dlpack_device__(self):
+        return self.device
+
+
+def test_copy_and_device_go_to_the_producer():
+    a = np.arange(3.0)
+    for kwargs, asked in [
+        (dict(copy=False), dict(dl_device=None, copy=False)),
+        (dict(copy=True), dict(dl_device=None, copy=True)),
+        (dict(device="cpu"), dict(dl_device=(KDLCPU, 0), copy=None)),
+        (dict(device=(KDLCPU, 0), copy=True), dict(dl_device=(KDLCPU, 0), copy=True)),
+        (dict(), dict(dl_device=None, copy=None)),
+    ]:
+        p = VersionedProducer(a)
+        dlbridge.from_dlpack(p, **kwargs)
+        assert p.calls == [dict(stream=None, max_version=(1, 3), **asked)], kwargs
+    # in_place keeps the memory where it is: no dl_device goes out.
+    p = VersionedProducer(a)
+    dlbridge.from_dlpack(p, device="cpu", in_place=True, copy=False)
+    assert p.calls == [dict(stream=None, max_version=(1, 3), dl_device=None, copy=False)]
+
+
+def test_copy_true_takes_the_producers_copy_and_never_shares(helper):
+    a = np.arange(4, dtype=np.float32)
+    p = HonouringProducer(a)
+    t = dlbridge.from_dlpack(p, copy=True)
+    # The producer's copy (IS_COPIED, writable) is the result: not copied again.
+    assert [c["copy"] for c in p.calls] == [True]
+    assert t.data_ptr == p.copies[0].ctypes.data != a.ctypes.data
+    assert not t.readonly
+    t[0] = 7.0
+    assert a[0] == 0.0
+    # A producer that ignores copy=True is copied by dlbridge.
+    v = VersionedProducer(a)
+    u = dlbridge.from_dlpack(v, copy=True)
+    assert v.calls[0]["copy"] is True and u.data_ptr != a.ctypes.data
+    u[1] = 9.0
+    assert a[1] == 1.0
+
+
+def test_device_moved_by_the_producer_is_not_copied_again(helper):
+    a = np.arange(3, dtype=np.float32)
+    p = HonouringProducer(a, device=(KDLCUDAMANAGED, 0))
+    t = dlbridge.from_dlpack(p, device="cpu")
+    assert p.calls[0]["dl_device"] == (KDLCPU, 0)
+    assert t.device == "cpu" and t.data_ptr == p.copies[0].ctypes.data
+
+
+def test_producer_buffer_error_for_copy_false_is_a_value_error(helper):
+    a = np.arange(3, dtype=np.float32)
+    p = HonouringProducer(a, device=(KDLCUDAMANAGED, 0))
+    with pytest.raises(ValueError, match="copy=False.*on cpu.*dl_device needs a copy") as e:
+        dlbridge.from_dlpack(p, device="cpu", copy=False)
+    assert isinstance(e.value.__cause__, BufferError)
+    # Final: the producer is not asked again without the keywords.
+    assert len(p.calls) == 1 and p.copies == []
+    assert deleted() == 0
+
+
+def test_producer_copy_flagged_is_copied_with_copy_false_is_refused_and_freed(helper):
+    class Careless(VersionedProducer):
+        def __dlpack__(self, **kwargs):
+            self.calls.append(kwargs)
+            return capsule_of(self.array.copy(), flags=IS_COPIED)
+
+    p = Careless(np.arange(2.0))
+    with pytest.raises(ValueError, match="IS_COPIED"):
+        dlbridge.from_dlpack(p, copy=False)
+    assert p.calls[0]["copy"] is False
+    assert deleted() == 1
+
+
+def test_producer_without_the_keywords_is_asked_again_without_them(helper):
+    class NoKeywords:
+        """max_version, but not dl_device nor copy (a TypeError for them)."""
+
+        calls = []
+
+        def __init__(self, array):
+            self.array = array
+
+        def __dlpack__(self, *, stream=None, max_version=None):
+            type(self).calls.append(max_version)
+            return capsule_of(self.array)
+
+    a = np.arange(3.0)
+    t = dlbridge.from_dlpack(NoKeywords(a), copy=True)
+    assert t.data_ptr != a.ctypes.data and t.tolist() == [0.0, 1.0, 2.0]
+    assert NoKeywords.calls == [(1, 3)]
+    # Asked again without them, dlbridge applies copy=False itself.
+    p = HonouringProducer(a, device=(KDLCUDAMANAGED, 0), refuse=TypeError("no"))
+    with pytest.raises(ValueError, match="copy=False, but the data is in cuda_managed memory"):
+        dlbridge.from_dlpack(p, device="cpu", copy=False)
+    assert [c["copy"] for c in p.calls] == [False, None]
+    # A producer that refuses dl_device with BufferError: dlbridge moves the
+    # data itself, unless copy=False.
+    p = HonouringProducer(np.arange(3, dtype=np.float32), device=(KDLCUDAHOST, 0), refuse=BufferError("no"))
+    u = dlbridge.from_dlpack(p, device="cpu")
+    assert u.device == "cpu" and u.tolist() == [0.0, 1.0, 2.0]
+    assert [c["dl_device"] for c in p.calls] == [(KDLCPU, 0), None]
+
+
+def test_old_producer_chain_still_works_with_keywords():
+    class Old:
+        asked = []
+
+        def __init__(self, array):
+            self.array = array
+
+        def __dlpack__(self, stream=None):
+            type(self).asked.append(stream)
+            return self.array.__dlpack__()
+
+    a = np.arange(3.0)
+    t = dlbridge.from_dlpack(Old(a), copy=True)
+    assert t.data_ptr != a.ctypes.data and t.tolist() == [0.0, 1.0, 2.0]
+    t = dlbridge.from_dlpack(Old(a), device="cpu", copy=False)
+    assert t.data_ptr == a.ctypes.data
+    assert Old.asked == [None, None]
+
+
+def test_device_refusals_leave_a_capsule_unconsumed(helper):
+    a = np.arange(3, dtype=np.float32)
+    cap = capsule_of(a, device=(KDLCUDAMANAGED, 0))
+    with pytest.raises(ValueError, match="copy=False"):
+        dlbridge.from_dlpack(cap, device="cpu", copy=False)
+    with pytest.raises(ValueError, match="in_place=True"):
+        dlbridge.from_dlpack(cap, device="rocm:0", in_place=True)
+    assert '"dltensor_versioned"' in repr(cap) and deleted() == 0
+    t = dlbridge.from_dlpack(cap, device="cpu", in_place=True)
+    assert t.data_ptr == a.ctypes.data and "used_dltensor_versioned" in repr(cap)
+    del cap, t
+    assert deleted() == 1
+
+
+def test_asarray_refusals_leave_a_capsule_unconsumed(helper):
+    a = np.arange(3, dtype=np.float32)
+    for cap in (capsule_of(a), capsule_of(a, legacy=True)):
+        with pytest.raises(TypeError, match="dtype is int8"):
+            dlbridge.asarray(cap, dtype="int8")
+        with pytest.raises(ValueError, match="copy=False"):
+            dlbridge.asarray(cap, device="cuda:0", copy=False)
+        assert '"used' not in repr(cap)
+        assert dlbridge.asarray(cap).data_ptr == a.ctypes.data
+        assert "used_dltensor" in repr(cap)
+    gc.collect()
+    assert deleted() == 2
+
+
+def test_nested_and_assigned_capsules_are_consumed_only_on_success(helper):
+    a = np.arange(3, dtype=np.float32)
+    cap = capsule_of(a)
+    with pytest.raises(ValueError, match="ragged|length"):
+        dlbridge.asarray([cap, [1.0, 2.0]])
+    with pytest.raises(ValueError, match="copy=False"):
+        dlbridge.asarray([[1.0, 2.0, 3.0], cap], device="cuda:0", copy=False)
+    t = dlbridge.zeros(2, dtype="float32")
+    with pytest.raises(ValueError, match="broadcast"):
+        t[...] = cap
+    assert '"dltensor_versioned"' in repr(cap) and deleted() == 0
+    assert t.tolist() == [0.0, 0.0]
+    # Success consumes: the values are copied, so the struct goes at once.
+    assert dlbridge.asarray([cap, [4.0, 5.0, 6.0]]).tolist() == [[0.0, 1.0, 2.0], [4.0, 5.0, 6.0]]
+    assert "used_dltensor_versioned" in repr(cap) and deleted() == 1
+    two = capsule_of(np.array([7.0, 8.0], dtype=np.float32))
+    t[...] = two
+    assert t.tolist() == [7.0, 8.0]
+    assert "used_dltensor_versioned" in repr(two) and deleted() == 2
+
+
+def test_host_type_device_ids_are_refused_as_pairs_and_as_names():
+    a = np.arange(3.0)
+    for device in ((KDLCPU, 3), "cpu:1", (KDLCUDAHOST, 2), "cuda_host:2", (KDLCUDAMANAGED, 1)):
+        with pytest.raises(ValueError, match="device_id is [0-9]+; .* takes only 0"):
+            dlbridge.from_dlpack(a, device=device)
+        with pytest.raises(ValueError, match="takes only 0"):
+            dlbridge.zeros(2, device=device)
+    # What a producer reports is read as DLPack says, device_id 0.
+    class Sloppy:
+        def __dlpack_device__(self):
+            return (KDLCPU, 5)
+
+    dlbridge.synchronize(Sloppy())
 
 
 @pytest.mark.parametrize(
@@ -1387,3 +1605,22 @@ def test_reference_counts_with_torch():
     del t, y
     gc.collect()
     assert sys.getrefcount(x) == before
+
+
+def test_keyword_imports_of_own_capsules_stay_flat():
+    # A struct dlbridge made, imported with keywords that change nothing,
+    # goes back to its one owner as a plain import does: a loop of exports
+    # and imports keeps no intermediate tensor alive.
+    for kwargs in (dict(copy=False), dict(device="cpu"), dict(device=(KDLCPU, 0), copy=None)):
+        for versioned in (True, False):
+            u = dlbridge.arange(4, dtype="float32")
+            refs = []
+            for _ in range(6):
+                refs.append(weakref.ref(u))
+                cap = u.__dlpack__(max_version=(1, 0)) if versioned else u.__dlpack__()
+                u = dlbridge.from_dlpack(cap, **kwargs)
+                del cap
+            gc.collect()
+            # The first holds the memory; none after it is kept.
+            assert [r() is not None for r in refs] == [True] + [False] * 5, (kwargs, versioned)
+            assert u.tolist() == [0.0, 1.0, 2.0, 3.0]
