@@ -188,17 +188,18 @@ void dlb__copy_cap_isa(int level);
 
 /* Rows of such a gather that reads DLB__BAND_MIN bytes of rows or more
  * run DLB__BANDS at a time, from bands of rows far apart, in chunks of
- * DLB__BAND_CHUNK src bytes (plan.c's run_bands). Reading every second
- * 16 KiB block of 64 MiB took 2.4-2.9 x the time of reading the same
- * 32 MiB in one run on the development VM, every second 1 MiB block no
- * longer (bench_copy's slice section): rows
- * close together leave part of the memory idle. With bands, a slice
- * [::2, ::3] of 4096^2 float32 ran 1.31-1.40 x faster, one thread or two
- * (bands of 4 and 6 rows, chunks of 256 bytes: 6 by 1.07 x; 8 bands,
- * 384- to 2048-byte chunks, prefetches along the row instead of the next
- * row's chunk, or none, ran slower). The chunks cost calls: with the rows
- * in the caches, slices of 8 and 16 MiB ran 1.4 x slower so, 32 MiB
- * 0.91-1.15 x as fast, 64 MiB 1.37-1.42 x faster (rows read: half). */
+ * DLB__BAND_CHUNK src bytes, or of 16 units where those span more
+ * (plan.c's run_bands). Reading every second 16 KiB block of 64 MiB took
+ * 2.4-2.9 x the time of reading the same 32 MiB in one run on the
+ * development VM, every second 1 MiB block no longer (bench_copy's slice
+ * section): rows close together leave part of the memory idle. With
+ * bands, a slice [::2, ::3] of 4096^2 float32 ran 1.31-1.40 x faster, one
+ * thread or two (bands of 4 and 6 rows, chunks of 256 bytes: 6 by 1.07 x;
+ * 8 bands, 384- to 2048-byte chunks, prefetches along the row instead of
+ * the next row's chunk, or none, ran slower). The chunks cost calls: with
+ * the rows in the caches, slices of 8 and 16 MiB ran 1.4 x slower so,
+ * 32 MiB 0.91-1.15 x as fast, 64 MiB 1.37-1.42 x faster (rows read:
+ * half). */
 #define DLB__BANDS 6
 #define DLB__BAND_CHUNK 256
 #define DLB__BAND_MIN ((int64_t)24 << 20)

@@ -213,8 +213,10 @@ void dlb__copy_plan_build(dlb__copy_plan *p, char *dst,
     int64_t read = step;
     for (int32_t i = 0; i <= last; i++)
       if (dlb__mul_overflow(read, p->shape[i], &read)) read = INT64_MAX;
-    if (p->parallel && read >= DLB__BAND_MIN)
+    if (p->parallel && read >= DLB__BAND_MIN) {
       p->band_units = DLB__BAND_CHUNK / step / 16 * 16;
+      if (p->band_units < 16) p->band_units = 16;
+    }
   }
 }
 

@@ -842,11 +842,18 @@ DLB_TEST(copy_plan_runs_large_gathers_in_bands) {
   dlb__copy_plan_build(&p, b, same_row, a, every3, 2, shape, 4);
   CHECK(p.ahead_units > 0);
   CHECK_EQ_INT(p.band_units, 0);
-  /* Bytes read past what int64 holds count as more than enough. */
-  int64_t huge[2] = {(int64_t)1 << 40, (int64_t)1 << 30};
-  int64_t huge_strides[2] = {(int64_t)1 << 33, 3};
-  dlb__copy_plan_build(&p, b, NULL, a, huge_strides, 2, huge, 4);
-  CHECK_EQ_INT(p.band_units, band_units_12);
+  /* Units 63 bytes apart: chunks of 16 units, the fewest the gathers
+   * take. */
+  int64_t wide_rows[2] = {DLB__BAND_MIN / (63 * 1024) + 1, 1024};
+  int64_t step63[2] = {63 * 1024 + DLB__AHEAD_CHUNK, 63};
+  dlb__copy_plan_build(&p, b, NULL, a, step63, 2, wide_rows, 1);
+  CHECK_EQ_INT(p.band_units, 16);
+  /* Bytes read past what int64 holds count as more than enough: 2^58
+   * bytes, every 63rd read (the plan reads no memory). */
+  int64_t huge[2] = {(int64_t)1 << 34, (int64_t)1 << 24};
+  int64_t huge_strides[2] = {(int64_t)1 << 30, 63};
+  dlb__copy_plan_build(&p, b, NULL, a, huge_strides, 2, huge, 1);
+  CHECK_EQ_INT(p.band_units, 16);
 }
 
 /* Compares every unit of dst (compact over shape, or rows dst_pitch units
