@@ -252,3 +252,32 @@ DLB_TEST(cuda_check_device_query_fails) {
   CHECK_STATUS(check(&x, (DLDevice){kDLCPU, 0}, 0, &out), DLB_E_RUNTIME);
   CHECK_EQ_INT(out.device_type, kDLOpenCL);
 }
+
+/* Without data there is nothing to check a label against, even where the
+ * runtime could: it is taken as given. */
+DLB_TEST(cuda_check_device_label_without_data) {
+  emu e = emu_cuda();
+  CHECK_OK(dlb_runtime_status(DLB_RUNTIME_CUDA));
+  DLDevice out = {kDLOpenCL, 5};
+  CHECK_OK(check(NULL, (DLDevice){kDLCUDA, 1}, DLB_LABEL_CORRECT, &out));
+  CHECK_EQ_INT(out.device_type, kDLCUDA);
+  CHECK_EQ_INT(out.device_id, 1);
+  CHECK_EQ_INT(e.live(), 0);
+}
+
+/* A contradicted label on managed memory says the memory is managed. */
+DLB_TEST(cuda_check_device_contradiction_names_managed_memory) {
+  emu e = emu_cuda(), h = emu_hip();
+  CHECK_OK(dlb_runtime_status(DLB_RUNTIME_HIP));
+  DLManagedTensorVersioned *m = alloc_on((DLDevice){kDLCUDAManaged, 0});
+  DLDevice out = {kDLOpenCL, 5};
+  CHECK_STATUS(check(m->dl_tensor.data, (DLDevice){kDLROCM, 0}, 0, &out),
+               DLB_E_DEVICE);
+  CHECK_ERROR_MENTIONS("label rocm:0");
+  CHECK_ERROR_MENTIONS("cuda_managed");
+  CHECK_ERROR_MENTIONS("(managed)");
+  CHECK_EQ_INT(out.device_type, kDLOpenCL);
+  dlb_tensor_release(m);
+  CHECK_EQ_INT(e.live(), 0);
+  CHECK_EQ_INT(h.live(), 0);
+}

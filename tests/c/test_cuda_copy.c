@@ -288,9 +288,90 @@ DLB_TEST(cuda_copy_async_on_a_stream) {
   CHECK_OK(dlb_stream_synchronize((DLDevice){kDLCUDAHost, 0}, st));
   CHECK_EQ_INT(E.pending(), 0);
   check_same(&src->dl_tensor, &back->dl_tensor);
+  /* dlb_copy_sync waits for its copy on the stream. */
+  fill(&src->dl_tensor, 50.0f);
+  CHECK_OK(dlb_copy_sync(&src->dl_tensor, &back->dl_tensor, st));
+  CHECK_EQ_INT(E.pending(), 0);
+  check_same(&src->dl_tensor, &back->dl_tensor);
   dlb_tensor_release(src);
   dlb_tensor_release(dev);
   dlb_tensor_release(back);
+  CHECK_EQ_INT(cu.cuStreamDestroy_v2(st), 0);
+  CHECK_EQ_INT(E.live(), 0);
+}
+
+/* Layouts no pitched copy does go through host memory, on the caller's
+ * stream: each step waits for its copy before the CPU reads the buffer or
+ * lets it go, so dlb_copy_sync leaves nothing queued. */
+DLB_TEST(cuda_copy_staged_on_a_stream) {
+  E = emu_cuda();
+  CHECK_OK(dlb_runtime_status(DLB_RUNTIME_CUDA));
+  cu_fns cu = cu_fns_of(&E);
+  cu_as_framework(&cu, 0);
+  dlb__cu_stream st = NULL;
+  CHECK_EQ_INT(cu.cuStreamCreate(&st, DLB__CU_STREAM_NON_BLOCKING), 0);
+  DLManagedTensorVersioned *db = base_on((DLDevice){kDLCUDA, 0}, 5.0f);
+  DLManagedTensorVersioned *hb = base_on((DLDevice){kDLCPU, 0}, -1.0f);
+  DLManagedTensorVersioned *d = view(db, TRANSPOSED), *h = view(hb, TRANSPOSED);
+  CHECK_OK(dlb_copy_sync(&d->dl_tensor, &h->dl_tensor, st));
+  CHECK_EQ_INT(E.pending(), 0);
+  check_same(&d->dl_tensor, &h->dl_tensor);
+  fill(&h->dl_tensor, 700.0f);
+  CHECK_OK(dlb_copy_sync(&h->dl_tensor, &d->dl_tensor, st));
+  CHECK_EQ_INT(E.pending(), 0);
+  check_same(&h->dl_tensor, &d->dl_tensor);
+  /* A dense destination is written whole: one copy, no read first. */
+  DLManagedTensorVersioned *c = view(db, COMPACT_3D);
+  long copies = E.calls("cuMemcpyAsync");
+  CHECK_OK(dlb_copy_sync(&h->dl_tensor, &c->dl_tensor, st));
+  CHECK_EQ_INT(E.calls("cuMemcpyAsync") - copies, 1);
+  check_same(&h->dl_tensor, &c->dl_tensor);
+  dlb_tensor_release(c);
+  CHECK_EQ_INT(E.context_depth(), 1);
+  dlb_tensor_release(d);
+  dlb_tensor_release(h);
+  dlb_tensor_release(db);
+  dlb_tensor_release(hb);
+  CHECK_EQ_INT(cu.cuStreamDestroy_v2(st), 0);
+  CHECK_EQ_INT(E.live(), 0);
+}
+
+/* A copy the CPU does touches pinned memory directly: first it waits for
+ * work queued on the stream that writes that memory, or reads it. */
+DLB_TEST(cuda_copy_staged_waits_for_queued_work) {
+  E = emu_cuda();
+  CHECK_OK(dlb_runtime_status(DLB_RUNTIME_CUDA));
+  cu_fns cu = cu_fns_of(&E);
+  cu_as_framework(&cu, 0);
+  dlb__cu_stream st = NULL;
+  CHECK_EQ_INT(cu.cuStreamCreate(&st, DLB__CU_STREAM_NON_BLOCKING), 0);
+  DLManagedTensorVersioned *pb = base_on((DLDevice){kDLCUDAHost, 0}, 1.0f);
+  DLManagedTensorVersioned *db = base_on((DLDevice){kDLCUDA, 0}, 500.0f);
+  DLManagedTensorVersioned *kb = base_on((DLDevice){kDLCUDA, 0}, 0.0f);
+  DLManagedTensorVersioned *hb = base_on((DLDevice){kDLCPU, 0}, -1.0f);
+  DLManagedTensorVersioned *pv = view(pb, TRANSPOSED);
+  DLManagedTensorVersioned *hv = view(hb, TRANSPOSED);
+  DLManagedTensorVersioned *dv = view(db, TRANSPOSED);
+  /* Queued: device -> pinned. The CPU then reads the pinned memory. */
+  CHECK_OK(dlb_copy_async(&db->dl_tensor, &pb->dl_tensor, st));
+  CHECK_EQ_INT(E.pending(), 1);
+  CHECK_OK(dlb_copy_sync(&pv->dl_tensor, &hv->dl_tensor, st));
+  check_same(&dv->dl_tensor, &hv->dl_tensor);
+  /* Queued: pinned -> device. The CPU then writes the pinned memory. */
+  CHECK_OK(dlb_copy_async(&pb->dl_tensor, &kb->dl_tensor, st));
+  CHECK_EQ_INT(E.pending(), 1);
+  fill(&hv->dl_tensor, 9000.0f);
+  CHECK_OK(dlb_copy_sync(&hv->dl_tensor, &pv->dl_tensor, st));
+  CHECK_OK(dlb_stream_synchronize((DLDevice){kDLCUDA, 0}, st));
+  check_same(&db->dl_tensor, &kb->dl_tensor);
+  check_same(&hv->dl_tensor, &pv->dl_tensor);
+  dlb_tensor_release(pv);
+  dlb_tensor_release(hv);
+  dlb_tensor_release(dv);
+  dlb_tensor_release(pb);
+  dlb_tensor_release(db);
+  dlb_tensor_release(kb);
+  dlb_tensor_release(hb);
   CHECK_EQ_INT(cu.cuStreamDestroy_v2(st), 0);
   CHECK_EQ_INT(E.live(), 0);
 }
@@ -429,9 +510,73 @@ DLB_TEST(cuda_copy_strided_bytes) {
   unsigned char *dv = E.shadow(d->dl_tensor.data);
   for (int i = 0; i < 42; i++)
     CHECK_EQ_INT(dv[i], i % 7 == 3 ? i : 0xEE);
+  /* Compact bytes into the column: the destination's stride decides. */
+  int64_t six[1] = {6};
+  DLManagedTensorVersioned *v = NULL;
+  CHECK_OK(dlb_tensor_alloc((DLDevice){kDLCPU, 0}, u8, 1, six, &v));
+  for (int i = 0; i < 6; i++) ((unsigned char *)v->dl_tensor.data)[i] = 0x80;
+  CHECK_OK(dlb_copy_sync(&v->dl_tensor, &dc->dl_tensor, NULL));
+  CHECK_EQ_INT(E.calls("cuMemcpy2DAsync_v2"), 2);
+  for (int i = 0; i < 42; i++)
+    CHECK_EQ_INT(dv[i], i % 7 == 3 ? 0x80 : 0xEE);
+  dlb_tensor_release(v);
   dlb_tensor_release(hc);
   dlb_tensor_release(dc);
   dlb_tensor_release(h);
+  dlb_tensor_release(d);
+  CHECK_EQ_INT(E.live(), 0);
+}
+
+/* A destination whose rows overlap (4 bytes, 2 apart) makes no pitched
+ * copy: the result is the CPU copy's, element after element. */
+DLB_TEST(cuda_copy_into_overlapping_rows) {
+  E = emu_cuda();
+  DLDataType u8 = {kDLUInt, 8, 1};
+  int64_t shape[2] = {3, 4}, strides[2] = {2, 1}, eight[1] = {8};
+  DLManagedTensorVersioned *h = NULL, *d = NULL;
+  CHECK_OK(dlb_tensor_alloc((DLDevice){kDLCPU, 0}, u8, 2, shape, &h));
+  CHECK_OK(dlb_tensor_alloc((DLDevice){kDLCUDA, 0}, u8, 1, eight, &d));
+  unsigned char *hv = h->dl_tensor.data, want[8];
+  for (int i = 0; i < 12; i++) hv[i] = (unsigned char)(10 + i);
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 4; j++) want[2 * i + j] = hv[4 * i + j];
+  DLTensor dv = d->dl_tensor;
+  dv.ndim = 2;
+  dv.shape = shape;
+  dv.strides = strides;
+  CHECK_OK(dlb_copy_sync(&h->dl_tensor, &dv, NULL));
+  CHECK(memcmp(E.shadow(d->dl_tensor.data), want, 8) == 0);
+  dlb_tensor_release(h);
+  dlb_tensor_release(d);
+  CHECK_EQ_INT(E.live(), 0);
+}
+
+/* Sources whose rows overlap (4 bytes, 2 apart) or whose planes do (3
+ * rows, 2 apart) make no 3-D copy, whose pitch and height may not be less
+ * than a row and a plane; they are copied another way. */
+DLB_TEST(cuda_copy_from_overlapping_rows_and_planes) {
+  E = emu_cuda();
+  DLDataType u8 = {kDLUInt, 8, 1};
+  int64_t shape[3] = {2, 3, 4};
+  static const int64_t strides[2][3] = {{16, 2, 1}, {10, 5, 1}};
+  unsigned char host[32];
+  for (int i = 0; i < 32; i++) host[i] = (unsigned char)(40 + i);
+  DLManagedTensorVersioned *d = NULL;
+  CHECK_OK(dlb_tensor_alloc((DLDevice){kDLCUDA, 0}, u8, 3, shape, &d));
+  for (int c = 0; c < 2; c++) {
+    DLTensor h = d->dl_tensor;
+    h.data = host;
+    h.device = (DLDevice){kDLCPU, 0};
+    h.strides = (int64_t *)(uintptr_t)strides[c];
+    memset(E.shadow(d->dl_tensor.data), 0, 24);
+    CHECK_OK(dlb_copy_sync(&h, &d->dl_tensor, NULL));
+    const unsigned char *dv = E.shadow(d->dl_tensor.data);
+    for (int i = 0; i < 2; i++)
+      for (int j = 0; j < 3; j++)
+        for (int k = 0; k < 4; k++)
+          CHECK_EQ_INT(dv[(i * 3 + j) * 4 + k],
+                       host[i * strides[c][0] + j * strides[c][1] + k]);
+  }
   dlb_tensor_release(d);
   CHECK_EQ_INT(E.live(), 0);
 }
@@ -570,5 +715,34 @@ DLB_TEST(cuda_copy_every_driver_call_failing) {
     dlb_tensor_release(sb);
     dlb_tensor_release(db);
   }
+  CHECK_EQ_INT(E.live(), 0);
+}
+
+/* Planes a whole number of rows apart make one 3-D copy; planes that are
+ * not (29 floats apart, rows of 7) cannot, and are copied another way. */
+DLB_TEST(cuda_copy_planes_not_whole_rows_apart) {
+  E = emu_cuda();
+  float host[64];
+  int64_t shape[3] = {2, 3, 4}, strides[3] = {29, 7, 1};
+  DLTensor h;
+  memset(&h, 0, sizeof h);
+  h.data = host;
+  h.device = (DLDevice){kDLCPU, 0};
+  h.ndim = 3;
+  h.dtype = f32;
+  h.shape = shape;
+  h.strides = strides;
+  for (int i = 0; i < 64; i++) host[i] = (float)i;
+  DLManagedTensorVersioned *d = alloc_on((DLDevice){kDLCUDA, 0}, 3, shape,
+                                         -1.0f);
+  CHECK_OK(dlb_copy_sync(&h, &d->dl_tensor, NULL));
+  check_same(&h, &d->dl_tensor);
+  for (int i = 0; i < 64; i++) host[i] = -2.0f;
+  fill(&d->dl_tensor, 100.0f);
+  CHECK_OK(dlb_copy_sync(&d->dl_tensor, &h, NULL));
+  check_same(&d->dl_tensor, &h);
+  CHECK_EQ_INT(host[3 * 7], -2.0f);
+  CHECK_EQ_INT(E.calls("cuMemcpy3DAsync_v2"), 0);
+  dlb_tensor_release(d);
   CHECK_EQ_INT(E.live(), 0);
 }

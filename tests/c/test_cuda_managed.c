@@ -34,6 +34,9 @@ DLB_TEST(cuda_managed_prefetch_to_gpu_and_host) {
   CHECK_OK(dlb_managed_prefetch(&v->dl_tensor, (DLDevice){kDLCUDAHost, 0},
                                 DLB_CUDA_STREAM_PER_THREAD));
   CHECK_EQ_INT(e.prefetch_location(p), -1);
+  const void *at = NULL;
+  CHECK_EQ_INT(e.prefetch_span(p, &at), 500 * 4);
+  CHECK(at == (char *)p + 500 * 4);
   CHECK_STATUS(dlb_managed_prefetch(&v->dl_tensor, cpu, (void *)0x4321),
                DLB_E_RUNTIME);
   CHECK_ERROR_MENTIONS("CUDA_ERROR_INVALID_HANDLE");
@@ -95,6 +98,21 @@ DLB_TEST(cuda_managed_refuses_other_memory) {
   /* Within it, first and last byte are managed. */
   past[0] = 16;
   CHECK_OK(dlb_managed_prefetch(&over, cpu, NULL));
+  CHECK_EQ_INT(e.calls("cuMemPrefetchAsync_v2"), 1);
+  /* Within it as data says, but byte_offset moves it 32 bytes past. */
+  past[0] = 16;
+  over.byte_offset = 32;
+  CHECK_STATUS(dlb_managed_prefetch(&over, cpu, NULL), DLB_E_DEVICE);
+  CHECK_ERROR_MENTIONS("(the last byte of its elements) is cpu");
+  CHECK_EQ_INT(e.calls("cuMemPrefetchAsync_v2"), 1);
+  over.byte_offset = 0;
+  /* Two bytes, the second one past the allocation. */
+  int64_t two[1] = {2};
+  DLTensor pair = {(char *)m->dl_tensor.data + 16 * 4 - 1,
+                   {kDLCUDAManaged, 0}, 1, (DLDataType){kDLUInt, 8, 1}, two,
+                   NULL, 0};
+  CHECK_STATUS(dlb_managed_prefetch(&pair, cpu, NULL), DLB_E_DEVICE);
+  CHECK_ERROR_MENTIONS("(the last byte of its elements) is cpu");
   CHECK_EQ_INT(e.calls("cuMemPrefetchAsync_v2"), 1);
   /* One element of it, first and last byte alike. */
   past[0] = 1;
@@ -184,6 +202,14 @@ DLB_TEST(cuda_managed_empty_and_failing) {
   CHECK_EQ_INT(e.calls("cuMemPrefetchAsync_v2") + e.calls("cuMemAdvise_v2"),
                0);
   dlb_tensor_release(t);
+  /* Without elements, memory of any kind has nothing to move. */
+  char heap[16];
+  int64_t none[1] = {0};
+  DLTensor empty = {heap, {kDLCUDAManaged, 0}, 1, f32, none, NULL, 0};
+  CHECK_OK(dlb_managed_prefetch(&empty, cpu, NULL));
+  CHECK_OK(dlb_managed_advise(&empty, DLB_ADVISE_SET_READ_MOSTLY, cpu));
+  CHECK_EQ_INT(e.calls("cuMemPrefetchAsync_v2") + e.calls("cuMemAdvise_v2"),
+               0);
   t = managed(8);
   e.fail("cuMemPrefetchAsync_v2", 1, 2);
   CHECK_STATUS(dlb_managed_prefetch(&t->dl_tensor, cpu, NULL), DLB_E_NOMEM);

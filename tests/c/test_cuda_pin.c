@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "../emu/emu_fns.h"
+#include "backend/host_maps.h"
 #include "internal.h"
 #include "test.h"
 
@@ -233,6 +234,7 @@ DLB_TEST(cuda_pin_refuses_bad_input) {
   foreign.manager_ctx = NULL;
   foreign.deleter = NULL;
   CHECK_STATUS(dlb_tensor_pin(&foreign, kDLCUDAHost, &p), DLB_E_INVAL);
+  CHECK_ERROR_MENTIONS("dlb_tensor_adopt");
   CHECK(p == NULL);
   dlb_tensor_release(d);
   dlb_tensor_release(t);
@@ -470,4 +472,94 @@ DLB_TEST(cuda_pin_writable_memory_refused_is_not_retried) {
   CHECK_EQ_INT(e.calls("cuMemHostRegister_v2"), 1);
   dlb_tensor_release(t);
   CHECK_EQ_INT(e.live(), 0);
+}
+
+/* Pinned already by someone else, and then the driver cannot say what the
+ * range is: its failure is the answer, not a guess at the range. */
+DLB_TEST(cuda_pin_pinned_already_query_fails) {
+  emu e = emu_cuda();
+  CHECK_OK(dlb_runtime_status(DLB_RUNTIME_CUDA));
+  cu_fns cu = cu_fns_of(&e);
+  cu_as_framework(&cu, 0);
+  float *heap = malloc(4096);
+  CHECK(heap != NULL);
+  CHECK_EQ_INT(cu.cuMemHostRegister_v2(heap, 4096, 0), 0);
+  DLManagedTensorVersioned *t = wrap_cpu(heap, 1024, unmap, NULL), *p = NULL;
+  e.fail("cuPointerGetAttributes", 1, 999);
+  CHECK_STATUS(dlb_tensor_pin(t, kDLCUDAHost, &p), DLB_E_RUNTIME);
+  CHECK(e.fail_fired());
+  CHECK_ERROR_MENTIONS("cuPointerGetAttributes");
+  CHECK(p == NULL);
+  dlb_tensor_release(t);
+  CHECK_EQ_INT(cu.cuMemHostUnregister(heap), 0);
+  free(heap);
+  CHECK_EQ_INT(e.live(), 0);
+}
+
+/* CUDA and HIP each register the memory they pin: a registration of one
+ * runtime is no registration of the other. */
+DLB_TEST(cuda_and_hip_pin_the_same_memory_each) {
+  emu c = emu_cuda(), h = emu_hip();
+  DLManagedTensorVersioned *t = dlb_test_counting_floats(1000);
+  DLManagedTensorVersioned *p = NULL, *q = NULL;
+  CHECK_OK(dlb_tensor_pin(t, kDLCUDAHost, &p));
+  CHECK_OK(dlb_tensor_pin(t, kDLROCMHost, &q));
+  CHECK_EQ_INT(c.live_kind(EMU_LIVE_REGISTERED), 1);
+  CHECK_EQ_INT(h.live_kind(EMU_LIVE_REGISTERED), 1);
+  dlb_tensor_release(p);
+  CHECK_EQ_INT(c.live_kind(EMU_LIVE_REGISTERED), 0);
+  CHECK_EQ_INT(h.live_kind(EMU_LIVE_REGISTERED), 1);
+  dlb_tensor_release(q);
+  dlb_tensor_release(t);
+  CHECK_EQ_INT(c.live(), 0);
+  CHECK_EQ_INT(h.live(), 0);
+}
+
+/* The registration ends before the pinned tensor lets the memory go. */
+static emu *freeing_emu;
+static long registered_when_freed = -1;
+static void note_free(void *ctx) {
+  (void)ctx;
+  registered_when_freed = freeing_emu->live_kind(EMU_LIVE_REGISTERED);
+}
+
+DLB_TEST(cuda_pin_unregisters_before_the_memory_goes) {
+  emu e = emu_cuda();
+  freeing_emu = &e;
+  float *heap = malloc(4096);
+  CHECK(heap != NULL);
+  DLManagedTensorVersioned *t = wrap_cpu(heap, 1024, note_free, NULL);
+  DLManagedTensorVersioned *p = NULL;
+  CHECK_OK(dlb_tensor_pin(t, kDLCUDAHost, &p));
+  dlb_tensor_release(t);
+  CHECK_EQ_INT(registered_when_freed, -1);
+  dlb_tensor_release(p);
+  CHECK_EQ_INT(registered_when_freed, 0);
+  free(heap);
+  CHECK_EQ_INT(e.live(), 0);
+}
+
+/* What decides whether memory needs CU_MEMHOSTREGISTER_READ_ONLY: a
+ * writable page between read-only ones, ranges at its edges and across
+ * them, and the empty range. */
+DLB_TEST(pin_writable_range_edges) {
+  const size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+  char *m = mmap(NULL, 3 * pg, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  CHECK(m != MAP_FAILED);
+  CHECK_EQ_INT(mprotect(m, pg, PROT_READ), 0);
+  CHECK_EQ_INT(mprotect(m + 2 * pg, pg, PROT_READ), 0);
+  CHECK_EQ_INT(dlb__range_writable(m + pg, pg), 1);
+  CHECK_EQ_INT(dlb__range_writable(m + pg + 1, pg - 2), 1);
+  CHECK_EQ_INT(dlb__range_writable(m + pg - 1, 2), 0);
+  CHECK_EQ_INT(dlb__range_writable(m + 2 * pg - 1, 2), 0);
+  CHECK_EQ_INT(dlb__range_writable(m, 3 * pg), 0);
+  CHECK_EQ_INT(dlb__range_writable(NULL, 0), 1);
+  /* Past every mapping: not in one, so not writable. */
+  CHECK_EQ_INT(dlb__range_writable((void *)(UINTPTR_MAX - 15), 8), 0);
+  /* Two writable mappings side by side cover a range across both. */
+  CHECK(mmap(m + 2 * pg, pg, PROT_READ | PROT_WRITE,
+             MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == m + 2 * pg);
+  CHECK_EQ_INT(dlb__range_writable(m + pg, 2 * pg), 1);
+  munmap(m, 3 * pg);
 }

@@ -220,6 +220,63 @@ DLB_TEST(staging_pitched_planes) {
   CHECK_EQ_INT(E.live(), 0);
 }
 
+/* Rows of 3000 bytes, 3200 apart, 36 MB of them: 8 MiB chunks of 2796
+ * whole rows (8,388,000 bytes), five of them. A chunk never runs past its
+ * half, into the other half that the previous chunk's DMA is yet to read,
+ * or past the buffer. */
+DLB_TEST(staging_whole_rows_stay_in_their_half) {
+  E = emu_cuda();
+  cu_fns cu;
+  dlb__cu_stream st = new_stream(&cu);
+  int64_t full[2] = {12000, 800}, part[2] = {12000, 750};
+  dlb_slice cols[2] = {{0, 12000, 1}, {0, 750, 1}};
+  for (int up = 0; up <= 1; up++) {
+    DLManagedTensorVersioned *hb = alloc_filled(&E, cpu, 2, full, 3);
+    DLManagedTensorVersioned *d = alloc_filled(&E, cuda0, 2, part, 9);
+    DLManagedTensorVersioned *hv = NULL;
+    CHECK_OK(dlb_tensor_slice(hb, 2, cols, &hv));
+    uint32_t *hw = words(&E, hb), *dw = words(&E, d);
+    counts c0 = count_now();
+    if (up)
+      CHECK_OK(dlb_copy_sync(&hv->dl_tensor, &d->dl_tensor, st));
+    else
+      CHECK_OK(dlb_copy_sync(&d->dl_tensor, &hv->dl_tensor, st));
+    check_counts(c0, 0, 5, 5, up ? 0 : 1);
+    check_nothing_left();
+    for (int64_t r = 0; r < 12000; r++)
+      if (memcmp(hw + r * 800, dw + r * 750, 3000) != 0)
+        dlb_test_failed(__FILE__, __LINE__, "row %lld differs", (long long)r);
+    dlb_tensor_release(hv);
+    dlb_tensor_release(hb);
+    dlb_tensor_release(d);
+  }
+  dlb__stage_release();
+  CHECK_EQ_INT(cu.cuStreamDestroy_v2(st), 0);
+  CHECK_EQ_INT(E.live(), 0);
+}
+
+/* The buffer is freed in the context of the GPU it was allocated on: a
+ * process that used only cuda:1 is given no context on cuda:0. */
+DLB_TEST(staging_buffer_freed_on_its_own_gpu) {
+  E = emu_cuda();
+  int64_t n[1] = {1 << 20};
+  DLManagedTensorVersioned *h = alloc_filled(&E, cpu, 1, n, 1);
+  DLManagedTensorVersioned *d =
+      alloc_filled(&E, (DLDevice){kDLCUDA, 1}, 1, n, 2);
+  counts c0 = count_now();
+  CHECK_OK(dlb_copy_sync(&h->dl_tensor, &d->dl_tensor, NULL));
+  check_counts(c0, 4, 0, -1, 1);
+  CHECK(memcmp(words(&E, d), words(&E, h), (size_t)n[0] * 4) == 0);
+  CHECK_EQ_INT(E.live_kind(EMU_LIVE_HOST), 1);
+  dlb__stage_release();
+  CHECK_EQ_INT(E.live_kind(EMU_LIVE_HOST), 0);
+  CHECK_EQ_INT(E.calls("cuDevicePrimaryCtxRetain"), 1);
+  CHECK_EQ_INT(E.context_depth(), 0);
+  dlb_tensor_release(h);
+  dlb_tensor_release(d);
+  CHECK_EQ_INT(E.live(), 0);
+}
+
 /* Two rows of 6,000,000 bytes, 6,400,000 apart: chunks of 3,014,656
  * bytes take each row in two 1-D pieces, the second a partial one. */
 DLB_TEST(staging_rows_wider_than_a_chunk) {
@@ -294,6 +351,13 @@ DLB_TEST(staging_only_for_large_pageable_memory) {
   CHECK_OK(dlb_copy_sync(&pinned->dl_tensor, &d->dl_tensor, NULL));
   check_counts(c0, 1, 0, -1, 0);
   dlb_tensor_release(reg);
+  /* Pageable memory to or from pinned memory is one runtime copy: no
+   * device memory is involved, so no staging. */
+  c0 = count_now();
+  CHECK_OK(dlb_copy_sync(&h->dl_tensor, &pinned->dl_tensor, NULL));
+  CHECK_OK(dlb_copy_sync(&pinned->dl_tensor, &h->dl_tensor, NULL));
+  check_counts(c0, 2, 0, -1, 0);
+  CHECK(memcmp(words(&E, pinned), words(&E, h), 1 << 20) == 0);
   c0 = count_now();
   CHECK_OK(dlb_copy_sync(&h->dl_tensor, &d->dl_tensor, NULL));
   check_counts(c0, 4, 0, -1, 1);
@@ -379,9 +443,10 @@ DLB_TEST(staging_fails_midway) {
     long copies; /* cuMemcpyAsync calls made */
   } cases[] = {{1, "cuMemcpyAsync", 3, 3},
                {1, "cuStreamSynchronize", 4, 4},
+               {1, "cuStreamSynchronize", 6, 6}, /* the wait at the end */
                {0, "cuMemcpyAsync", 4, 4},
                {0, "cuStreamSynchronize", 2, 2}};
-  for (int i = 0; i < 4; i++) {
+  for (int i = 0; i < 5; i++) {
     dlb_test_failalloc_install(0);
     E.fail(cases[i].call, cases[i].nth, 700);
     counts c0 = count_now();

@@ -18,6 +18,30 @@ DLB_TEST(gpu_info_cuda_emulated) {
   CHECK_EQ_INT(info.ipc, 1);
 }
 
+/* Each capability comes from its own attribute; one the driver cannot
+ * report (an older driver lacks some) is unknown, -1, not 0. */
+DLB_TEST(gpu_info_cuda_capabilities) {
+  setenv("EMU_CUDA_MANAGED_MEMORY", "0", 1);
+  emu e = emu_cuda();
+  dlb_gpu_info info;
+  CHECK_OK(dlb_gpu_get_info((DLDevice){kDLCUDA, 0}, &info));
+  CHECK_EQ_INT(info.managed_memory, 0);
+  CHECK_EQ_INT(info.concurrent_managed, 1);
+  CHECK_EQ_INT(info.host_register, 1);
+  CHECK_EQ_INT(info.ipc, 1);
+  for (int k = 0; k < 4; k++) {
+    long before = e.calls("cuDeviceGetAttribute");
+    e.fail("cuDeviceGetAttribute", k + 1, 1 /* INVALID_VALUE */);
+    CHECK_OK(dlb_gpu_get_info((DLDevice){kDLCUDA, 1}, &info));
+    CHECK(e.fail_fired());
+    CHECK_EQ_INT(e.calls("cuDeviceGetAttribute") - before, 4);
+    CHECK_EQ_INT(info.managed_memory, k == 0 ? -1 : 0);
+    CHECK_EQ_INT(info.concurrent_managed, k == 1 ? -1 : 1);
+    CHECK_EQ_INT(info.host_register, k == 2 ? -1 : 1);
+    CHECK_EQ_INT(info.ipc, k == 3 ? -1 : 1);
+  }
+}
+
 DLB_TEST(gpu_info_hip_emulated) {
   emu_hip();
   dlb_gpu_info info;

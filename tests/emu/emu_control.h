@@ -29,6 +29,8 @@
  *                           only with CU_MEMHOSTREGISTER_READ_ONLY, which
  *                           fails with NOT_SUPPORTED when this is 0
  *   PREFIX CONCURRENT_MANAGED  CUDA's CONCURRENT_MANAGED_ACCESS (default 1)
+ *   PREFIX MANAGED_MEMORY   CUDA's MANAGED_MEMORY (default 1); with 0,
+ *                           cuMemAllocManaged fails with NOT_SUPPORTED
  *   PREFIX D2D_PITCH_ALIGN  device-to-device cuMemcpy2D(Async) refuses
  *                           pitches that are not multiples (default 1)
  *   PREFIX FILL             a byte every new allocation is filled with, as
@@ -91,6 +93,9 @@ EMU_EXPORT void *emu_shadow(const void *p);
 /* Where managed memory at p was last prefetched to: a device ordinal, -1
  * for the host, EMU_NO_PREFETCH. */
 EMU_EXPORT int emu_prefetch_location(const void *p);
+/* The range the last prefetch of managed memory at p asked for: its
+ * first byte in *start and its size, 0 when none. */
+EMU_EXPORT size_t emu_prefetch_span(const void *p, const void **start);
 /* Advice set on managed memory at p: bit k-1 for the SET advice k (1, 3,
  * 5); *location receives the location of the last located advice. */
 EMU_EXPORT unsigned emu_advice(const void *p, int *location);
@@ -138,6 +143,7 @@ typedef struct emu {
   int (*context_depth)(void);
   void *(*shadow)(const void *p);
   int (*prefetch_location)(const void *p);
+  size_t (*prefetch_span)(const void *p, const void **start);
   unsigned (*advice)(const void *p, int *location);
 } emu;
 
@@ -165,13 +171,13 @@ static inline emu emu_open(const char *file, const char *env_var) {
     fprintf(stderr, "cannot load %s: %s\n", path, dlerror());
     exit(1);
   }
-  void *p[11];
-  static const char *const names[11] = {
+  void *p[12];
+  static const char *const names[12] = {
       "emu_fail",          "emu_fail_fired", "emu_calls",
       "emu_requested_version", "emu_live",   "emu_live_kind",
       "emu_pending",       "emu_context_depth", "emu_shadow",
-      "emu_prefetch_location", "emu_advice"};
-  for (int i = 0; i < 11; i++) p[i] = emu_sym(&e, names[i]);
+      "emu_prefetch_location", "emu_advice", "emu_prefetch_span"};
+  for (int i = 0; i < 12; i++) p[i] = emu_sym(&e, names[i]);
   memcpy(&e.fail, &p[0], sizeof p[0]);
   memcpy(&e.fail_fired, &p[1], sizeof p[1]);
   memcpy(&e.calls, &p[2], sizeof p[2]);
@@ -183,6 +189,7 @@ static inline emu emu_open(const char *file, const char *env_var) {
   memcpy(&e.shadow, &p[8], sizeof p[8]);
   memcpy(&e.prefetch_location, &p[9], sizeof p[9]);
   memcpy(&e.advice, &p[10], sizeof p[10]);
+  memcpy(&e.prefetch_span, &p[11], sizeof p[11]);
   return e;
 }
 

@@ -138,6 +138,7 @@ static void read_config(void) {
   emu_cfg.device_memory = (size_t)env_number("DEVICE_MEMORY", 1LL << 30);
   emu_cfg.max_pitch = (int)env_number("MAX_PITCH", 2147483647);
   emu_cfg.concurrent_managed = (int)env_number("CONCURRENT_MANAGED", 1);
+  emu_cfg.managed_memory = (int)env_number("MANAGED_MEMORY", 1);
   emu_cfg.d2d_pitch_align = (size_t)env_number("D2D_PITCH_ALIGN", 1);
   if (emu_cfg.d2d_pitch_align == 0) emu_cfg.d2d_pitch_align = 1;
   emu_cfg.fill = (int)env_number("FILL", -1);
@@ -386,6 +387,15 @@ int emu_prefetch_location(const void *p) {
   return v;
 }
 
+size_t emu_prefetch_span(const void *p, const void **start) {
+  pthread_mutex_lock(&lock);
+  emu_region *r = emu_region_find(p);
+  size_t n = r != NULL ? r->prefetch_bytes : 0;
+  if (start != NULL) *start = r != NULL ? r->prefetch_at : NULL;
+  pthread_mutex_unlock(&lock);
+  return n;
+}
+
 unsigned emu_advice(const void *p, int *location) {
   pthread_mutex_lock(&lock);
   emu_region *r = emu_region_find(p);
@@ -418,11 +428,30 @@ struct emu_stream {
 
 static emu_stream *streams;
 
+/* The bytes from a copy side's first to its last. */
+static size_t extent(size_t rows, size_t pitch, const emu_copy *c) {
+  if (c->width == 0 || c->height == 0 || c->depth == 0) return 0;
+  return ((c->depth - 1) * rows + c->height - 1) * pitch + c->width;
+}
+
 static void do_copy(const emu_copy *c) {
+  /* Copies between overlapping ranges are undefined on a GPU: these go
+   * front to back a byte at a time, as a streaming engine would, so an
+   * overlap shows up as wrong data rather than as memmove's answer. */
+  const char *s_end = c->src + extent(c->src_rows, c->src_pitch, c);
+  const char *d_end = c->dst + extent(c->dst_rows, c->dst_pitch, c);
+  int overlap = c->src < d_end && c->dst < s_end;
   for (size_t z = 0; z < c->depth; z++)
-    for (size_t y = 0; y < c->height; y++)
-      memmove(c->dst + (z * c->dst_rows + y) * c->dst_pitch,
-              c->src + (z * c->src_rows + y) * c->src_pitch, c->width);
+    for (size_t y = 0; y < c->height; y++) {
+      char *d = c->dst + (z * c->dst_rows + y) * c->dst_pitch;
+      const char *s = c->src + (z * c->src_rows + y) * c->src_pitch;
+      if (!overlap) {
+        memcpy(d, s, c->width);
+        continue;
+      }
+      volatile char *vd = d; /* not to be made a memmove */
+      for (size_t i = 0; i < c->width; i++) vd[i] = s[i];
+    }
 }
 
 void emu_run(emu_stream *s, long seq) {

@@ -26,6 +26,7 @@ typedef struct emu_config {
   size_t device_memory;
   int max_pitch;
   int concurrent_managed;
+  int managed_memory; /* CUDA's MANAGED_MEMORY */
   size_t d2d_pitch_align;
   int fill; /* byte new allocations hold, or -1: zeros */
   char hide[64];
@@ -63,6 +64,8 @@ typedef struct emu_region {
   int device;
   unsigned flags;
   int prefetch;
+  char *prefetch_at; /* the range the last prefetch asked for */
+  size_t prefetch_bytes;
   unsigned advice;
   int advice_location;
   int fd;          /* device memory: the memfd behind both mappings */

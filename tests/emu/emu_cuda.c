@@ -221,8 +221,10 @@ cures cuDeviceGetAttribute(int *value, dlb__cu_enum attrib,
       *value = emu_cfg.concurrent_managed;
       break;
     case 19: /* CAN_MAP_HOST_MEMORY */
-    case DLB__CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING:
     case DLB__CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY:
+      *value = emu_cfg.managed_memory;
+      break;
+    case DLB__CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING:
     case 91: /* CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM */
     case 99: /* HOST_REGISTER_SUPPORTED */
       *value = 1;
@@ -370,6 +372,7 @@ cures cuMemAllocManaged(dlb__cu_deviceptr *dptr, size_t bytesize,
   NEED_CONTEXT(c);
   if (dptr == NULL || bytesize == 0 || (flags != 1 && flags != 2))
     RETURN(DLB__CUDA_ERROR_INVALID_VALUE);
+  if (!emu_cfg.managed_memory) RETURN(DLB__CUDA_ERROR_NOT_SUPPORTED);
   emu_region *r = emu_region_new(EMU_MANAGED, bytesize, c->device, flags);
   if (r == NULL) RETURN(DLB__CUDA_ERROR_OUT_OF_MEMORY);
   *dptr = dptr_of(r->base);
@@ -1069,6 +1072,8 @@ static cures prefetch(dlb__cu_deviceptr ptr, size_t count, int device,
   cures e = location_ok(device, 1);
   if (e != DLB__CUDA_SUCCESS) RETURN(e);
   r->prefetch = device;
+  r->prefetch_at = ptr_of(ptr);
+  r->prefetch_bytes = count;
   RETURN(DLB__CUDA_SUCCESS);
 }
 
