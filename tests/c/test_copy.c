@@ -1,4 +1,5 @@
 /* test_copy.c -- dlb_copy, dlb_tensor_copy and the copy thread pool. */
+#include <dirent.h>
 #include <limits.h>
 #include <sched.h>
 #include <signal.h>
@@ -577,6 +578,42 @@ DLB_TEST(copy_refuses_bad_arguments_and_leaves_dst_alone) {
   for (int i = 0; i < 6; i++) CHECK(b[i] == 0);
 }
 
+/* Shapes that differ in their last dimension only are refused as those
+ * that differ in the first are, and dst stays as it was. */
+DLB_TEST(copy_refuses_shapes_differing_in_the_last_dimension) {
+  float a[6] = {1, 2, 3, 4, 5, 6}, b[6] = {0};
+  int64_t shape[2] = {2, 3}, narrower[2] = {2, 2};
+  DLTensor src = tensor(a, dt(kDLFloat, 32, 1), 2, shape, NULL, 0);
+  DLTensor dst = tensor(b, dt(kDLFloat, 32, 1), 2, narrower, NULL, 0);
+  CHECK_STATUS(dlb_copy(&src, &dst), DLB_E_LAYOUT);
+  CHECK_STR(dlb_last_error(), "src->shape[1] is 3, dst->shape[1] is 2");
+  CHECK_STATUS(dlb_copy(&dst, &src), DLB_E_LAYOUT);
+  CHECK_STR(dlb_last_error(), "src->shape[1] is 2, dst->shape[1] is 3");
+  for (int i = 0; i < 6; i++) CHECK(b[i] == 0);
+}
+
+/* Strides of extent-1 dimensions are never used, whatever they are: the
+ * largest and smallest int64 values on either side copy as 0 would (no
+ * product of them is formed), and src and dst that differ only there
+ * name the same elements, so a copy between them allocates nothing and
+ * changes nothing. */
+DLB_TEST(copy_ignores_strides_of_extent_1_dimensions) {
+  int32_t a[6] = {1, 2, 3, 4, 5, 6}, b[6] = {0};
+  int64_t shape[3] = {2, 1, 3};
+  int64_t high[3] = {3, INT64_MAX, 1}, low[3] = {3, INT64_MIN, 1};
+  DLTensor src = tensor(a, dt(kDLInt, 32, 1), 3, shape, high, 0);
+  DLTensor dst = tensor(b, dt(kDLInt, 32, 1), 3, shape, low, 0);
+  CHECK_OK(dlb_copy(&src, &dst));
+  for (int i = 0; i < 6; i++) CHECK_EQ_INT(b[i], a[i]);
+  dlb_test_failalloc_install(0);
+  CHECK_OK(dlb_copy(&src, &src));
+  DLTensor other = tensor(a, dt(kDLInt, 32, 1), 3, shape, low, 0);
+  CHECK_OK(dlb_copy(&src, &other));
+  CHECK_EQ_INT(dlb_test_failalloc_calls(), 0);
+  dlb_test_failalloc_remove();
+  for (int i = 0; i < 6; i++) CHECK_EQ_INT(a[i], i + 1);
+}
+
 /* Host memory of other kinds is CPU memory to the copy engine. */
 DLB_TEST(copy_reads_and_writes_host_kinds) {
   int8_t a[4] = {1, 2, 3, 4}, b[4] = {0};
@@ -669,6 +706,32 @@ DLB_TEST(copy_thread_setting) {
   CHECK_EQ_INT(dlb_copy_get_threads(), 64);
   dlb_copy_set_threads(INT_MIN);
   CHECK_EQ_INT(dlb_copy_get_threads(), cpus > 64 ? 64 : cpus);
+}
+
+/* The default follows the CPUs this process may run on, one of them
+ * too (in a child, pinned to the first CPU it had). */
+DLB_TEST(copy_threads_follow_an_affinity_of_one_cpu) {
+  cpu_set_t set;
+  CHECK(sched_getaffinity(0, sizeof set, &set) == 0);
+  int first = 0;
+  while (!CPU_ISSET(first, &set)) first++;
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    alarm(20);
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(first, &one);
+    dlb_copy_set_threads(0);
+    _exit(sched_setaffinity(0, sizeof one, &one) == 0 &&
+                  dlb_copy_get_threads() == 1
+              ? 0
+              : 3);
+  }
+  int st = 0;
+  CHECK(waitpid(pid, &st, 0) == pid);
+  CHECK(WIFEXITED(st));
+  CHECK_EQ_INT(WEXITSTATUS(st), 0);
 }
 
 /* A permutation of a 4-D tensor large enough for the pool, with threads
@@ -1060,6 +1123,55 @@ DLB_TEST(copy_pool_offers_a_job_to_at_most_one_thread_a_part) {
   CHECK_EQ_INT(atomic_load(&parts_run), 23);
 }
 
+/* Workers the job was not offered to take none of its parts: with three
+ * workers started, a job for two threads runs on the caller and one
+ * worker, even with parts slow enough for every woken worker to ask for
+ * one. */
+static pthread_t slow_part_threads[6];
+
+static void record_thread_slowly(void *ctx, int64_t part) {
+  (void)ctx;
+  slow_part_threads[part] = pthread_self();
+  const struct timespec pause = {0, 20 * 1000 * 1000};
+  nanosleep(&pause, NULL);
+}
+
+DLB_TEST(copy_pool_runs_a_job_only_on_the_threads_offered_it) {
+  CHECK_EQ_INT(dlb__pool_run(record_thread_slowly, NULL, 4, 4), 4);
+  CHECK_EQ_INT(dlb__pool_run(record_thread_slowly, NULL, 6, 2), 2);
+  pthread_t distinct[6];
+  int count = 0;
+  for (int i = 0; i < 6; i++) {
+    int known = 0;
+    for (int j = 0; j < count; j++)
+      known |= pthread_equal(distinct[j], slow_part_threads[i]) != 0;
+    if (!known) distinct[count++] = slow_part_threads[i];
+  }
+  CHECK(count <= 2);
+}
+
+/* A job returns only when every part has finished, the second of two
+ * jobs included: its caller, done with its own quick part, waits for the
+ * slow one a worker took. */
+static atomic_int parts_finished[2];
+
+static void finish_part_slowly(void *ctx, int64_t part) {
+  (void)ctx;
+  const struct timespec pause = {0, (part == 0 ? 10 : 60) * 1000 * 1000};
+  nanosleep(&pause, NULL);
+  atomic_store(&parts_finished[part], 1);
+}
+
+DLB_TEST(copy_pool_returns_when_every_part_has_finished) {
+  for (int job = 0; job < 2; job++) {
+    atomic_store(&parts_finished[0], 0);
+    atomic_store(&parts_finished[1], 0);
+    CHECK_EQ_INT(dlb__pool_run(finish_part_slowly, NULL, 2, 2), 2);
+    CHECK_EQ_INT(atomic_load(&parts_finished[0]), 1);
+    CHECK_EQ_INT(atomic_load(&parts_finished[1]), 1);
+  }
+}
+
 /* A pool running in this process must not hang a forked child, which has
  * none of its workers: the child starts its own, and parts run on them
  * (the rendezvous needs a second thread). */
@@ -1078,6 +1190,107 @@ DLB_TEST(copy_pool_survives_fork) {
   CHECK(waitpid(pid, &st, 0) == pid);
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
   big_permute_check(2, 1);
+}
+
+/* A child forked while another thread's job is in flight (its parts
+ * waiting, the pool's lock free) finds the pool idle: its own jobs share
+ * out rather than run alone as if the parent's job were still running. */
+static atomic_int held_parts_started, held_parts_released, child_parts;
+
+static void held_part(void *ctx, int64_t part) {
+  (void)ctx;
+  (void)part;
+  atomic_fetch_add(&held_parts_started, 1);
+  const double start = seconds();
+  while (!atomic_load(&held_parts_released) && seconds() - start < 10)
+    sched_yield();
+}
+
+static void *run_held_job(void *arg) {
+  *(int *)arg = dlb__pool_run(held_part, NULL, 2, 2);
+  return NULL;
+}
+
+static void count_child_part(void *ctx, int64_t part) {
+  (void)ctx;
+  (void)part;
+  atomic_fetch_add(&child_parts, 1);
+}
+
+DLB_TEST(copy_pool_forked_during_a_job_shares_out_in_the_child) {
+  atomic_store(&held_parts_started, 0);
+  atomic_store(&held_parts_released, 0);
+  int shared = 0;
+  pthread_t holder;
+  CHECK(pthread_create(&holder, NULL, run_held_job, &shared) == 0);
+  const double start = seconds();
+  while (atomic_load(&held_parts_started) < 2 && seconds() - start < 10)
+    sched_yield();
+  const int started = atomic_load(&held_parts_started);
+  pid_t pid = started == 2 ? fork() : -1;
+  if (pid == 0) {
+    alarm(20);
+    const int child_shared = dlb__pool_run(count_child_part, NULL, 3, 2);
+    _exit(child_shared == 2 && atomic_load(&child_parts) == 3 ? 0 : 3);
+  }
+  atomic_store(&held_parts_released, 1);
+  CHECK(pthread_join(holder, NULL) == 0);
+  CHECK_EQ_INT(started, 2);
+  CHECK(pid > 0);
+  CHECK_EQ_INT(shared, 2);
+  int st = 0;
+  CHECK(waitpid(pid, &st, 0) == pid);
+  CHECK(WIFEXITED(st));
+  CHECK_EQ_INT(WEXITSTATUS(st), 0);
+}
+
+/* The pool starts only the workers a job is offered to: in a child,
+ * which has none, a job for two threads adds one thread to the process,
+ * and one for three a second. */
+static int threads_in_process(void) {
+  DIR *d = opendir("/proc/self/task");
+  if (d == NULL) return -1;
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d)) != NULL;)
+    n += e->d_name[0] != '.';
+  closedir(d);
+  return n;
+}
+
+DLB_TEST(copy_pool_starts_only_the_workers_offered_a_job) {
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    alarm(20);
+    const int before = threads_in_process();
+    int ok = before >= 1 && dlb__pool_run(count_child_part, NULL, 2, 2) == 2;
+    ok = ok && threads_in_process() == before + 1;
+    ok = ok && dlb__pool_run(count_child_part, NULL, 3, 3) == 3;
+    ok = ok && threads_in_process() == before + 2;
+    _exit(ok ? 0 : 3);
+  }
+  int st = 0;
+  CHECK(waitpid(pid, &st, 0) == pid);
+  CHECK(WIFEXITED(st));
+  CHECK_EQ_INT(WEXITSTATUS(st), 0);
+}
+
+/* However many threads a job asks for, it is offered to 64 at most (the
+ * pool holds 63 workers): in a child, so that this process keeps its
+ * pool as it was. */
+DLB_TEST(copy_pool_caps_a_job_at_64_threads) {
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    alarm(20);
+    atomic_store(&child_parts, 0);
+    const int shared = dlb__pool_run(count_child_part, NULL, 100, 1000);
+    _exit(shared == 64 && atomic_load(&child_parts) == 100 ? 0 : 3);
+  }
+  int st = 0;
+  CHECK(waitpid(pid, &st, 0) == pid);
+  CHECK(WIFEXITED(st));
+  CHECK_EQ_INT(WEXITSTATUS(st), 0);
 }
 
 /* exit() with workers waiting: the library's destructor stops and joins
@@ -1231,6 +1444,25 @@ DLB_TEST(managed_copy_keeps_padded_sub_byte_elements_a_byte_each) {
   CHECK_EQ_INT(t->flags, DLPACK_FLAG_BITMASK_IS_COPIED);
   CHECK_EQ_INT(((const uint8_t *)t->dl_tensor.data)[0], a[0]);
   CHECK_EQ_INT(((const uint8_t *)t->dl_tensor.data)[1], a[1]);
+  dlb_tensor_release(t);
+}
+
+/* IS_SUBBYTE_TYPE_PADDED means nothing for whole-byte types: float32 with
+ * it copies as float32 (strided: element by element), and the copy
+ * carries no such flag. */
+DLB_TEST(managed_copy_drops_the_padded_flag_of_whole_byte_types) {
+  float f[4] = {1.5f, -2.0f, 3.25f, 4.0f};
+  int64_t two[1] = {2}, every2[1] = {2};
+  DLManagedTensorVersioned m = {
+      .version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION},
+      .flags = DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED,
+      .dl_tensor = tensor(f, dt(kDLFloat, 32, 1), 1, two, every2, 0)};
+  DLManagedTensorVersioned *t = NULL;
+  CHECK_OK(dlb_managed_copy(&m, (DLDevice){kDLCPU, 0}, &t));
+  CHECK(dlb_dtype_equal(t->dl_tensor.dtype, m.dl_tensor.dtype));
+  CHECK_EQ_INT(t->flags, DLPACK_FLAG_BITMASK_IS_COPIED);
+  const float *g = (const float *)t->dl_tensor.data;
+  CHECK(g[0] == 1.5f && g[1] == 3.25f);
   dlb_tensor_release(t);
 }
 

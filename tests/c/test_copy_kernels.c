@@ -645,6 +645,23 @@ DLB_TEST(copy_isa_follows_the_cap) {
   CHECK_EQ_INT(dlb__copy_isa(), best);
 }
 
+/* Under the test hook's portable level the tile kernels are the plain
+ * strided ones for unit steps too, as the row kernels are plain block
+ * copies: the portable tests run the portable code. */
+DLB_TEST(copy_portable_cap_takes_the_strided_tile_kernels) {
+  const size_t units[] = {1, 2, 4, 8, 16};
+  for (size_t i = 0; i < 5; i++) {
+    const int64_t u = (int64_t)units[i];
+    const dlb__tile_fn strided = dlb__tile_kernel(units[i], 2 * u, u, 0);
+    dlb__copy_cap_isa(DLB__ISA_PORTABLE);
+    const dlb__tile_fn plain = dlb__tile_kernel(units[i], u, u, 0);
+    const dlb__tile_fn streamed = dlb__tile_kernel(units[i], u, u, 1);
+    dlb__copy_cap_isa(-1);
+    CHECK(plain == strided);
+    CHECK(streamed == strided);
+  }
+}
+
 /* dlb_copy_kernels names the level in use, the cap included. */
 DLB_TEST(copy_kernels_names_the_level) {
   static const char *const names[] = {"portable", V128_NAME, "avx2",
@@ -894,7 +911,8 @@ static void check_gathered(const unsigned char *src, int64_t first,
  * whole numbers of bands (and too few for them), three dimensions of
  * rows, steps forwards and backwards, 1- and 4-byte units, chunks shorter
  * than a row, dst rows with a margin that must stay as it was, on one
- * thread and on two (each part of the rows in bands). The plan is asked
+ * thread and on several (each part of the rows in bands, parts split
+ * along the outer dimension or a middle one). The plan is asked
  * for bands directly: by itself it asks only for DLB__BAND_MIN bytes. */
 DLB_TEST(copy_gathers_in_bands_land_every_unit) {
   enum { SRC_ROWS = 1300, COLS = 3500, MARGIN = 37 };
@@ -918,6 +936,9 @@ DLB_TEST(copy_gathers_in_bands_land_every_unit) {
         {2, {SRC_ROWS - 7, COLS / 2 - 3}, {-1, -2}, 2},
         {3, {5, 7, 700}, {30, 4, 5}, 1},
         {3, {3, 13, 1100}, {-60, -3, -3}, 2},
+        /* Fewer outer rows than threads: the parts split the middle
+         * dimension, and each part's rows span both outer ones. */
+        {3, {2, 200, 1700}, {650, 3, 2}, 3},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
       const int32_t nd = cases[c].nd;
