@@ -128,60 +128,9 @@ static int dlbpy_entry_valid(const dlbpy_type_entry *e, PyTypeObject *type) {
   return meta == &PyType_Type || dlbpy_tag_valid(meta, e->meta_tag);
 }
 
-/* The route for type, from its cache entry, renewed first when the type
- * changed since it was made. Two kinds of Python code run meanwhile. The
- * look-ups run the producer's (a metaclass's __getattr__, a descriptor),
- * which may give obj another class and so drop the last reference to
- * type but the one held here. And the entry's old values, dropped, may
- * run finalizers that import again (and renew this very entry): so the
- * entry is written whole and the route copied from it before anything
- * it held goes. */
-static int dlbpy_route_for(dlbpy_state *st, PyTypeObject *type,
-                           dlbpy_route *route) {
-  Py_INCREF(type);
-  PyObject *dropped[3] = {NULL, NULL, NULL};
-  dlbpy_type_entry *e = dlbpy_cache_find(st, type);
-  if (e == NULL || !dlbpy_entry_valid(e, type)) {
-    const DLPackExchangeAPI *api;
-    PyObject *owner;
-    if (dlbpy_lookup_api(st, type, &api, &owner) < 0) {
-      Py_DECREF(type);
-      return -1;
-    }
-    int direct;
-    PyObject *method = dlbpy_lookup_method(st, type, &direct);
-    int old_only = dlbpy_cannot_take_max_version(method);
-    if (old_only < 0) {
-      Py_XDECREF(method);
-      Py_XDECREF(owner);
-      Py_DECREF(type);
-      return -1;
-    }
-    /* The lookups may have run Python code that changed the cache. */
-    e = dlbpy_cache_find(st, type);
-    if (e == NULL) {
-      e = &st->cache[st->cache_next];
-      st->cache_next = (st->cache_next + 1) % DLBPY_CACHE_SIZE;
-      Py_INCREF(type);
-      dropped[0] = (PyObject *)e->type;
-      e->type = type;
-      e->form = DLBPY_FORM_UNKNOWN;
-    } else if (e->method != method ||
-               (e->form == DLBPY_FORM_LEGACY && !old_only)) {
-      e->form = DLBPY_FORM_UNKNOWN;
-    }
-    dropped[1] = e->api_owner;
-    e->api_owner = owner;
-    dropped[2] = e->method;
-    e->method = method;
-    e->api = api;
-    e->direct = direct;
-    e->old_only = old_only;
-    /* The attribute lookups gave the type and its metaclass a tag if they
-     * had none. */
-    e->tag = type->tp_version_tag;
-    e->meta_tag = Py_TYPE(type)->tp_version_tag;
-  }
+/* The route of a valid entry, with references of its own. */
+static inline void dlbpy_route_of_entry(const dlbpy_type_entry *e,
+                                        dlbpy_route *route) {
   route->api = e->api;
   route->api_owner = e->api != NULL ? e->api_owner : NULL;
   Py_XINCREF(route->api_owner);
@@ -191,9 +140,77 @@ static int dlbpy_route_for(dlbpy_state *st, PyTypeObject *type,
       !e->direct && e->form == DLBPY_FORM_LEGACY ? e->method : NULL;
   Py_XINCREF(route->learned_for);
   route->form = e->form;
+}
+
+/* The slow path of dlbpy_route_for: the entry made or renewed, for a type
+ * not seen or changed since. Two kinds of Python code run meanwhile. The
+ * look-ups run the producer's (a metaclass's __getattr__, a descriptor),
+ * which may give obj another class and so drop the last reference to
+ * type but the one held here. And the entry's old values, dropped, may
+ * run finalizers that import again (and renew this very entry): so the
+ * entry is written whole and the route copied from it before anything
+ * it held goes. */
+__attribute__((noinline)) static int dlbpy_route_renew(dlbpy_state *st,
+                                                       PyTypeObject *type,
+                                                       dlbpy_route *route) {
+  Py_INCREF(type);
+  PyObject *dropped[3] = {NULL, NULL, NULL};
+  const DLPackExchangeAPI *api;
+  PyObject *owner;
+  if (dlbpy_lookup_api(st, type, &api, &owner) < 0) {
+    Py_DECREF(type);
+    return -1;
+  }
+  int direct;
+  PyObject *method = dlbpy_lookup_method(st, type, &direct);
+  int old_only = dlbpy_cannot_take_max_version(method);
+  if (old_only < 0) {
+    Py_XDECREF(method);
+    Py_XDECREF(owner);
+    Py_DECREF(type);
+    return -1;
+  }
+  /* The lookups may have run Python code that changed the cache. */
+  dlbpy_type_entry *e = dlbpy_cache_find(st, type);
+  if (e == NULL) {
+    e = &st->cache[st->cache_next];
+    st->cache_next = (st->cache_next + 1) % DLBPY_CACHE_SIZE;
+    Py_INCREF(type);
+    dropped[0] = (PyObject *)e->type;
+    e->type = type;
+    e->form = DLBPY_FORM_UNKNOWN;
+  } else if (e->method != method ||
+             (e->form == DLBPY_FORM_LEGACY && !old_only)) {
+    e->form = DLBPY_FORM_UNKNOWN;
+  }
+  dropped[1] = e->api_owner;
+  e->api_owner = owner;
+  dropped[2] = e->method;
+  e->method = method;
+  e->api = api;
+  e->direct = direct;
+  e->old_only = old_only;
+  /* The attribute lookups gave the type and its metaclass a tag if they
+   * had none. */
+  e->tag = type->tp_version_tag;
+  e->meta_tag = Py_TYPE(type)->tp_version_tag;
+  dlbpy_route_of_entry(e, route);
   for (int i = 0; i < 3; i++) Py_XDECREF(dropped[i]);
   Py_DECREF(type);
   return 0;
+}
+
+/* The route for type, from its cache entry, renewed first when the type
+ * changed since it was made. */
+static int dlbpy_route_for(dlbpy_state *st, PyTypeObject *type,
+                           dlbpy_route *route) {
+  /* A valid entry runs no Python code: nothing to hold. */
+  const dlbpy_type_entry *e = dlbpy_cache_find(st, type);
+  if (e != NULL && dlbpy_entry_valid(e, type)) {
+    dlbpy_route_of_entry(e, route);
+    return 0;
+  }
+  return dlbpy_route_renew(st, type, route);
 }
 
 /* The legacy form is learned only for a method that cannot take
