@@ -1257,6 +1257,24 @@ static int threads_in_process(void) {
   return n;
 }
 
+/* ThreadSanitizer's runtime runs a thread of its own, which may start in
+ * the child at any time: one more thread than the pool's is allowed. */
+#if defined(__SANITIZE_THREAD__)
+#define SPARE_THREADS 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SPARE_THREADS 1
+#endif
+#endif
+#ifndef SPARE_THREADS
+#define SPARE_THREADS 0
+#endif
+
+static int threads_now(int want) {
+  const int n = threads_in_process();
+  return n >= want && n <= want + SPARE_THREADS;
+}
+
 DLB_TEST(copy_pool_starts_only_the_workers_offered_a_job) {
   pid_t pid = fork();
   CHECK(pid >= 0);
@@ -1264,9 +1282,9 @@ DLB_TEST(copy_pool_starts_only_the_workers_offered_a_job) {
     alarm(20);
     const int before = threads_in_process();
     int ok = before >= 1 && dlb__pool_run(count_child_part, NULL, 2, 2) == 2;
-    ok = ok && threads_in_process() == before + 1;
+    ok = ok && threads_now(before + 1);
     ok = ok && dlb__pool_run(count_child_part, NULL, 3, 3) == 3;
-    ok = ok && threads_in_process() == before + 2;
+    ok = ok && threads_now(before + 2);
     _exit(ok ? 0 : 3);
   }
   int st = 0;
