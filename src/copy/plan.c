@@ -220,6 +220,24 @@ void dlb__copy_plan_build(dlb__copy_plan *p, char *dst,
   }
 }
 
+/* Prefetches into L2 units [i, i + m) of the src row at offset row (a
+ * gather's next row), in either direction. */
+static inline void prefetch_chunk(const dlb__copy_plan *p, int64_t row,
+                                  int64_t i, int64_t m) {
+  const int64_t ss = p->src_stride[p->ndim - 1];
+  int64_t lo = row + i * ss, hi = row + (i + m - 1) * ss;
+  if (lo > hi) {
+    const int64_t x = lo;
+    lo = hi;
+    hi = x;
+  }
+  /* Lines as addresses: the first may start before the tensor. */
+  const uintptr_t base = (uintptr_t)p->src;
+  for (uintptr_t a = (base + (uintptr_t)lo) & ~(uintptr_t)63;
+       a < base + (uintptr_t)(hi + (int64_t)p->unit); a += 64)
+    DLB__PREFETCH_L2((const char *)a);
+}
+
 /* Runs one row of a gather in chunks, each after prefetching the same
  * chunk of the next row (next: its first unit) into L2. Out of line: inlined
  * into run_range, it made the loop that calls the tile kernels run the
@@ -229,21 +247,9 @@ __attribute__((noinline)) static void row_ahead(const dlb__copy_plan *p,
                                                 int64_t next, int64_t n) {
   const int32_t last = p->ndim - 1;
   const int64_t ds = p->dst_stride[last], ss = p->src_stride[last];
-  const int64_t u = (int64_t)p->unit;
   for (int64_t i = 0; i < n; i += p->ahead_units) {
     const int64_t m = n - i < p->ahead_units ? n - i : p->ahead_units;
-    /* The chunk's bytes in the next row, in either direction. */
-    int64_t lo = next + i * ss, hi = next + (i + m - 1) * ss;
-    if (lo > hi) {
-      const int64_t x = lo;
-      lo = hi;
-      hi = x;
-    }
-    /* Lines as addresses: the first may start before the tensor. */
-    const uintptr_t base = (uintptr_t)p->src;
-    for (uintptr_t a = (base + (uintptr_t)lo) & ~(uintptr_t)63;
-         a < base + (uintptr_t)(hi + u); a += 64)
-      DLB__PREFETCH_L2((const char *)a);
+    prefetch_chunk(p, next, i, m);
     p->row(p->dst + doff + i * ds, ds, p->src + soff + i * ss, ss, m);
   }
 }
@@ -278,9 +284,7 @@ static void run_bands(const dlb__copy_plan *p, const int64_t *shape,
   const int32_t last = p->ndim - 1;
   const int64_t n = shape[last], chunk = p->band_units;
   const int64_t ds = p->dst_stride[last], ss = p->src_stride[last];
-  const int64_t u = (int64_t)p->unit;
   const int64_t per = (rows + DLB__BANDS - 1) / DLB__BANDS;
-  const uintptr_t base = (uintptr_t)p->src;
   for (int64_t i = 0; i < per; i++) {
     int64_t doff[DLB__BANDS], soff[DLB__BANDS], next[DLB__BANDS];
     int bands = 0;
@@ -299,19 +303,7 @@ static void run_bands(const dlb__copy_plan *p, const int64_t *shape,
     for (int64_t c = 0; c < n; c += chunk) {
       const int64_t m = n - c < chunk ? n - c : chunk;
       for (int b = 0; b < bands; b++) {
-        if (next[b] >= 0) {
-          /* The chunk's bytes in the next row, in either direction; lines
-           * as addresses: the first may start before the tensor. */
-          int64_t lo = next[b] + c * ss, hi = next[b] + (c + m - 1) * ss;
-          if (lo > hi) {
-            const int64_t x = lo;
-            lo = hi;
-            hi = x;
-          }
-          for (uintptr_t a = (base + (uintptr_t)lo) & ~(uintptr_t)63;
-               a < base + (uintptr_t)(hi + u); a += 64)
-            DLB__PREFETCH_L2((const char *)a);
-        }
+        if (next[b] >= 0) prefetch_chunk(p, next[b], c, m);
         p->row(p->dst + doff[b] + c * ds, ds, p->src + soff[b] + c * ss, ss,
                m);
       }
