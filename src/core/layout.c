@@ -366,12 +366,12 @@ static int validate_common(const DLTensor *t, dlb__span *out) {
   return 1;
 }
 
-/* The validator; padded says sub-byte elements take a byte each
- * (IS_SUBBYTE_TYPE_PADDED), otherwise they are packed. Fills *out with
- * what it measured on success. */
-static dlb_status validate(const DLTensor *t, int padded, dlb__span *out) {
-  if (t == NULL) return dlb__fail(DLB_E_INVAL, "tensor is NULL");
-  if (validate_common(t, out)) return DLB_OK;
+/* validate() past its common case: every tensor validate_common() leaves
+ * undecided, with the message for each refusal. Out of line, so that the
+ * common case saves no registers for it. */
+static __attribute__((noinline)) dlb_status validate_full(const DLTensor *t,
+                                                          int padded,
+                                                          dlb__span *out) {
   int64_t numel = 0;
   dlb_status st = dlb_tensor_numel(t, &numel);
   if (st != DLB_OK) return st;
@@ -418,6 +418,16 @@ static dlb_status validate(const DLTensor *t, int padded, dlb__span *out) {
   out->lo = lo;
   out->hi = hi;
   return DLB_OK;
+}
+
+/* The validator; padded says sub-byte elements take a byte each
+ * (IS_SUBBYTE_TYPE_PADDED), otherwise they are packed. Fills *out with
+ * what it measured on success. */
+static inline dlb_status validate(const DLTensor *t, int padded,
+                                  dlb__span *out) {
+  if (t == NULL) return dlb__fail(DLB_E_INVAL, "tensor is NULL");
+  if (__builtin_expect(validate_common(t, out), 1)) return DLB_OK;
+  return validate_full(t, padded, out);
 }
 
 dlb_status dlb_tensor_validate(const DLTensor *t) {
