@@ -14,7 +14,14 @@
  *   copy_lines(dst, buf, lines, nt)
  *
  * copies `lines` whole lines from the line-aligned buf to dst, with
- * non-temporal stores when nt.
+ * non-temporal stores when nt. A kernel file may also define
+ * DLB__STRIPS_PAIR(unit), true for the units it has pairs of tiles for,
+ * and
+ *
+ *   tile_pair(dst, dst_b, src, src_a, unit, nt, pf, per)
+ *
+ * doing what two tiles of src rows [0, M) and [M, 2M) do, with each dst
+ * row's two lines stored back to back, and about `per` prefetches.
  * DLB__STRIPS_INSTANCE(UNIT) then defines strips_UNIT and strips_nt_UNIT,
  * of type dlb__strips_fn.
  */
@@ -105,11 +112,18 @@ DLB__STRIPS_ATTR static inline __attribute__((always_inline)) void strips(
                    unit, nt);
         continue;
       }
-      for (int64_t b = c0; b < c1; b += m)
-        for (int64_t a = a0; a < a0 + rows; a += m) {
+      for (int64_t b = c0; b < c1; b += m) {
+        int64_t a = a0;
+#ifdef DLB__STRIPS_PAIR
+        if (DLB__STRIPS_PAIR(unit))
+          for (; a + 2 * m <= a0 + rows; a += 2 * m)
+            tile_pair(dst + b * dst_b + a * u, dst_b, src + a * src_a + b * u,
+                      src_a, unit, nt, &pf, 2 * per);
+#endif
+        for (; a < a0 + rows; a += m)
           tile(dst + b * dst_b + a * u, dst_b, src + a * src_a + b * u,
                src_a, unit, nt, &pf, per);
-        }
+      }
     }
   }
 }

@@ -217,11 +217,9 @@ DLB__AVX512_INLINE void tile_2(char *dst, int64_t dst_b, const char *src,
  * (q[k] then holds bytes 4k .. 4k + 3 of 16 rows, interleaved) through an
  * L1 buffer; byte permutes of two quarters take byte m of each unit, two
  * values of m to a register, and 128-bit shuffles join the pairs. */
-DLB__AVX512_INLINE void tile_1(char *dst, int64_t dst_b, const char *src,
-                               int64_t src_a, int nt, dlb__pf *pf,
-                               int64_t per) {
-  __m512i q[4][16];
-  const int64_t pf_k = (per + 63) / 64;
+DLB__AVX512_INLINE void quarters_1(__m512i q[4][16], const char *src,
+                                   int64_t src_a, dlb__pf *pf,
+                                   int64_t pf_k) {
   DLB__UNROLL_ALL
   for (int g = 0; g < 4; g++) {
     load_rows(q[g], 16, src, src_a, pf, pf_k);
@@ -229,33 +227,72 @@ DLB__AVX512_INLINE void tile_1(char *dst, int64_t dst_b, const char *src,
     DLB__OPAQUE(src);
     transpose_16x16(q[g]);
   }
-  /* Index for bytes m and m + 1 of every unit, from a (0-63) and b
-   * (64-127): [a m, b m, a m+1, b m+1], 16 bytes each. */
-  _Alignas(64) static const unsigned char pick01[64] = {
-      0,  4,  8,  12, 16, 20, 24, 28, 32, 36, 40, 44, 48, 52, 56, 60,
-      64, 68, 72, 76, 80, 84, 88, 92, 96, 100, 104, 108, 112, 116, 120, 124,
-      1,  5,  9,  13, 17, 21, 25, 29, 33, 37, 41, 45, 49, 53, 57, 61,
-      65, 69, 73, 77, 81, 85, 89, 93, 97, 101, 105, 109, 113, 117, 121, 125};
-  const __m512i i01 = _mm512_load_si512((const void *)pick01);
+}
+
+/* Index for bytes m and m + 1 of every unit, from a (0-63) and b
+ * (64-127): [a m, b m, a m+1, b m+1], 16 bytes each. */
+_Alignas(64) static const unsigned char dlb__pick01[64] = {
+    0,  4,  8,  12, 16, 20, 24, 28, 32, 36, 40, 44, 48, 52, 56, 60,
+    64, 68, 72, 76, 80, 84, 88, 92, 96, 100, 104, 108, 112, 116, 120, 124,
+    1,  5,  9,  13, 17, 21, 25, 29, 33, 37, 41, 45, 49, 53, 57, 61,
+    65, 69, 73, 77, 81, 85, 89, 93, 97, 101, 105, 109, 113, 117, 121, 125};
+
+/* Dst rows 4k .. 4k + 3 of the quarters' 64 src rows, into out. */
+DLB__AVX512_INLINE void rows_1(__m512i out[4], __m512i q[4][16], int k,
+                               __m512i i01, __m512i i23) {
+  const __m512i ab01 = _mm512_permutex2var_epi8(q[0][k], i01, q[1][k]);
+  const __m512i cd01 = _mm512_permutex2var_epi8(q[2][k], i01, q[3][k]);
+  const __m512i ab23 = _mm512_permutex2var_epi8(q[0][k], i23, q[1][k]);
+  const __m512i cd23 = _mm512_permutex2var_epi8(q[2][k], i23, q[3][k]);
+  out[0] = _mm512_shuffle_i64x2(ab01, cd01, 0x44);
+  out[1] = _mm512_shuffle_i64x2(ab01, cd01, 0xee);
+  out[2] = _mm512_shuffle_i64x2(ab23, cd23, 0x44);
+  out[3] = _mm512_shuffle_i64x2(ab23, cd23, 0xee);
+}
+
+DLB__AVX512_INLINE void tile_1(char *dst, int64_t dst_b, const char *src,
+                               int64_t src_a, int nt, dlb__pf *pf,
+                               int64_t per) {
+  __m512i q[4][16];
+  quarters_1(q, src, src_a, pf, (per + 63) / 64);
+  const __m512i i01 = _mm512_load_si512((const void *)dlb__pick01);
   const __m512i i23 = _mm512_add_epi8(i01, _mm512_set1_epi8(2));
   DLB__UNROLL_ALL
   for (int k = 0; k < 16; k++) {
-    __m512i ab01 = _mm512_permutex2var_epi8(q[0][k], i01, q[1][k]);
-    __m512i cd01 = _mm512_permutex2var_epi8(q[2][k], i01, q[3][k]);
-    __m512i ab23 = _mm512_permutex2var_epi8(q[0][k], i23, q[1][k]);
-    __m512i cd23 = _mm512_permutex2var_epi8(q[2][k], i23, q[3][k]);
-    store64(dst, _mm512_shuffle_i64x2(ab01, cd01, 0x44), nt);
-    dst += dst_b;
+    __m512i out[4];
+    rows_1(out, q, k, i01, i23);
+    store_rows(dst, dst_b, out, 4, nt);
+    dst += 4 * dst_b;
     DLB__OPAQUE(dst);
-    store64(dst, _mm512_shuffle_i64x2(ab01, cd01, 0xee), nt);
-    dst += dst_b;
-    DLB__OPAQUE(dst);
-    store64(dst, _mm512_shuffle_i64x2(ab23, cd23, 0x44), nt);
-    dst += dst_b;
-    DLB__OPAQUE(dst);
-    store64(dst, _mm512_shuffle_i64x2(ab23, cd23, 0xee), nt);
-    dst += dst_b;
-    DLB__OPAQUE(dst);
+  }
+}
+
+/* Two 1-byte tiles of the same 64 columns, src rows [0, 64) and
+ * [64, 128): each dst row's two lines are stored back to back, where
+ * tile by tile they went out 64 stores apart. 64 MiB transposes of 1-byte
+ * units ran 1.11-1.17 x faster so (one thread, the two alternated in one
+ * process), 0.85-0.88 x float32's rate against 0.74-0.76 in bench_copy's
+ * sweep; the same pairs of 2- and 4-byte tiles gained nothing. */
+DLB__AVX512_INLINE void tile_pair_1(char *dst, int64_t dst_b,
+                                    const char *src, int64_t src_a, int nt,
+                                    dlb__pf *pf, int64_t per) {
+  __m512i q[2][4][16];
+  const int64_t pf_k = (per + 127) / 128;
+  quarters_1(q[0], src, src_a, pf, pf_k);
+  quarters_1(q[1], src + 64 * src_a, src_a, pf, pf_k);
+  const __m512i i01 = _mm512_load_si512((const void *)dlb__pick01);
+  const __m512i i23 = _mm512_add_epi8(i01, _mm512_set1_epi8(2));
+  for (int k = 0; k < 16; k++) {
+    __m512i lo[4], hi[4];
+    rows_1(lo, q[0], k, i01, i23);
+    rows_1(hi, q[1], k, i01, i23);
+    DLB__UNROLL_ALL
+    for (int r = 0; r < 4; r++) {
+      store64(dst, lo[r], nt);
+      store64(dst + 64, hi[r], nt);
+      dst += dst_b;
+      DLB__OPAQUE(dst);
+    }
   }
 }
 
@@ -281,6 +318,15 @@ DLB__AVX512_INLINE void tile(char *dst, int64_t dst_b, const char *src,
   }
 }
 
+/* Two tiles of src rows [0, 2M) at once, for the units DLB__STRIPS_PAIR
+ * names (strips.h). */
+DLB__AVX512_INLINE void tile_pair(char *dst, int64_t dst_b, const char *src,
+                                  int64_t src_a, size_t unit, int nt,
+                                  dlb__pf *pf, int64_t per) {
+  (void)unit;
+  tile_pair_1(dst, dst_b, src, src_a, nt, pf, per);
+}
+
 DLB__AVX512_INLINE void copy_lines(char *dst, const char *buf, int64_t lines,
                                     int nt) {
   for (int64_t i = 0; i < lines; i++)
@@ -288,6 +334,7 @@ DLB__AVX512_INLINE void copy_lines(char *dst, const char *buf, int64_t lines,
 }
 
 #define DLB__STRIPS_ATTR DLB__AVX512
+#define DLB__STRIPS_PAIR(unit) ((unit) == 1)
 #include "copy/strips.h"
 
 DLB__STRIPS_INSTANCE(1)
