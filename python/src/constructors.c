@@ -550,7 +550,7 @@ PyObject *dlbpy_asarray(PyObject *module, PyObject *const *args,
   if (dlbpy_parse_args("asarray", args, nargsf, kwnames, params,
                        DLBPY_NPARAMS(params)) < 0)
     return NULL;
-  dlbpy_import_opts opts = {-1, 0, {kDLCPU, 0}, 0};
+  dlbpy_import_opts opts = {-1, 0, {kDLCPU, 0}, 0, 0};
   if (dlbpy_parse_copy(copy_arg, "copy", &opts.copy) < 0) return NULL;
   if (device_arg != NULL && device_arg != Py_None) {
     if (dlbpy_parse_device(device_arg, &opts.device) < 0) return NULL;
@@ -576,7 +576,13 @@ PyObject *dlbpy_asarray(PyObject *module, PyObject *const *args,
   int producer = dlbpy_is_producer(st, obj);
   if (producer < 0) return NULL;
   if (producer) {
-    if (dlbpy_import_tentative(st, obj, NULL, &mt, &taken) < 0) return NULL;
+    /* The producer is asked for device= and copy= as from_dlpack asks it
+     * (__dlpack__(dl_device=, copy=)); what it could not do is done below,
+     * after the dtype is checked. */
+    opts.apply_later = 1;
+    int rc = dlbpy_import_tentative(st, obj, &opts, &mt, &taken);
+    opts.apply_later = 0;
+    if (rc < 0) return NULL;
   } else if (PyObject_CheckBuffer(obj)) {
     if (dlbpy_import_buffer(obj, &mt) < 0) return NULL;
   } else if (!PyUnicode_Check(obj)) {

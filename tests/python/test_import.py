@@ -1344,6 +1344,45 @@ def test_copy_and_device_go_to_the_producer():
     assert p.calls == [dict(stream=None, max_version=(1, 3), dl_device=None, copy=False)]
 
 
+def test_asarray_passes_device_and_copy_to_the_producer(helper):
+    # asarray asks a producer as from_dlpack does (the standard's asarray
+    # takes the same device= and copy=), with max_version first.
+    a = np.arange(3.0)
+    for kwargs, asked in [
+        (dict(copy=False), dict(dl_device=None, copy=False)),
+        (dict(copy=True), dict(dl_device=None, copy=True)),
+        (dict(device="cpu"), dict(dl_device=(KDLCPU, 0), copy=None)),
+        (dict(device=(KDLCPU, 0), copy=True), dict(dl_device=(KDLCPU, 0), copy=True)),
+        (dict(dtype="float64", copy=True), dict(dl_device=None, copy=True)),
+        (dict(), dict(dl_device=None, copy=None)),
+    ]:
+        p = VersionedProducer(a)
+        dlbridge.asarray(p, **kwargs)
+        assert p.calls == [dict(stream=None, max_version=(1, 3), **asked)], kwargs
+    # The producer's own copy (IS_COPIED) is the result, not copied again.
+    a32 = np.arange(4, dtype=np.float32)
+    p = HonouringProducer(a32)
+    t = dlbridge.asarray(p, copy=True)
+    assert [c["copy"] for c in p.calls] == [True]
+    assert t.data_ptr == p.copies[0].ctypes.data != a32.ctypes.data
+    # So is its move to the device asked for.
+    p = HonouringProducer(a32, device=(KDLCUDAMANAGED, 0))
+    t = dlbridge.asarray(p, device="cpu")
+    assert p.calls[0]["dl_device"] == (KDLCPU, 0)
+    assert t.device == "cpu" and t.data_ptr == p.copies[0].ctypes.data
+    # Its BufferError for copy=False is final, and the standard's ValueError.
+    p = HonouringProducer(a32, device=(KDLCUDAMANAGED, 0))
+    with pytest.raises(ValueError, match="copy=False.*on cpu.*dl_device needs a copy") as e:
+        dlbridge.asarray(p, device="cpu", copy=False)
+    assert isinstance(e.value.__cause__, BufferError)
+    assert len(p.calls) == 1 and p.copies == []
+    # A producer without the keywords (TypeError) is asked again without them.
+    p = HonouringProducer(a32, refuse=TypeError("no"))
+    t = dlbridge.asarray(p, copy=True)
+    assert [c["copy"] for c in p.calls] == [True, None]
+    assert t.data_ptr != a32.ctypes.data and t.tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
 def test_copy_true_takes_the_producers_copy_and_never_shares(helper):
     a = np.arange(4, dtype=np.float32)
     p = HonouringProducer(a)
