@@ -1499,8 +1499,10 @@ def test_device_refusals_leave_a_capsule_unconsumed(helper):
 def test_asarray_refusals_leave_a_capsule_unconsumed(helper):
     a = np.arange(3, dtype=np.float32)
     for cap in (capsule_of(a), capsule_of(a, legacy=True)):
-        with pytest.raises(TypeError, match="dtype is int8"):
-            dlbridge.asarray(cap, dtype="int8")
+        with pytest.raises(ValueError, match="dtype is int8"):
+            dlbridge.asarray(cap, dtype="int8", copy=False)
+        with pytest.raises(TypeError, match="float8_e4m3fn has no Python number"):
+            dlbridge.asarray(cap, dtype="float8_e4m3fn")
         with pytest.raises(ValueError, match="copy=False"):
             dlbridge.asarray(cap, device="cuda:0", copy=False)
         assert '"used' not in repr(cap)
@@ -1508,6 +1510,16 @@ def test_asarray_refusals_leave_a_capsule_unconsumed(helper):
         assert "used_dltensor" in repr(cap)
     gc.collect()
     assert deleted() == 2
+
+
+def test_asarray_converting_a_capsule_consumes_it_and_frees_its_struct(helper):
+    a = np.arange(3, dtype=np.float32)
+    cap = capsule_of(a)
+    t = dlbridge.asarray(cap, dtype="float64")
+    assert t.tolist() == [0.0, 1.0, 2.0] and t.data_ptr != a.ctypes.data
+    assert "used_dltensor_versioned" in repr(cap)
+    # The values were copied: the producer's struct goes at once.
+    assert deleted() == 1
 
 
 def test_nested_and_assigned_capsules_are_consumed_only_on_success(helper):
