@@ -718,8 +718,8 @@ int dlbpy_import_apply(const dlbpy_import_opts *opts,
       dlbpy_release(m);
       PyErr_Format(PyExc_ValueError,
                    "copy=False, but the data is in %s memory, not on %s: "
-                   "only a copy puts it there (in_place=True shares memory "
-                   "%s can address under its name)",
+                   "only a copy puts it there (from_dlpack's in_place=True "
+                   "shares memory %s can address under its name)",
                    from, to, to);
       return -1;
     }

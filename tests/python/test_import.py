@@ -1512,6 +1512,15 @@ def test_asarray_refusals_leave_a_capsule_unconsumed(helper):
     assert deleted() == 2
 
 
+def test_asarray_copy_false_names_the_call_that_shares_in_place(helper):
+    # asarray has no in_place: its refusal names the call that has.
+    a = np.arange(3, dtype=np.float32)
+    managed = dlbridge.from_dlpack(capsule_of(a, device=(KDLCUDAMANAGED, 0)))
+    for call in (dlbridge.asarray, dlbridge.from_dlpack):
+        with pytest.raises(ValueError, match="only a copy puts it there \\(from_dlpack's in_place=True shares"):
+            call(managed, device="cpu", copy=False)
+
+
 def test_asarray_converting_a_capsule_consumes_it_and_frees_its_struct(helper):
     a = np.arange(3, dtype=np.float32)
     cap = capsule_of(a)
