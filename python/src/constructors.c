@@ -538,6 +538,44 @@ PyObject *dlbpy_arange(PyObject *module, PyObject *const *args,
  * asarray
  * ---------------------------------------------------------------------- */
 
+/* asarray of array data (mt, imported from obj) given another dtype: a
+ * new tensor of the values converted, as an array among the items of a
+ * nested sequence is converted. copy=False raises ValueError, as the
+ * standard says for a copy that would be necessary. Releases mt and
+ * settles taken. */
+static PyObject *dlbpy_asarray_convert(dlbpy_state *st,
+                                       DLManagedTensorVersioned *mt,
+                                       DLDataType dtype,
+                                       dlbpy_import_opts *opts,
+                                       dlbpy_taken *taken) {
+  if (opts->copy == 0) {
+    char have[DLB_DTYPE_NAME_MAX], want[DLB_DTYPE_NAME_MAX];
+    if (dlb_dtype_format(mt->dl_tensor.dtype, have, sizeof have) != DLB_OK)
+      have[0] = '\0';
+    if (dlb_dtype_format(dtype, want, sizeof want) != DLB_OK) want[0] = '\0';
+    dlbpy_release(mt);
+    PyErr_Format(PyExc_ValueError,
+                 "asarray(): copy=False, but the data is %s and dtype is %s: "
+                 "only a copy converts it",
+                 have, want);
+    dlbpy_capsule_settle(taken, 0);
+    return NULL;
+  }
+  /* The converted values are a new tensor: copy=True is satisfied. */
+  if (opts->copy == 1) opts->copy = -1;
+  PyObject *source = dlbpy_tensor_new(st, mt);
+  DLManagedTensorVersioned *converted = NULL;
+  int rc = source != NULL
+               ? dlbpy_nest_values(st, source, &dtype, opts, &converted)
+               : -1;
+  /* The source goes first: a capsule is given back only once nothing
+   * shares its memory. */
+  Py_XDECREF(source);
+  dlbpy_capsule_settle(taken, rc == 0);
+  if (rc < 0) return NULL;
+  return dlbpy_tensor_new(st, converted);
+}
+
 PyObject *dlbpy_asarray(PyObject *module, PyObject *const *args,
                         Py_ssize_t nargsf, PyObject *kwnames) {
   dlbpy_state *st = dlbpy_state_of_module(module);
@@ -550,7 +588,7 @@ PyObject *dlbpy_asarray(PyObject *module, PyObject *const *args,
   if (dlbpy_parse_args("asarray", args, nargsf, kwnames, params,
                        DLBPY_NPARAMS(params)) < 0)
     return NULL;
-  dlbpy_import_opts opts = {-1, 0, {kDLCPU, 0}, 0};
+  dlbpy_import_opts opts = {-1, 0, {kDLCPU, 0}, 0, 0};
   if (dlbpy_parse_copy(copy_arg, "copy", &opts.copy) < 0) return NULL;
   if (device_arg != NULL && device_arg != Py_None) {
     if (dlbpy_parse_device(device_arg, &opts.device) < 0) return NULL;
@@ -576,7 +614,13 @@ PyObject *dlbpy_asarray(PyObject *module, PyObject *const *args,
   int producer = dlbpy_is_producer(st, obj);
   if (producer < 0) return NULL;
   if (producer) {
-    if (dlbpy_import_tentative(st, obj, NULL, &mt, &taken) < 0) return NULL;
+    /* The producer is asked for device= and copy= as from_dlpack asks it
+     * (__dlpack__(dl_device=, copy=)); what it could not do is done below,
+     * after the dtype is checked. */
+    opts.apply_later = 1;
+    int rc = dlbpy_import_tentative(st, obj, &opts, &mt, &taken);
+    opts.apply_later = 0;
+    if (rc < 0) return NULL;
   } else if (PyObject_CheckBuffer(obj)) {
     if (dlbpy_import_buffer(obj, &mt) < 0) return NULL;
   } else if (!PyUnicode_Check(obj)) {
@@ -600,20 +644,8 @@ PyObject *dlbpy_asarray(PyObject *module, PyObject *const *args,
                     "a number");
     return NULL;
   }
-  if (has_dtype && !dlb_dtype_equal(dtype, mt->dl_tensor.dtype)) {
-    char have[DLB_DTYPE_NAME_MAX];
-    if (dlb_dtype_format(mt->dl_tensor.dtype, have, sizeof have) != DLB_OK)
-      have[0] = '\0';
-    dlbpy_release(mt);
-    char want[DLB_DTYPE_NAME_MAX];
-    if (dlb_dtype_format(dtype, want, sizeof want) != DLB_OK) want[0] = '\0';
-    PyErr_Format(PyExc_TypeError,
-                 "asarray(): dtype is %s, but the data is %s; dlbridge does "
-                 "not convert between dtypes",
-                 want, have);
-    dlbpy_capsule_settle(&taken, 0);
-    return NULL;
-  }
+  if (has_dtype && !dlb_dtype_equal(dtype, mt->dl_tensor.dtype))
+    return dlbpy_asarray_convert(st, mt, dtype, &opts, &taken);
   if (dlbpy_import_apply(&opts, &mt) < 0) {
     dlbpy_capsule_settle(&taken, 0);
     return NULL;

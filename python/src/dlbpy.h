@@ -427,6 +427,9 @@ typedef struct {
   int has_device;     /* 0: keep the producer's device */
   DLDevice device;
   int in_place;       /* 1: device= relabels memory it can address */
+  int apply_later;    /* 1: the producer is asked for copy= and device=, but
+                         the caller applies them (dlbpy_import_apply) after
+                         checks of its own */
 } dlbpy_import_opts;
 
 /*

@@ -524,6 +524,40 @@ int dlbpy_export(PyObject *tensor, const DLDevice *device, int copy,
   return dlbpy_light_new(tensor, out);
 }
 
+/* The units of a compact padded copy (arg, one byte each) into a compact
+ * tensor's units, which dlbpy_make then packs. */
+static int dlbpy_fill_from_padded(DLManagedTensorVersioned *mt, int64_t numel,
+                                  void *arg) {
+  const DLManagedTensorVersioned *padded = arg;
+  if (numel > 0)
+    memcpy((unsigned char *)mt->dl_tensor.data + mt->dl_tensor.byte_offset,
+           (const unsigned char *)padded->dl_tensor.data +
+               padded->dl_tensor.byte_offset,
+           (size_t)numel);
+  return 0;
+}
+
+/* copy=True for the legacy struct, which cannot say that sub-byte elements
+ * take a byte each: *out, a compact padded copy in memory the CPU can
+ * read, becomes a packed copy of the same values (the form the legacy
+ * struct reads). 0 when there is nothing to do. */
+static int dlbpy_pack_padded_copy(DLManagedTensorVersioned **out) {
+  DLManagedTensorVersioned *padded = *out;
+  const DLTensor *t = &padded->dl_tensor;
+  if (!(padded->flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED) ||
+      !dlb_dtype_is_subbyte(t->dtype) ||
+      !dlb_device_type_cpu_accessible(t->device.device_type))
+    return 0;
+  DLManagedTensorVersioned *packed;
+  if (dlbpy_make(t->device, t->dtype, t->ndim, t->shape, 0,
+                 dlbpy_fill_from_padded, padded, &packed) < 0)
+    return -1;
+  packed->flags |= DLPACK_FLAG_BITMASK_IS_COPIED;
+  dlbpy_release(padded);
+  *out = packed;
+  return 0;
+}
+
 PyObject *dlbpy_tensor_dlpack(PyObject *self, PyObject *const *args,
                               Py_ssize_t nargsf, PyObject *kwnames) {
   const DLManagedTensorVersioned *mt = ((dlbpy_tensor *)self)->mt;
@@ -565,6 +599,10 @@ PyObject *dlbpy_tensor_dlpack(PyObject *self, PyObject *const *args,
                     "the tensor is read-only and the legacy DLPack struct "
                     "cannot say so; ask with max_version=(1, 0) or higher, "
                     "or copy=True");
+    return NULL;
+  }
+  if (!versioned && copy == 1 && dlbpy_pack_padded_copy(&out) < 0) {
+    dlbpy_release(out);
     return NULL;
   }
   if (dlbpy_hand_off_stream(device, stream) < 0) {

@@ -718,8 +718,8 @@ int dlbpy_import_apply(const dlbpy_import_opts *opts,
       dlbpy_release(m);
       PyErr_Format(PyExc_ValueError,
                    "copy=False, but the data is in %s memory, not on %s: "
-                   "only a copy puts it there (in_place=True shares memory "
-                   "%s can address under its name)",
+                   "only a copy puts it there (from_dlpack's in_place=True "
+                   "shares memory %s can address under its name)",
                    from, to, to);
       return -1;
     }
@@ -862,7 +862,8 @@ int dlbpy_import_tentative(dlbpy_state *st, PyObject *obj,
     dlbpy_capsule_settle(taken, 0);
     return -1;
   }
-  if (opts != NULL && dlbpy_import_apply(opts, &mt) < 0) {
+  if (opts != NULL && !opts->apply_later &&
+      dlbpy_import_apply(opts, &mt) < 0) {
     dlbpy_capsule_settle(taken, 0);
     return -1;
   }
@@ -887,7 +888,8 @@ int dlbpy_import(dlbpy_state *st, PyObject *obj, const dlbpy_import_opts *opts,
     dlbpy_release(mt);
     return -1;
   }
-  if (opts != NULL && dlbpy_import_apply(opts, &mt) < 0) return -1;
+  if (opts != NULL && !opts->apply_later && dlbpy_import_apply(opts, &mt) < 0)
+    return -1;
   *out = mt;
   return 0;
 }
@@ -929,7 +931,7 @@ __attribute__((noinline)) static PyObject *dlbpy_from_dlpack_keywords(
   if (dlbpy_parse_args("from_dlpack", args, nargsf, kwnames, params,
                        DLBPY_NPARAMS(params)) < 0)
     return NULL;
-  dlbpy_import_opts opts = {-1, 0, {kDLCPU, 0}, 0};
+  dlbpy_import_opts opts = {-1, 0, {kDLCPU, 0}, 0, 0};
   if (dlbpy_parse_copy(copy_arg, "copy", &opts.copy) < 0) return NULL;
   if (device_arg != NULL && device_arg != Py_None) {
     if (dlbpy_parse_device(device_arg, &opts.device) < 0) return NULL;

@@ -168,10 +168,10 @@ static PyMethodDef dlbpy_module_methods[] = {
      "asarray(obj, /, *, dtype=None, device=None, copy=None)\n--\n\n"
      "Returns obj as a tensor, from DLPack, the buffer protocol, a Python "
      "scalar, or a nested sequence (any sequence) of numbers and arrays, "
-     "stacked as NumPy stacks them. dtype names the element type of values "
-     "read from numbers and sequences (arrays in them are converted); for "
-     "array data alone it must match (TypeError otherwise: dlbridge does "
-     "not convert the dtype of data it shares)."},
+     "stacked as NumPy stacks them. dtype names the element type: array "
+     "data of another dtype is converted into a new tensor (copy=False "
+     "raises ValueError). A producer is asked for device and copy "
+     "(__dlpack__(dl_device=, copy=)) as from_dlpack asks it."},
     {"pin", (PyCFunction)(void (*)(void))dlbpy_pin,
      METH_FASTCALL | METH_KEYWORDS,
      "pin(obj, /, kind='cuda_host')\n--\n\n"

@@ -256,6 +256,18 @@ def test_asarray_of_buffers():
     assert i.dtype == f"int{8 * array.array('l').itemsize}" and i.tolist() == [1, -2]
 
 
+def test_asarray_shares_bytes_and_numpy_scalars_even_with_copy_false():
+    # Buffers, as the standard's asarray reads them (NumPy 2 refuses both).
+    b = b"ab"
+    t = dlbridge.asarray(b, copy=False)
+    assert t.readonly and t.tolist() == [97, 98]
+    assert t.data_ptr + t.byte_offset == ctypes.cast(ctypes.c_char_p(b), ctypes.c_void_p).value
+    s = np.float32(1.5)
+    u = dlbridge.asarray(s, copy=False)
+    assert u.readonly and u.shape == () and u.item() == 1.5
+    assert dlbridge.asarray(b, copy=True).readonly is False
+
+
 def test_asarray_of_a_buffer_its_exporter_refuses():
     # A released memoryview refuses both requests (with ValueError, which
     # also answers a writable request for read-only memory): the second

@@ -415,3 +415,26 @@ def test_copies_of_padded_sub_byte_tensors_keep_a_byte_per_element():
         assert c.nbytes == 5 and c.dtype == t.dtype
         assert bytes(ctypes.string_at(c.data_ptr + c.byte_offset, 5)) == bytes(buf)
         assert helper.capi_to_managed(c)["flags"] & SUBBYTE_PADDED
+
+
+def test_padded_sub_byte_tensors_go_legacy_packed_with_copy_true(helper):
+    # The legacy struct cannot say that each element takes a byte: copy=True
+    # (always a copy, the standard says) packs the copy, as the legacy
+    # struct reads sub-byte data; without it the export is refused.
+    for dtype, buf, values in [
+        ((0, 4, 1), bytearray([1, 2, 3, 4, 5]), [1, 2, 3, 4, 5]),
+        ((1, 2, 1), bytearray([3, 0, 1, 2, 3, 1]), [3, 0, 1, 2, 3, 1]),
+        ((17, 4, 1), bytearray([1, 2, 3]), [0.5, 1.0, 1.5]),  # float4_e2m1fn
+    ]:
+        t = dlbridge.from_dlpack(helper.make_capsule(data=buf, shape=[len(buf)], dtype=dtype, flags=SUBBYTE_PADDED))
+        with pytest.raises(BufferError, match="IS_SUBBYTE_TYPE_PADDED"):
+            t.__dlpack__()
+        cap = t.__dlpack__(copy=True)
+        assert capsule_name(cap) == "dltensor"
+        c = dlbridge.from_dlpack(cap)
+        assert c.tolist() == values and c.nbytes == (len(buf) * dtype[1] + 7) // 8
+        assert not helper.capi_to_managed(c)["flags"] & SUBBYTE_PADDED
+    # A view that is not compact is packed from its compact copy.
+    t = dlbridge.from_dlpack(helper.make_capsule(data=bytearray(range(8)), shape=[2, 4], dtype=(1, 4, 1),
+                                                 flags=SUBBYTE_PADDED))
+    assert dlbridge.from_dlpack(t[:, 1::2].__dlpack__(copy=True)).tolist() == [[1, 3], [5, 7]]

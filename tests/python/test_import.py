@@ -1344,6 +1344,45 @@ def test_copy_and_device_go_to_the_producer():
     assert p.calls == [dict(stream=None, max_version=(1, 3), dl_device=None, copy=False)]
 
 
+def test_asarray_passes_device_and_copy_to_the_producer(helper):
+    # asarray asks a producer as from_dlpack does (the standard's asarray
+    # takes the same device= and copy=), with max_version first.
+    a = np.arange(3.0)
+    for kwargs, asked in [
+        (dict(copy=False), dict(dl_device=None, copy=False)),
+        (dict(copy=True), dict(dl_device=None, copy=True)),
+        (dict(device="cpu"), dict(dl_device=(KDLCPU, 0), copy=None)),
+        (dict(device=(KDLCPU, 0), copy=True), dict(dl_device=(KDLCPU, 0), copy=True)),
+        (dict(dtype="float64", copy=True), dict(dl_device=None, copy=True)),
+        (dict(), dict(dl_device=None, copy=None)),
+    ]:
+        p = VersionedProducer(a)
+        dlbridge.asarray(p, **kwargs)
+        assert p.calls == [dict(stream=None, max_version=(1, 3), **asked)], kwargs
+    # The producer's own copy (IS_COPIED) is the result, not copied again.
+    a32 = np.arange(4, dtype=np.float32)
+    p = HonouringProducer(a32)
+    t = dlbridge.asarray(p, copy=True)
+    assert [c["copy"] for c in p.calls] == [True]
+    assert t.data_ptr == p.copies[0].ctypes.data != a32.ctypes.data
+    # So is its move to the device asked for.
+    p = HonouringProducer(a32, device=(KDLCUDAMANAGED, 0))
+    t = dlbridge.asarray(p, device="cpu")
+    assert p.calls[0]["dl_device"] == (KDLCPU, 0)
+    assert t.device == "cpu" and t.data_ptr == p.copies[0].ctypes.data
+    # Its BufferError for copy=False is final, and the standard's ValueError.
+    p = HonouringProducer(a32, device=(KDLCUDAMANAGED, 0))
+    with pytest.raises(ValueError, match="copy=False.*on cpu.*dl_device needs a copy") as e:
+        dlbridge.asarray(p, device="cpu", copy=False)
+    assert isinstance(e.value.__cause__, BufferError)
+    assert len(p.calls) == 1 and p.copies == []
+    # A producer without the keywords (TypeError) is asked again without them.
+    p = HonouringProducer(a32, refuse=TypeError("no"))
+    t = dlbridge.asarray(p, copy=True)
+    assert [c["copy"] for c in p.calls] == [True, None]
+    assert t.data_ptr != a32.ctypes.data and t.tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
 def test_copy_true_takes_the_producers_copy_and_never_shares(helper):
     a = np.arange(4, dtype=np.float32)
     p = HonouringProducer(a)
@@ -1460,8 +1499,10 @@ def test_device_refusals_leave_a_capsule_unconsumed(helper):
 def test_asarray_refusals_leave_a_capsule_unconsumed(helper):
     a = np.arange(3, dtype=np.float32)
     for cap in (capsule_of(a), capsule_of(a, legacy=True)):
-        with pytest.raises(TypeError, match="dtype is int8"):
-            dlbridge.asarray(cap, dtype="int8")
+        with pytest.raises(ValueError, match="dtype is int8"):
+            dlbridge.asarray(cap, dtype="int8", copy=False)
+        with pytest.raises(TypeError, match="float8_e4m3fn has no Python number"):
+            dlbridge.asarray(cap, dtype="float8_e4m3fn")
         with pytest.raises(ValueError, match="copy=False"):
             dlbridge.asarray(cap, device="cuda:0", copy=False)
         assert '"used' not in repr(cap)
@@ -1469,6 +1510,25 @@ def test_asarray_refusals_leave_a_capsule_unconsumed(helper):
         assert "used_dltensor" in repr(cap)
     gc.collect()
     assert deleted() == 2
+
+
+def test_asarray_copy_false_names_the_call_that_shares_in_place(helper):
+    # asarray has no in_place: its refusal names the call that has.
+    a = np.arange(3, dtype=np.float32)
+    managed = dlbridge.from_dlpack(capsule_of(a, device=(KDLCUDAMANAGED, 0)))
+    for call in (dlbridge.asarray, dlbridge.from_dlpack):
+        with pytest.raises(ValueError, match="only a copy puts it there \\(from_dlpack's in_place=True shares"):
+            call(managed, device="cpu", copy=False)
+
+
+def test_asarray_converting_a_capsule_consumes_it_and_frees_its_struct(helper):
+    a = np.arange(3, dtype=np.float32)
+    cap = capsule_of(a)
+    t = dlbridge.asarray(cap, dtype="float64")
+    assert t.tolist() == [0.0, 1.0, 2.0] and t.data_ptr != a.ctypes.data
+    assert "used_dltensor_versioned" in repr(cap)
+    # The values were copied: the producer's struct goes at once.
+    assert deleted() == 1
 
 
 def test_nested_and_assigned_capsules_are_consumed_only_on_success(helper):

@@ -258,6 +258,25 @@ def test_tensors_not_in_shared_memory_travel_by_value():
     assert t.tolist() == [0, 1, 2, 3]
 
 
+def test_packed_sub_byte_copies_of_a_shared_tensor_are_private():
+    # Elements that do not start a byte have no view: the copy made of
+    # them lives in the process's own memory, and travels by value.
+    from multiprocessing.reduction import ForkingPickler
+
+    t = dlbridge.zeros((3, 3), dtype="int4", shared=True)
+    row = t[0]
+    for copy in (t[1], t[:, 0], t[::2]):
+        assert copy.readonly and not copy.is_shared
+        with pytest.raises(ValueError, match="not shared memory"):
+            dlbridge.share_export(copy)
+        sent = pickle.loads(ForkingPickler.dumps(copy))
+        assert not sent.is_shared and sent.tolist() == copy.tolist()
+    column = t[:, 0]
+    assert row.is_shared and not row.readonly
+    t[0] = [1, 2, 3]
+    assert row.tolist() == [1, 2, 3] and column.tolist() == [0, 0, 0]
+
+
 @pytest.mark.skipif(SANITIZED, reason="the child's SIGSEGV is reported by AddressSanitizer instead")
 def test_read_only_shared_tensors_are_read_only_in_the_receiver():
     ctx = mp.get_context("spawn")
