@@ -667,6 +667,10 @@ class Gen:
         obj._items = items if items is not None else [1, 2, 3]
         obj._seed = self.rng.randrange(2**30)
         obj._target = None
+        if role in ("producer", "buffer") and self.chance(0.7):
+            # What a plausible __dlpack__ hands out: a capsule of any kind,
+            # the same one each time it is asked.
+            obj._keep = self.capsule()[0]
         return obj
 
     # -- anything -----------------------------------------------------------
@@ -690,8 +694,10 @@ class Gen:
         if r < 0.72:
             role = self.pick(list(ROLE_DUNDERS))
             return self.hostile(role), "hostile_" + role
-        if r < 0.8 and depth < 3:
+        if r < 0.76 and depth < 3:
             return self.nested(depth + 1)
+        if r < 0.8:
+            return self.subclass()
         if r < 0.85:
             v = self.pick([
                 lambda: bytearray(b"abcd"), lambda: memoryview(b"abcdefgh"),
@@ -705,6 +711,36 @@ class Gen:
         if r < 0.95:
             return self.dtype()
         return self.shape()
+
+    def subclass(self):
+        """Instances of subclasses of int, str, tuple, list and dict whose
+        methods disagree with what the instance holds."""
+        kind = self.pick(["int", "str", "tuple", "list", "dict", "careless"])
+        if kind == "int":
+            return _OddInt(self.pick([0, 1, 3, -1, 2**63])), "OddInt"
+        if kind == "str":
+            return _OddStr(self.pick(["float32", "cpu", "cuda:0", "int4",
+                                      "set_read_mostly", ""])), "OddStr"
+        if kind == "tuple":
+            return _OddTuple(self.pick([(), (1, 0), (2, 3), (1, 3)])), "OddTuple"
+        if kind == "list":
+            return _OddList(self.pick([[], [1, 0], [2, 3], [1.5, 2]])), "OddList"
+        if kind == "dict":
+            return _OddDict(shape=(2,), typestr="<f4", data=(0, False),
+                            version=3), "OddDict"
+        if helper is None:
+            return 1, "int"
+        fmt = self.pick([None, "B", "f", "d", "<f", ">f", "Zf", "?", "e",
+                         "i", "q", "x", "3f", "T{f}", "", "Q", "n", "P"])
+        item = self.pick([1, 2, 4, 8, 3, 0, -1])
+        kw = {"readonly": self.chance(0.5)}
+        if self.chance(0.3):
+            kw["on_release"] = lambda: (_mutated(), gc.collect())
+        try:
+            return helper.careless_buffer(item, fmt, **kw), "careless(%r,%r)" % (
+                item, fmt)
+        except Exception:
+            return helper.careless_buffer(1), "careless(1)"
 
     def nested(self, depth=1):
         n = self.pick([0, 1, 2, 2, 3])
@@ -753,6 +789,55 @@ class Gen:
         return tuple(parts), "key(%s)" % ",".join(type(p).__name__ for p in parts)
 
 
+class _OddInt(int):
+    def __index__(self):
+        return 2**64
+
+    def __int__(self):
+        return -1
+
+
+class _OddStr(str):
+    def __eq__(self, other):
+        return True
+
+    def __hash__(self):
+        return 0
+
+    def __str__(self):
+        return "int4"
+
+
+class _OddTuple(tuple):
+    def __len__(self):
+        return 100
+
+    def __getitem__(self, i):
+        return 2**63
+
+    def __iter__(self):
+        return iter(range(100))
+
+
+class _OddList(list):
+    def __len__(self):
+        return 0
+
+    def __getitem__(self, i):
+        raise IndexError(i)
+
+    def __iter__(self):
+        return iter([2**64, None])
+
+
+class _OddDict(dict):
+    def __getitem__(self, k):
+        raise KeyError(k)
+
+    def get(self, k, d=None):
+        return 2**64
+
+
 # The dunders each role may define, with a plausible answer for each.
 ROLE_DUNDERS = {
     "index": ["__index__", "__int__", "__float__", "__eq__", "__hash__",
@@ -784,7 +869,8 @@ _WRONG = [None, "str", 1.5, -1, 2**64, (1, 2), [1], b"x", NotImplemented,
           object(), float("nan"), True, -2**63 - 1, {}]
 
 
-def _plausible(self, name, args):
+def _plausible(self, name, args, kwargs=None):
+    kwargs = kwargs or {}
     items = self._items
     if name in ("__index__", "__int__"):
         return self._seed % 4
@@ -804,9 +890,16 @@ def _plausible(self, name, args):
     if name == "__iter__":
         return iter(list(items))
     if name == "__dlpack__":
+        cap = getattr(self, "_keep", None)
+        if cap is not None and type(cap).__name__ == "PyCapsule":
+            if self._seed % 5 == 0 and "max_version" in kwargs:
+                # An old producer: no keywords.
+                raise TypeError("__dlpack__() got an unexpected keyword")
+            return cap
         return np.arange(4, dtype=np.float32).__dlpack__()
     if name == "__dlpack_device__":
-        return (1, 0)
+        return [(1, 0), (1, 0), (1, 0), (2, 0), (13, 0), (3, 0), (1, 5),
+                (99, 0)][self._seed % 8]
     if name == "__array_interface__":
         a = np.arange(4.0)
         self._keep = a
@@ -898,15 +991,15 @@ def _make_class(role, behave):
                                 make(name, "raise"))
                 except (TypeError, AttributeError):
                     pass
-                return _plausible(self, name, args)
+                return _plausible(self, name, args, kwargs)
             if how == "gc":
                 _mutated()
                 gc.collect()
-                return _plausible(self, name, args)
+                return _plausible(self, name, args, kwargs)
             if how == "mutate":
                 _mutate(self)
-                return _plausible(self, name, args)
-            return _plausible(self, name, args)
+                return _plausible(self, name, args, kwargs)
+            return _plausible(self, name, args, kwargs)
         method.__name__ = name
         return method
 
@@ -989,17 +1082,25 @@ def _tensorish(g):
 
 
 def _max_version(g):
+    if g.chance(0.15):
+        v = (g.hostile("index"), g.pick([0, 3, g.hostile("index")]))
+        return v, "mv(hostile)"
     v = g.pick([None, (1, 0), (1, 3), (0, 9), (2, 0), (100, 3), (1,), (1, 2, 3),
                 (2**64, 0), (-1, 0), [1, 0], "1.0", (1, None)])
     return v, "mv(%r)" % (v,)
 
 
 def _stream(g):
+    if g.chance(0.1):
+        return g.hostile("index"), "stream(hostile)"
     v = g.pick([None, -1, 0, 1, 2, 3, 2**64, -2**63 - 1, 1.5, "s"])
     return v, "stream(%r)" % (v,)
 
 
 def _dl_device(g):
+    if g.chance(0.15):
+        v = (g.pick([1, g.hostile("index")]), g.hostile("index"))
+        return v, "dd(hostile)"
     v = g.pick([None, (1, 0), (1, 1), (2, 0), (3, 0), (13, 0), (1,), (1, 0, 0),
                 (2**40, 0), (1, -1), [1, 0], "cpu", (dlbridge.DLDeviceType.kDLCPU, 0)])
     return v, "dd(%r)" % (v,)
@@ -1185,6 +1286,47 @@ def target_load_npy(g):
                      "pin": lambda: (g.pick([False, True, "cuda_host", "cpu",
                                              None, 2]), "pin")})
     return dlbridge.load_npy, (p,), kw, "load_npy(%s,%s)" % (lab, kl)
+
+
+def target_rebuild(g):
+    """The reconstructor every pickle of a Tensor names: reachable from any
+    pickle stream, so its four arguments may be anything."""
+    from dlbridge._dlbridge import _rebuild
+    dt, dl = g.dtype() if g.chance(0.3) else (
+        g.pick(DL_DTYPES), "dtype")
+    shape = g.shape_ints()
+    n = int(np.prod(shape)) if shape else 1
+    try:
+        item = dlbridge.empty(0, dt).itemsize if isinstance(dt, str) else 4
+    except Exception:
+        item = 4
+    nbytes = n * item
+    r = g.rng.random()
+    if r < 0.3:
+        data, lab = bytes(nbytes), "bytes"
+    elif r < 0.45:
+        data, lab = bytearray(nbytes + g.pick([0, 0, 1, -1])), "bytearray"
+    elif r < 0.55:
+        data, lab = pickle.PickleBuffer(bytearray(nbytes)), "PickleBuffer"
+    elif r < 0.6:
+        data = memoryview(bytearray(nbytes * 2 + 1))[1:nbytes + 1]
+        lab = "unaligned"
+    elif r < 0.65:
+        data, lab = memoryview(bytearray(nbytes * 2))[::2], "strided"
+    elif r < 0.75:
+        data, lab = g.pick([g.numpy, g.dlb])()
+    else:
+        data, lab = g.any()
+    if g.chance(0.2):
+        shape, sl = g.shape()
+    else:
+        sl = repr(shape)
+        shape = tuple(shape)
+    flags = g.pick([0, 0, 1, 4, 5, 2, 8, -1, 2**63, 2**64])
+    if g.chance(0.1):
+        flags, fl = g.int_()
+    return _rebuild, (data, dt, shape, flags), {}, "_rebuild(%s,%s,%s,%r)" % (
+        lab, dl, sl, flags)
 
 
 def target_misc(g):
@@ -1509,6 +1651,7 @@ TARGETS = [
     (target_from_dlpack, 10), (target_asarray, 10), (target_ctor, 5),
     (target_full, 5), (target_arange, 4), (target_device_fns, 4),
     (target_share, 4), (target_load_npy, 3), (target_misc, 1),
+    (target_rebuild, 3),
     (target_method, 40),
 ]
 
