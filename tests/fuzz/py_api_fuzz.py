@@ -233,10 +233,10 @@ class Gen:
     """Draws hostile values. Each value comes with a short label that names
     it without calling any of its methods."""
 
-    def __init__(self, rng, tmpdir):
+    def __init__(self, rng, tmpdir, npy_paths=None):
         self.rng = rng
         self.tmpdir = tmpdir
-        self.npy_paths = _make_npy_files(tmpdir)
+        self.npy_paths = npy_paths or _make_npy_files(tmpdir)
         self.classes = {}
 
     def pick(self, seq):
@@ -682,7 +682,9 @@ class Gen:
         if r < 0.2:
             v = self.pick(STRINGS + [b"", b"abc", None, Ellipsis, (), [],
                                      {}, object(), slice(None), NotImplemented])
-            return v, "const(%r)" % (v if not isinstance(v, str) else v[:20],)
+            return v, "const(%s)" % (
+                repr(v[:20]) if isinstance(v, str) else
+                "object()" if type(v) is object else repr(v))
         if r < 0.3:
             return self.numpy()
         if r < 0.38:
@@ -954,8 +956,31 @@ def _mutate(self):
         else:
             del t[:]
     elif t is not None and isinstance(t, dlbridge.Tensor):
+        # Calls back into dlbridge on the tensor being read.
+        op = self._seed // 7 % 8
         try:
-            t[...] = 0
+            if op == 0:
+                t[...] = 0
+            elif op == 1:
+                t.reshape(-1)
+            elif op == 2:
+                pickle.dumps(t, protocol=5)
+            elif op == 3:
+                np.asarray(t)
+            elif op == 4:
+                dlbridge.from_dlpack(t.__dlpack__())
+            elif op == 5:
+                t.share_memory()
+            elif op == 6:
+                memoryview(t).release()
+            else:
+                t.tolist()
+        except Exception:
+            pass
+    elif type(t).__name__ == "PyCapsule":
+        # Takes the capsule being read.
+        try:
+            dlbridge.from_dlpack(t)
         except Exception:
             pass
     else:
@@ -1178,15 +1203,39 @@ def target_arange(g):
     return dlbridge.arange, tuple(args), kw, "arange(%s,%s)" % (labels, kl)
 
 
+def _huge_shape(shape):
+    """Whether a shape asks for a real allocation of more than 100 MB (no
+    finding, and this machine's memory is shared): the product of its
+    plain ints, the others taken as 1."""
+    items = shape if isinstance(shape, (tuple, list)) else [shape]
+    n = 1
+    for v in items:
+        if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+            v = int(v)
+            if v <= 0:
+                return False
+            n *= v
+    return 10**8 / 16 < n < 2**63
+
+
 def _safe_arange(args):
     # A count above this would allocate for real; never call it.
     try:
-        vals = [a for a in args[:3]]
-        if not vals or not all(type(a) in (int, float) for a in vals):
+        vals = []
+        for a in args[:3]:
+            if isinstance(a, (np.generic, np.ndarray)) or type(a) in (int, float, bool):
+                vals.append(float(a))
+            elif a is None:
+                vals.append(None)
+            else:
+                return True  # refused before anything is allocated
+        if not vals:
             return True
         start, stop, step = (0, vals[0], 1) if len(vals) == 1 else (
             vals[0], vals[1], vals[2] if len(vals) > 2 and vals[2] is not None else 1)
-        if stop is None:
+        if stop is None:  # arange(n, None) is arange(0, n)
+            start, stop = 0, start
+        if start is None or stop is None:
             return True
         if step == 0 or not all(math.isfinite(x) for x in (start, stop, step)):
             return True
@@ -1273,7 +1322,7 @@ def target_share(g):
 def target_load_npy(g):
     if g.chance(0.8):
         p = g.pick(g.npy_paths)
-        lab = os.path.basename(p) or repr(p)
+        lab = "tmpdir" if p == g.tmpdir else os.path.basename(p) or repr(p)
         if g.chance(0.2):
             p = os.fsencode(p)
         elif g.chance(0.2):
@@ -1647,6 +1696,12 @@ METHODS = [
     _m_simple("__copy__"), _m_simple("__len__"), _m_exchange,
 ]
 
+METHODS_BIG = [
+    _m_dlpack, _m_getitem, _m_setitem, _m_reshape, _m_permute, _m_to,
+    _m_array, _m_numpy, _m_buffer, _m_pickle, _m_simple("copy"),
+    _m_simple("share_memory"), _m_exchange,
+]
+
 TARGETS = [
     (target_from_dlpack, 10), (target_asarray, 10), (target_ctor, 5),
     (target_full, 5), (target_arange, 4), (target_device_fns, 4),
@@ -1656,7 +1711,7 @@ TARGETS = [
 ]
 
 
-def _assign_targets(g, args, kwargs):
+def _assign_targets(g, fn, args, kwargs):
     """Points each hostile object that mutates at something of this call:
     a list that holds it, another list, a tensor."""
     lists, tensors, hostiles = [], [], []
@@ -1671,7 +1726,7 @@ def _assign_targets(g, args, kwargs):
         elif isinstance(v, tuple):
             for x in v:
                 walk(x, depth + 1)
-        elif isinstance(v, dlbridge.Tensor):
+        elif isinstance(v, dlbridge.Tensor) or type(v).__name__ == "PyCapsule":
             tensors.append(v)
         elif type(v).__name__.startswith("Hostile_"):
             hostiles.append(v)
@@ -1680,6 +1735,7 @@ def _assign_targets(g, args, kwargs):
         walk(a, 0)
     for a in kwargs.values():
         walk(a, 0)
+    walk(getattr(fn, "__self__", None), 0)
     cands = lists + tensors
     for h in hostiles:
         if cands and g.chance(0.8):
@@ -1739,6 +1795,7 @@ class Stats:
         self.findings = []
         self.gen_errors = {}
         self.per_target = {}  # name -> [calls, returned]
+        self.thread_calls = 0
 
 
 def _target_name(tfn, label):
@@ -1792,7 +1849,14 @@ def _one(g, stats, log, check_refs):
         fn, args, kwargs, label = made
     if fn is dlbridge.arange and not _safe_arange(args):
         return
-    _assign_targets(g, args, kwargs)
+    if fn in (dlbridge.empty, dlbridge.zeros, dlbridge.full) and \
+            _huge_shape(args[0] if args else None):
+        return
+    _assign_targets(g, fn, args, kwargs)
+    if POOL is not None:
+        for v in list(args) + [getattr(fn, "__self__", None)]:
+            if isinstance(v, dlbridge.Tensor):
+                POOL.append(v)
     stats.calls += 1
     tname = _target_name(tfn, label)
     per = stats.per_target.setdefault(tname, [0, 0])
@@ -1806,9 +1870,22 @@ def _one(g, stats, log, check_refs):
         gc.collect(1)
     counts = [sys.getrefcount(o) for o in tracked]
     finding = None
+    armed = OOM[0] and g.chance(OOM[0])
     try:
         try:
-            result = fn(*args, **kwargs)
+            if armed:
+                # Allocation n of this thread fails (the core's, CPython's
+                # raw, mem or object domain): the call's error paths.
+                domains = g.pick(OOM_DOMAINS)
+                # A call makes a few blocks of the core, and many of Python.
+                armed = (g.rng.randrange(1, 6 if domains == 1 else 60), domains)
+                helper.oom_arm(*armed)
+                try:
+                    result = fn(*args, **kwargs)
+                finally:
+                    helper.oom_disarm()
+            else:
+                result = fn(*args, **kwargs)
             if isinstance(result, tuple) and len(result) == 2 and \
                     isinstance(result[1], int) and fn is dlbridge.share_export:
                 os.close(result[1])
@@ -1854,8 +1931,19 @@ def _one(g, stats, log, check_refs):
             diffs = [(type(o).__name__, b, a) for o, b, a in
                      zip(tracked, counts, after) if a != b]
             finding = "reference counts changed: %r" % diffs
+        for o in tracked:
+            if type(o) is bytearray and finding is None:
+                # A buffer still exported after the call (never released)
+                # keeps the bytearray from being resized.
+                try:
+                    o.append(0)
+                    o.pop()
+                except BufferError as e:
+                    finding = "a bytearray is still exported: %s" % e
     del tracked
     if finding is not None:
+        if armed:
+            finding += " (allocation %d of domains %d failing)" % armed
         _report(stats, log, label, finding)
 
 
@@ -1869,10 +1957,60 @@ def _touch(t):
         pass
 
 
+# The chance that a call runs with one allocation failing (--oom), and the
+# domains that may fail: the core's allocator (1), and with
+# --oom-python CPython's raw (2), mem (4) and object (8) domains too,
+# which every library in the process shares (a SystemError there may be
+# CPython's, NumPy's or PyTorch's own).
+OOM = [0.0]
+OOM_DOMAINS = [1]
+
+# Tensors the main thread used lately, for the other threads (--threads).
+POOL = None
+
+
+def _worker(seed, tmpdir, npy_paths, stats, log, stop):
+    """Calls Tensor methods on the main thread's recent tensors (and on
+    large ones, whose copies let go of the GIL) until stop is set."""
+    g = Gen(random.Random(seed), tmpdir, npy_paths)
+    while not stop.is_set():
+        if not POOL or g.chance(0.02):
+            POOL.append(dlbridge.zeros(g.pick([(1 << 20,), (512, 1024), (3,)]),
+                                       g.pick(["float32", "int8", "int4"])))
+            continue
+        try:
+            t = g.pick(list(POOL))
+            # Walks of every element (tolist, in) of a large tensor would
+            # hold the GIL for seconds.
+            fn, args, kwargs, label = g.pick(
+                METHODS if t.size <= 4096 else METHODS_BIG)(g, t)
+        except Exception:
+            continue
+        try:
+            r = fn(*args, **kwargs)
+            del r
+        except SystemError as e:
+            _report(stats, log, "thread: " + label, "SystemError: %s" % e)
+        except Exception:
+            pass
+        except BaseException as e:  # noqa: B902
+            _report(stats, log, "thread: " + label,
+                    "%s (not an Exception)" % type(e).__name__)
+        stats.thread_calls += 1
+
+
 def run(seed, seconds=None, calls=None, log_path=None, check_refs=True,
-        hang=60, quiet=True):
+        hang=60, quiet=True, threads=0, oom=0.0):
     """Runs the fuzzer for `seconds` or `calls` calls from `seed`; returns
-    (calls made, list of findings, counts of the exceptions raised)."""
+    (calls made, list of findings, counts of the exceptions raised).
+    threads > 0 starts that many threads calling Tensor methods on the
+    tensors the main thread uses meanwhile (reference counts are then not
+    compared, and the run is not reproducible call for call). oom is the
+    chance that a call runs with one allocation failing (the test helper's
+    allocators: the core's and CPython's three domains)."""
+    global POOL
+    import collections
+    import threading
     rng = random.Random(seed)
     stats = Stats()
     log = None
@@ -1888,9 +2026,24 @@ def run(seed, seconds=None, calls=None, log_path=None, check_refs=True,
             _report(stats, log, "(unraisable)", "SystemError: %s (%r)" % (
                 u.exc_value, u.object))
     sys.unraisablehook = hook
-    with tempfile.TemporaryDirectory() as tmpdir:
+    with tempfile.TemporaryDirectory() as tmpdir, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
         g = Gen(rng, tmpdir)
         end = None if seconds is None else time.monotonic() + seconds
+        workers, stop = [], threading.Event()
+        if oom and helper is not None:
+            OOM[0] = oom
+            dlbridge._dlbridge._set_allocator(helper.oom_allocator())
+        if threads:
+            check_refs = False
+            POOL = collections.deque(maxlen=64)
+            interval = sys.getswitchinterval()
+            sys.setswitchinterval(1e-5)
+            for i in range(threads):
+                w = threading.Thread(target=_worker, daemon=True, args=(
+                    seed * 1000 + i, tmpdir, g.npy_paths, stats, log, stop))
+                w.start()
+                workers.append(w)
         try:
             while True:
                 if calls is not None and stats.calls >= calls:
@@ -1905,6 +2058,15 @@ def run(seed, seconds=None, calls=None, log_path=None, check_refs=True,
                                                      len(stats.findings)),
                           file=sys.stderr, flush=True)
         finally:
+            stop.set()
+            for w in workers:
+                w.join()
+            if OOM[0]:
+                OOM[0] = 0.0
+                dlbridge._dlbridge._set_allocator(None)
+            if threads:
+                POOL = None
+                sys.setswitchinterval(interval)
             if hang:
                 faulthandler.cancel_dump_traceback_later()
             sys.unraisablehook = unraisable
@@ -1961,11 +2123,21 @@ def main():
     ap.add_argument("--gpu-emulated", action="store_true",
                     help="load tests/emu's CUDA driver and HIP runtime (built "
                     "here with cc): tensors of every memory kind")
+    ap.add_argument("--oom", type=float, default=0.0,
+                    help="the chance that a call runs with one allocation "
+                    "failing (needs the test helper)")
+    ap.add_argument("--oom-python", action="store_true",
+                    help="with --oom, fail CPython's allocations too")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="threads calling Tensor methods on the tensors the "
+                    "main thread uses meanwhile")
     ap.add_argument("--hang", type=float, default=60,
                     help="seconds one call may take before it counts as a hang")
     a = ap.parse_args()
     seed = a.seed if a.seed is not None else random.randrange(2**32)
     faulthandler.enable()
+    if a.oom_python:
+        OOM_DOMAINS[:] = [1, 2, 4, 8, 15]
     if a.gpu_emulated:
         emu_dir = tempfile.mkdtemp(prefix="dlb-emu-")
         build_emulators(emu_dir)
@@ -1974,10 +2146,11 @@ def main():
     calls, findings, raised = run(seed, seconds=None if a.calls else a.seconds,
                                   calls=a.calls, log_path=a.log,
                                   check_refs=not a.no_refs, hang=a.hang,
-                                  quiet=False)
+                                  quiet=False, threads=a.threads, oom=a.oom)
     dt = time.monotonic() - t0
-    print("seed %d: %d calls in %.0f s, %d findings; exceptions: %s" % (
-        seed, calls, dt, len(findings),
+    print("seed %d: %d calls (%d in other threads) in %.0f s, %d findings; "
+          "exceptions: %s" % (
+        seed, calls, run.stats.thread_calls, dt, len(findings),
         ", ".join("%s %d" % kv for kv in sorted(raised.items()))))
     for name, (n, ok) in sorted(run.stats.per_target.items()):
         print("  %-28s %7d calls %7d returned" % (name, n, ok))
