@@ -478,6 +478,9 @@ class Gen:
         r = self.rng.random()
         dt = self.pick(DL_DTYPES)
         shape = self.shape_ints()
+        if SIGNALS[0] and self.chance(0.03):
+            # Long enough that element walks check for signals.
+            shape = self.pick([[40000], [200, 200], [2, 20000, 1]])
         label = "dlb(%s,%r" % (dt, tuple(shape))
         try:
             if dt in ("handle", "float32x4", "float8", "int8x4",
@@ -667,11 +670,34 @@ class Gen:
         obj._items = items if items is not None else [1, 2, 3]
         obj._seed = self.rng.randrange(2**30)
         obj._target = None
+        if role == "xapi":
+            if "__dlpack_c_exchange_api__" not in cls.__dict__:
+                cls.__dlpack_c_exchange_api__ = self.exchange_table()
+            if self.chance(0.3):
+                obj.capsule = self.capsule()[0]
+            else:
+                p = Producer(self.rng, np.arange(6, dtype=np.float32), False)
+                _KEEP.append(p)
+                obj.capsule = p.capsule
+            obj.leave_error = self.chance(0.2)
         if role in ("producer", "buffer") and self.chance(0.7):
             # What a plausible __dlpack__ hands out: a capsule of any kind,
             # the same one each time it is asked.
             obj._keep = self.capsule()[0]
         return obj
+
+    def exchange_table(self):
+        """What a producer type publishes as __dlpack_c_exchange_api__."""
+        if helper is None:
+            return None
+        r = self.rng.random()
+        if r < 0.5:
+            return helper.fake_exchange(self.pick([0, 1, 2, 2**40]),
+                                        self.chance(0.2))
+        if r < 0.7:
+            return helper.fake_exchange_owned()
+        return self.pick([None, 5, "x", np.arange(3).__dlpack__(),
+                          dlbridge.Tensor.__dlpack_c_exchange_api__])
 
     # -- anything -----------------------------------------------------------
 
@@ -745,6 +771,9 @@ class Gen:
             return helper.careless_buffer(1), "careless(1)"
 
     def nested(self, depth=1):
+        if SIGNALS[0] and self.chance(0.02):
+            n = self.pick([20000, 40000])
+            return [float(i) for i in range(n)], "floats(%d)" % n
         n = self.pick([0, 1, 2, 2, 3])
         items, labels = [], []
         first = self.rng.random()
@@ -859,6 +888,9 @@ ROLE_DUNDERS = {
               "__repr__", "__str__", "__eq__", "__hash__"],
     "path": ["__fspath__", "__repr__"],
     "eq": ["__eq__", "__ne__", "__hash__", "__bool__", "__repr__"],
+    # A producer type with a C exchange table (the test helper's fake one,
+    # or junk in its place).
+    "xapi": ["__dlpack__", "__dlpack_device__", "__repr__"],
 }
 
 BEHAVIOURS = ["raise", "raise_other", "wrong", "plausible", "plausible",
@@ -992,7 +1024,8 @@ def _mutate(self):
 
 
 def _make_class(role, behave):
-    ns = {"__slots__": ("_items", "_seed", "_target", "_keep", "__weakref__"),
+    ns = {"__slots__": ("_items", "_seed", "_target", "_keep", "capsule",
+                        "leave_error", "__weakref__"),
           "_role": role}
 
     def make(name, how):
@@ -1399,6 +1432,16 @@ def target_method(g):
 
 
 def _m_dlpack(g, t):
+    if g.chance(0.4):
+        # What consumers ask: mostly accepted.
+        kw = {"max_version": g.pick([None, (1, 0), (1, 3), (0, 8), (2, 1)])}
+        if g.chance(0.4):
+            kw["dl_device"] = g.pick([(1, 0), t.__dlpack_device__()])
+        if g.chance(0.4):
+            kw["copy"] = g.pick([None, True, False])
+        if g.chance(0.3):
+            kw["stream"] = g.pick([None, -1, 1, 2])
+        return t.__dlpack__, (), kw, "__dlpack__(%r)" % (kw,)
     kw, kl = _kw(g, {"stream": lambda: _stream(g), "max_version": lambda: _max_version(g),
                      "dl_device": lambda: _dl_device(g), "copy": lambda: _copy_kw(g)})
     args = ()
@@ -1439,9 +1482,56 @@ def _m_getitem(g, t):
     return operator.getitem, (t, k), {}, "[%s]" % kl
 
 
+def _fitting_value(g, shape):
+    """A value of the given shape (or one that broadcasts to it): nested
+    lists, a NumPy array, a PyTorch tensor, a dlbridge tensor of any
+    dtype, or a view of the destination itself."""
+    shape = list(shape)
+    if g.chance(0.3) and shape:
+        shape = shape[g.rng.randrange(len(shape)):]
+        if shape and g.chance(0.5):
+            shape[0] = 1
+    n = int(np.prod(shape)) if shape else 1
+    how = g.pick(["list", "np", "torch", "dlb", "dlb", "scalar"])
+    base = np.arange(n, dtype=g.pick(NP_DTYPES)).reshape(shape)
+    if how == "list":
+        return base.tolist(), "fit_list%r" % (tuple(shape),)
+    if how == "np":
+        return (base[::-1] if base.ndim and g.chance(0.3) else base), \
+            "fit_np(%s,%r)" % (base.dtype.str, tuple(shape))
+    if how == "torch" and torch is not None:
+        return torch.from_numpy(np.ascontiguousarray(base)), "fit_torch(%r)" % (
+            tuple(shape),)
+    if how in ("dlb", "torch"):
+        dt = g.pick(DL_DTYPES[:33])
+        try:
+            v = dlbridge.asarray(base.astype("f8").tolist(), dtype=dt) \
+                if n else dlbridge.zeros(tuple(shape), dt)
+        except Exception:
+            v = dlbridge.asarray(base)
+            dt = base.dtype.str
+        return v, "fit_dlb(%s,%r)" % (dt, tuple(shape))
+    return g.number()
+
+
 def _m_setitem(g, t):
     k, kl = g.slice_key() if g.chance(0.8) else ((Ellipsis, "..."))
-    v, vl = g.pick([g.number, g.nested, lambda: _tensorish(g), g.any])()
+    r = g.rng.random()
+    if r < 0.4:
+        if g.chance(0.6):
+            k = g.pick([Ellipsis, slice(None), slice(None, None, -1),
+                        slice(1, None, 2), (Ellipsis, slice(None, 1)),
+                        (None, Ellipsis)])
+            if t.ndim and t.shape[0] and g.chance(0.3):
+                k = g.rng.randrange(-t.shape[0], t.shape[0])
+            kl = repr(k)
+        try:
+            shape = t[k].shape
+        except Exception:
+            shape = t.shape
+        v, vl = _fitting_value(g, shape)
+    else:
+        v, vl = g.pick([g.number, g.nested, lambda: _tensorish(g), g.any])()
     if g.chance(0.1):
         v, vl = t[::-1] if t.ndim else t, "self_view"
     return operator.setitem, (t, k, v), {}, "[%s]=%s" % (kl, vl)
@@ -1885,7 +1975,11 @@ def _one(g, stats, log, check_refs):
                 finally:
                     helper.oom_disarm()
             else:
-                result = fn(*args, **kwargs)
+                IN_CALL[0] = True
+                try:
+                    result = fn(*args, **kwargs)
+                finally:
+                    IN_CALL[0] = False
             if isinstance(result, tuple) and len(result) == 2 and \
                     isinstance(result[1], int) and fn is dlbridge.share_export:
                 os.close(result[1])
@@ -1965,6 +2059,28 @@ def _touch(t):
 OOM = [0.0]
 OOM_DOMAINS = [1]
 
+# Whether a timer signal runs Python code every 2 ms (--signals):
+# inside dlbridge's long element walks, which check for signals.
+SIGNALS = [False, 0]
+IN_CALL = [False]
+
+
+def _on_signal(signum, frame):
+    SIGNALS[1] = n = SIGNALS[1] + 1
+    _mutated()
+    if n % 23 == 0 and IN_CALL[0]:
+        raise RuntimeError("raised by a signal handler")
+    if n % 97 == 0:
+        gc.collect()
+    elif n % 5 == 1:
+        dlbridge.asarray([1.0, 2.0]).tolist()
+    elif n % 5 == 2 and POOL:
+        try:
+            POOL[-1][...] = 0
+        except Exception:
+            pass
+
+
 # Tensors the main thread used lately, for the other threads (--threads).
 POOL = None
 
@@ -2000,7 +2116,7 @@ def _worker(seed, tmpdir, npy_paths, stats, log, stop):
 
 
 def run(seed, seconds=None, calls=None, log_path=None, check_refs=True,
-        hang=60, quiet=True, threads=0, oom=0.0):
+        hang=60, quiet=True, threads=0, oom=0.0, signals=False):
     """Runs the fuzzer for `seconds` or `calls` calls from `seed`; returns
     (calls made, list of findings, counts of the exceptions raised).
     threads > 0 starts that many threads calling Tensor methods on the
@@ -2031,6 +2147,11 @@ def run(seed, seconds=None, calls=None, log_path=None, check_refs=True,
         g = Gen(rng, tmpdir)
         end = None if seconds is None else time.monotonic() + seconds
         workers, stop = [], threading.Event()
+        if signals:
+            import signal
+            SIGNALS[0] = True
+            old_handler = signal.signal(signal.SIGALRM, _on_signal)
+            signal.setitimer(signal.ITIMER_REAL, 0.002, 0.002)
         if oom and helper is not None:
             OOM[0] = oom
             dlbridge._dlbridge._set_allocator(helper.oom_allocator())
@@ -2061,6 +2182,10 @@ def run(seed, seconds=None, calls=None, log_path=None, check_refs=True,
             stop.set()
             for w in workers:
                 w.join()
+            if SIGNALS[0]:
+                signal.setitimer(signal.ITIMER_REAL, 0, 0)
+                signal.signal(signal.SIGALRM, old_handler)
+                SIGNALS[0] = False
             if OOM[0]:
                 OOM[0] = 0.0
                 dlbridge._dlbridge._set_allocator(None)
@@ -2128,6 +2253,9 @@ def main():
                     "failing (needs the test helper)")
     ap.add_argument("--oom-python", action="store_true",
                     help="with --oom, fail CPython's allocations too")
+    ap.add_argument("--signals", action="store_true",
+                    help="a timer signal every 2 ms whose handler "
+                    "calls dlbridge, collects garbage or raises")
     ap.add_argument("--threads", type=int, default=0,
                     help="threads calling Tensor methods on the tensors the "
                     "main thread uses meanwhile")
@@ -2146,7 +2274,8 @@ def main():
     calls, findings, raised = run(seed, seconds=None if a.calls else a.seconds,
                                   calls=a.calls, log_path=a.log,
                                   check_refs=not a.no_refs, hang=a.hang,
-                                  quiet=False, threads=a.threads, oom=a.oom)
+                                  quiet=False, threads=a.threads, oom=a.oom,
+                                  signals=a.signals)
     dt = time.monotonic() - t0
     print("seed %d: %d calls (%d in other threads) in %.0f s, %d findings; "
           "exceptions: %s" % (
