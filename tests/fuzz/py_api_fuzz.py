@@ -78,10 +78,6 @@ except ImportError:  # pragma: no cover - a build without test extensions
 # ---------------------------------------------------------------------------
 
 
-class Finding(Exception):
-    """Something the module must never do."""
-
-
 # Counts the hostile callbacks that changed something (a list cleared, a
 # reference dropped, a tensor written): reference counts of the inputs are
 # not compared across a call during which one ran.
@@ -1737,13 +1733,20 @@ def _m_exchange(g, t):
         return kw
 
     def f():
-        T = dlbridge.Tensor if g.chance(0.9) else type(holder[0]) if holder else int
+        # The helper drives the table of the type it is given and turns a
+        # table function that leaves an error behind into a SystemError:
+        # another type's table (the helper's deliberately broken fake one)
+        # is not driven, only asked for (a type without one).
+        other = type(holder[0]) if holder else int
+        if hasattr(other, "__dlpack_c_exchange_api__") and other is not dlbridge.Tensor:
+            other = int
+        T = dlbridge.Tensor if g.chance(0.9) else other
         if how == "roundtrip":
             return helper.exchange_roundtrip(T, holder[0])
         if how == "view":
             return helper.exchange_view(T, holder[0], then)
         if how == "flags":
-            return helper.exchange_flags(holder[0])
+            return helper.exchange_flags(holder[0] if other is not int else t)
         if how == "to_managed":
             return helper.capi_to_managed(holder[0], g.pick([0, 1, 2, 3, -1]))
         if how == "borrow":
