@@ -742,8 +742,13 @@ static PyObject *dlbpy_tolist_at(const DLTensor *t, const int64_t *strides,
   PyObject *list = PyList_New((Py_ssize_t)t->shape[dim]);
   if (list == NULL) return NULL;
   /* A dimension of extent 1 is never stepped and may hold any stride; the
-   * others fit, as the validated byte span does. */
-  int64_t step = t->shape[dim] > 1 ? strides[dim] * (int64_t)itemsize : 0;
+   * others fit, as the validated byte span does, unless the tensor has no
+   * elements: then its span is 0, its strides may be anything (the
+   * compact strides of (2, 2**62, 0) are (2**62, 1, 1)), and strides is
+   * NULL, so the walk makes the empty lists without a step. */
+  int64_t step = strides != NULL && t->shape[dim] > 1
+                     ? strides[dim] * (int64_t)itemsize
+                     : 0;
   for (int64_t i = 0; i < t->shape[dim]; i++) {
     PyObject *item = dlbpy_tolist_at(t, strides, itemsize, dim + 1,
                                      p + i * step, ticks);
@@ -805,18 +810,21 @@ PyObject *dlbpy_tensor_tolist(PyObject *self, PyObject *unused) {
   (void)unused;
   const DLTensor *t = &((dlbpy_tensor *)self)->mt->dl_tensor;
   if (dlbpy_check_readable(t, "tolist()") < 0) return NULL;
-  int64_t numel = 0;
+  /* An accepted tensor's count is known. */
+  int64_t numel = 1;
+  (void)dlb_tensor_numel(t, &numel);
   /* Without elements there are no bits to find: the lists are built as for
    * any other dtype. */
-  if (dlbpy_is_packed(((dlbpy_tensor *)self)->mt) &&
-      dlb_tensor_numel(t, &numel) == DLB_OK && numel > 0) {
+  if (dlbpy_is_packed(((dlbpy_tensor *)self)->mt) && numel > 0) {
     int64_t k = 0;
     return dlbpy_tolist_packed(t, 0, (const char *)t->data + t->byte_offset,
                                &k);
   }
-  /* An accepted tensor has strides whenever ndim != 0. */
+  /* An accepted tensor has strides whenever ndim != 0; one without
+   * elements is walked without them (dlbpy_tolist_at). */
   int64_t ticks = 0;
-  return dlbpy_tolist_at(t, t->strides, dlb_dtype_itemsize(t->dtype), 0,
+  return dlbpy_tolist_at(t, numel > 0 ? t->strides : NULL,
+                         dlb_dtype_itemsize(t->dtype), 0,
                          (const char *)t->data + t->byte_offset, &ticks);
 }
 

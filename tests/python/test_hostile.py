@@ -139,6 +139,17 @@ def test_taken_capsule_is_renamed_and_deleted_once_after_every_user(legacy):
     assert p.deleter_calls() == 1
 
 
+def test_capsule_whose_default_strides_wrap_is_refused(helper):
+    # The helper's compact strides for a shape past 2**64 elements wrap
+    # around (making them overflowed a signed product in the helper itself,
+    # UBSan); the tensor they describe is refused, its deleter left alone.
+    cap = helper.make_capsule(data=np.zeros(4, np.float32), shape=(2**40, 2**40))
+    with pytest.raises(BufferError):
+        dlbridge.from_dlpack(cap)
+    del cap
+    assert deleted() == 1
+
+
 def test_taken_capsule_cannot_be_taken_again():
     p = Producer()
     t = dlbridge.from_dlpack(p.capsule)

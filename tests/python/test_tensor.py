@@ -95,6 +95,22 @@ def test_repr_shows_values_up_to_exactly_1000_elements():
     assert repr(dlbridge.zeros((3, 0, 5000))) == "dlbridge.Tensor([[], [], []], dtype=float32, device=cpu)"
 
 
+def test_tolist_of_an_empty_tensor_never_steps_by_its_strides(helper):
+    # A tensor without elements spans no bytes, so nothing bounds its
+    # strides: the compact strides of (3, 2**62, 0) are (2**62, 1, 1), and
+    # a foreign one may say anything. tolist() (and repr, which calls it)
+    # multiplied them by the item size and by the index (a signed overflow,
+    # UBSan) to reach elements it never reads.
+    empty = dlbridge.zeros((3, 2**62, 0))[:, :0]
+    assert empty.shape == (3, 0, 0) and empty.strides == (2**62, 1, 1)
+    assert empty.tolist() == [[], [], []]
+    assert repr(empty) == "dlbridge.Tensor([[], [], []], dtype=float32, device=cpu)"
+    assert dlbridge.zeros((3, 2**62, 0), "int4")[:, :0].tolist() == [[], [], []]
+    for strides in [(2**62, 1), (-(2**62), 1), (-(2**63), 2**63 - 1)]:
+        t = dlbridge.from_dlpack(capsule_of(np.zeros((3, 0), np.complex128), strides=strides))
+        assert t.tolist() == [[], [], []], strides
+
+
 def test_iteration_walks_the_first_dimension():
     t = dlbridge.arange(6).reshape(2, 3)
     rows = list(t)

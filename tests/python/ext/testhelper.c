@@ -183,10 +183,12 @@ static int helper_fill(helper_tensor *h, PyObject *args, PyObject *kwargs) {
       parse_int64s(strides, h->strides, 80, &nstrides) < 0)
     return -1;
   if (strides == NULL) {
-    int64_t s = 1;
+    /* Compact strides, wrapping (not overflowing) past 64 bits: a shape
+     * such as (2**40, 2**40) is for the consumer to refuse. */
+    uint64_t s = 1;
     for (Py_ssize_t i = nshape - 1; i >= 0; i--) {
-      h->strides[i] = s;
-      s *= h->shape[i] > 0 ? h->shape[i] : 1;
+      h->strides[i] = (int64_t)s;
+      s *= h->shape[i] > 0 ? (uint64_t)h->shape[i] : 1;
     }
   }
   void *ptr = NULL;
