@@ -266,3 +266,23 @@ def test_load_npy_refuses_a_fifo_at_once(tmp_path, mmap):
             "except ValueError as e: print(e)\n")
     r = subprocess.run([sys.executable, "-c", code, str(p)], capture_output=True, text=True, timeout=60)
     assert "is not a regular file" in r.stdout, r.stdout + r.stderr
+
+
+def test_pinning_a_runtime_refuses_is_a_runtime_error(emulators, tmp_path):  # noqa: F811
+    # The machine's answer, not the file's: RuntimeError when the runtime
+    # has no GPU (for a mapping and for a read) or its registration fails.
+    p = save(tmp_path / "p.npy", np.arange(4, dtype=np.float32))
+    run(emulators, f"""
+        for mmap in (True, False):
+            raises(RuntimeError, lambda: dlbridge.load_npy({p!r}, mmap=mmap, pin="cuda_host"),
+                   "load_npy(): ", "no GPU")
+        """, EMU_CUDA_DEVICES="0")
+    run(emulators, f"""
+        cuda = runtime("DLBRIDGE_CUDA_LIBRARY")
+        assert dlbridge.runtimes()[0]["available"]
+        # The read copy is registered once (a mapping may retry another way).
+        cuda.emu_fail(b"cuMemHostRegister_v2", 1, 1)
+        raises(RuntimeError, lambda: dlbridge.load_npy({p!r}, mmap=False, pin="cuda_host"),
+               "load_npy(): ", "cuMemHostRegister_v2")
+        assert dlbridge.load_npy({p!r}, mmap=False, pin="cuda_host").tolist() == [0, 1, 2, 3]
+        """)
