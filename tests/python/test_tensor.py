@@ -972,3 +972,36 @@ def test_asarray_of_producers():
         dlbridge.asarray(a, dtype="float64")
     with pytest.raises(TypeError, match="does not convert"):
         dlbridge.asarray(t, dtype="int32")
+
+
+def test_asarray_gives_a_capsule_back_when_it_refuses_the_result():
+    # A dtype refusal, or copy=False with another device, leaves the
+    # capsule unconsumed: it can still be imported.
+    a = np.arange(3, dtype=np.float32)
+    for kwargs, exc in (({"dtype": "int8"}, TypeError), ({"device": "cuda:0", "copy": False}, ValueError)):
+        cap = capsule_of(a)
+        with pytest.raises(exc):
+            dlbridge.asarray(cap, **kwargs)
+        assert "used_" not in repr(cap)
+        assert dlbridge.from_dlpack(cap).tolist() == [0.0, 1.0, 2.0]
+        assert "used_" in repr(cap)
+
+
+@pytest.mark.parametrize("args", [(0,), (3,), (0.0, 2.0)])
+def test_arange_refuses_a_dtype_without_numbers_before_any_element(args):
+    # Refused by name even when there is no element to write.
+    with pytest.raises(TypeError, match=r"^arange\(\): dtype float8_e4m3fn has no Python number type"):
+        dlbridge.arange(*args, dtype="float8_e4m3fn")
+
+
+def test_asarray_takes_none_as_no_dtype_and_no_device():
+    t = dlbridge.arange(3)
+    assert dlbridge.asarray(t, dtype=None, device=None, copy=None) is t
+    u = dlbridge.asarray([1, 2], dtype=None, device=None)
+    assert (u.dtype, u.device, u.tolist()) == ("int64", "cpu", [1, 2])
+
+
+@pytest.mark.parametrize("copy", [None, True, False])
+def test_asarray_refuses_a_str_as_no_array_whatever_copy_says(copy):
+    with pytest.raises(TypeError, match=r"^asarray\(\): a str is not a DLPack producer, a buffer or a number$"):
+        dlbridge.asarray("12", copy=copy)
