@@ -89,6 +89,10 @@ def test_contiguity_requests():
         assert helper.get_buffer(t, flags)["len"] == 48
     simple = helper.get_buffer(t, BUF.SIMPLE)
     assert simple["shape"] is None and simple["format"] is None and simple["ndim"] == 1
+    # Shape without strides when strides are not asked for.
+    nd = helper.get_buffer(t, BUF.ND)
+    assert (nd["ndim"], nd["shape"], nd["strides"]) == (2, (3, 4), None)
+    assert helper.get_buffer(t, BUF.STRIDES)["strides"] == (16, 4)
     with pytest.raises(BufferError, match="contiguous"):
         helper.get_buffer(t, BUF.F_CONTIGUOUS)
     tt = t.T
@@ -156,8 +160,10 @@ def test_host_type_memory_exports_a_buffer():
 def test_device_memory_refuses_the_buffer_protocol():
     for kind in (KDLCUDA, KDLROCM):
         t = dlbridge.from_dlpack(helper.make_capsule(data=0x1000, shape=(2,), device=(kind, 0)))
-        with pytest.raises(BufferError, match="the tensor is in %s:0 memory, which the CPU cannot read"
-                           % ("cuda" if kind == KDLCUDA else "rocm")):
+        # __cuda_array_interface__ is offered for CUDA memory only.
+        with pytest.raises(BufferError, match="^the tensor is in %s:0 memory, which the CPU cannot read; "
+                           "use __dlpack__%s$" % (("cuda", " or __cuda_array_interface__") if kind == KDLCUDA
+                                                  else ("rocm", ""))):
             memoryview(t)
 
 
@@ -438,3 +444,11 @@ def test_dlpack_set_to_none_is_no_producer():
     # from_dlpack calls it, as the standard's x.__dlpack__() does.
     with pytest.raises(TypeError, match="'NoneType' object is not callable"):
         dlbridge.from_dlpack(a)
+
+
+def test_strided_one_dimensional_tensors_export_their_strides():
+    # One dimension is enough to need shape and strides in the buffer.
+    for t, values in ((dlbridge.arange(6)[::2], [0, 2, 4]), (dlbridge.arange(4)[::-1], [3, 2, 1, 0])):
+        m = memoryview(t)
+        assert (m.ndim, m.shape, m.strides) == (1, t.shape, (8 * t.strides[0],))
+        assert m.tolist() == values and np.asarray(t).tolist() == values
