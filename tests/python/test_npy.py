@@ -284,5 +284,21 @@ def test_pinning_a_runtime_refuses_is_a_runtime_error(emulators, tmp_path):  # n
         cuda.emu_fail(b"cuMemHostRegister_v2", 1, 1)
         raises(RuntimeError, lambda: dlbridge.load_npy({p!r}, mmap=False, pin="cuda_host"),
                "load_npy(): ", "cuMemHostRegister_v2")
+        # Only the copy is registered, not the mapping it is read from.
+        before = cuda.emu_calls(b"cuMemHostRegister_v2")
         assert dlbridge.load_npy({p!r}, mmap=False, pin="cuda_host").tolist() == [0, 1, 2, 3]
+        assert cuda.emu_calls(b"cuMemHostRegister_v2") == before + 1
+        """)
+
+
+def test_runtimes_reports_a_gpu_whose_query_fails(emulators):  # noqa: F811
+    # The GPU is listed with the driver's error in place of its fields.
+    run(emulators, """
+        cuda = runtime("DLBRIDGE_CUDA_LIBRARY")
+        assert dlbridge.runtimes()[0]["available"]
+        cuda.emu_fail(b"cuDeviceGetName", 1, 1)
+        gpu = dlbridge.runtimes()[0]["devices"][0]
+        assert set(gpu) == {"device", "error"} and gpu["device"] == "cuda:0", gpu
+        assert "cuDeviceGetName(cuda:0)" in gpu["error"]
+        assert "name" in dlbridge.runtimes()[0]["devices"][0]
         """)
