@@ -510,3 +510,37 @@ def test_a_failed_asarray_gives_the_capsules_among_the_values_back():
     with pytest.raises((BufferError, RuntimeError), match="cannot copy a tensor from cuda:0 to cpu"):
         dlbridge.asarray([dev])
     assert "used_" not in repr(dev)
+
+
+def test_packed_arrays_of_one_dtype_stack_by_value():
+    # Packed sub-byte elements are written one by one, not copied as
+    # bytes; those without Python numbers (float4, float6) are refused.
+    a = dlbridge.asarray([-3, 5, 7], dtype="int4")
+    u = dlbridge.asarray([1, 2, 3], dtype="uint2")
+    for x, values in ((a, [-3, 5, 7]), (u, [1, 2, 3])):
+        t = dlbridge.asarray([x, x[::-1]])
+        assert (t.dtype, t.tolist()) == (x.dtype, [values, values[::-1]])
+    f = dlbridge.empty(3, "float4_e2m1fn")
+    with pytest.raises(TypeError, match=r"^asarray\(\): dtype float4_e2m1fn has no Python number type"):
+        dlbridge.asarray([f, f])
+
+
+def test_a_list_grown_by_a_conversion_stops_the_fill_at_once():
+    # The size is checked before each item: the items after the one whose
+    # conversion grew the list are not converted.
+    converted = []
+
+    class Grows:
+        def __init__(self, name, grow=False):
+            self.name, self.grow = name, grow
+
+        def __float__(self):
+            converted.append(self.name)
+            if self.grow:
+                values.append(0.0)
+            return 1.0
+
+    values = [Grows("a", grow=True), Grows("b"), Grows("c")]
+    with pytest.raises(ValueError, match="changed size"):
+        dlbridge.asarray(values, dtype="float32")
+    assert converted == ["a"]
