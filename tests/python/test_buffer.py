@@ -2,8 +2,10 @@
 
 import array
 import ctypes
+import gc
 import re
 import sys
+import weakref
 
 import pytest
 
@@ -89,6 +91,10 @@ def test_contiguity_requests():
         assert helper.get_buffer(t, flags)["len"] == 48
     simple = helper.get_buffer(t, BUF.SIMPLE)
     assert simple["shape"] is None and simple["format"] is None and simple["ndim"] == 1
+    # Shape without strides when strides are not asked for.
+    nd = helper.get_buffer(t, BUF.ND)
+    assert (nd["ndim"], nd["shape"], nd["strides"]) == (2, (3, 4), None)
+    assert helper.get_buffer(t, BUF.STRIDES)["strides"] == (16, 4)
     with pytest.raises(BufferError, match="contiguous"):
         helper.get_buffer(t, BUF.F_CONTIGUOUS)
     tt = t.T
@@ -156,8 +162,10 @@ def test_host_type_memory_exports_a_buffer():
 def test_device_memory_refuses_the_buffer_protocol():
     for kind in (KDLCUDA, KDLROCM):
         t = dlbridge.from_dlpack(helper.make_capsule(data=0x1000, shape=(2,), device=(kind, 0)))
-        with pytest.raises(BufferError, match="the tensor is in %s:0 memory, which the CPU cannot read"
-                           % ("cuda" if kind == KDLCUDA else "rocm")):
+        # __cuda_array_interface__ is offered for CUDA memory only.
+        with pytest.raises(BufferError, match="^the tensor is in %s:0 memory, which the CPU cannot read; "
+                           "use __dlpack__%s$" % (("cuda", " or __cuda_array_interface__") if kind == KDLCUDA
+                                                  else ("rocm", ""))):
             memoryview(t)
 
 
@@ -298,8 +306,12 @@ def test_asarray_refuses_buffers_dlpack_cannot_describe():
         dlbridge.asarray(memoryview(rec))
     with pytest.raises(BufferError, match="not a multiple"):
         dlbridge.asarray(memoryview(rec["b"]))
-    with pytest.raises(BufferError, match="byte order"):
-        dlbridge.asarray(memoryview(np.zeros(2, dtype=">f8")))
+    foreign = ">" if sys.byteorder == "little" else "<"
+    for code in ("f8", "i2", "u2", "f2"):
+        with pytest.raises(BufferError, match="byte order"):
+            dlbridge.asarray(memoryview(np.zeros(2, dtype=foreign + code)))
+    # One byte has no order.
+    assert dlbridge.asarray(memoryview(np.arange(2, dtype=foreign + "i1"))).tolist() == [0, 1]
     with pytest.raises(BufferError):
         dlbridge.asarray(memoryview(np.zeros(2, dtype="O")))
 
@@ -450,3 +462,46 @@ def test_dlpack_set_to_none_is_no_producer():
     # from_dlpack calls it, as the standard's x.__dlpack__() does.
     with pytest.raises(TypeError, match="'NoneType' object is not callable"):
         dlbridge.from_dlpack(a)
+
+
+def test_strided_one_dimensional_tensors_export_their_strides():
+    # One dimension is enough to need shape and strides in the buffer.
+    for t, values in ((dlbridge.arange(6)[::2], [0, 2, 4]), (dlbridge.arange(4)[::-1], [3, 2, 1, 0])):
+        m = memoryview(t)
+        assert (m.ndim, m.shape, m.strides) == (1, t.shape, (8 * t.strides[0],))
+        assert m.tolist() == values and np.asarray(t).tolist() == values
+
+
+def test_an_exporters_other_refusal_of_a_writable_request_is_the_error():
+    # Only BufferError and ValueError answer "read-only" to a writable
+    # request; anything else is the exporter's own error, not asked again.
+    asked = []
+
+    def on_request(flags):
+        asked.append(flags)
+        if flags & BUF.WRITABLE:
+            raise ZeroDivisionError("no writable buffer")
+
+    with pytest.raises(ZeroDivisionError, match="no writable buffer"):
+        dlbridge.asarray(helper.careless_buffer(1, "B", on_request=on_request))
+    assert len(asked) == 1
+
+
+def test_a_tensor_imported_through_a_memoryview_does_not_keep_the_tensor():
+    # The memoryview's Tensor shares its owner: the Tensor (and the
+    # memoryview) may go while the import lives.
+    t = dlbridge.arange(4)
+    ref = weakref.ref(t)
+    u = dlbridge.asarray(memoryview(t)[1:])
+    del t
+    gc.collect()
+    assert ref() is None and u.tolist() == [1, 2, 3]
+
+
+def test_full_reads_a_0d_buffer_without_a_dlpack_format_as_no_number():
+    # A 0-d buffer whose format has no DLPack type is no scalar of a
+    # dtype: it is refused as no number, with no other error left set.
+    m = memoryview(np.zeros((), dtype="i4,f8"))
+    assert m.ndim == 0
+    with pytest.raises(TypeError, match="must be a number"):
+        dlbridge.full(2, m)

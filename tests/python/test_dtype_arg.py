@@ -3,6 +3,7 @@ dtypes and scalar types, PyTorch dtypes and Python types, in every
 function that takes a dtype; anything else fails with the accepted forms
 listed."""
 
+import re
 import sys
 
 import numpy as np
@@ -333,3 +334,43 @@ def test_an_unknown_name_is_not_known_without_the_cores_words():
         dlbridge.empty(1, dtype='x": y')
     with pytest.raises(ValueError, match=r"^dtype 'int3' is not known \(dtype.bits is 3"):
         dlbridge.empty(1, dtype="int3")
+
+
+def test_a_code_after_a_byte_order_mark_repeats_no_earlier_reason():
+    # A name behind a mark is not parsed by the core: the core's message
+    # is still the one an earlier refusal left, and is not this one's.
+    with pytest.raises(ValueError, match=r"dtype.bits is 3"):
+        dlbridge.empty(1, dtype="int3")
+    for text in (NATIVE + "int3", "=int3", "|int3"):
+        with pytest.raises(ValueError, match=r"^dtype '" + re.escape(text) + "' is not known; dtype takes"):
+            dlbridge.empty(1, dtype=text)
+
+
+def test_a_type_whose_module_name_is_not_utf8_is_not_numpys():
+    # __module__ holds a lone surrogate: it cannot be read as UTF-8, so
+    # the type is not taken for one of numpy's.
+    Odd = type("Odd", (), {"__module__": "numpy\udc80"})
+    with pytest.raises(TypeError, match="not the type Odd"):
+        dlbridge.empty(1, dtype=Odd)
+
+
+def test_a_byteorder_attribute_that_raises_propagates():
+    # Anything but AttributeError is the caller's error, not "no order".
+    class Like:
+        name = "float32"
+
+        @property
+        def byteorder(self):
+            raise ValueError("no order today")
+
+    with pytest.raises(ValueError, match="no order today"):
+        dlbridge.empty(1, dtype=Like())
+
+    class Missing:
+        name = "float32"
+
+        @property
+        def byteorder(self):
+            raise AttributeError("byteorder")
+
+    assert dlbridge.empty(1, dtype=Missing()).dtype == "float32"

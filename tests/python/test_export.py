@@ -193,13 +193,15 @@ def test_dlpack_device():
     assert dlbridge.arange(3).__dlpack_device__() == (KDLCPU, 0)
     for kind, did, name in ((KDLCUDAHOST, 0, "kDLCUDAHost"), (KDLCUDAMANAGED, 0, "kDLCUDAManaged"),
                             (KDLROCMHOST, 0, "kDLROCMHost"), (KDLCUDA, 3, "kDLCUDA"),
-                            (KDLROCM, 1, "kDLROCM"), (4, 2, "kDLOpenCL"), (KDLCPU, 0, "kDLCPU")):
+                            (KDLROCM, 1, "kDLROCM"), (4, 2, "kDLOpenCL"), (KDLCPU, 0, "kDLCPU"),
+                            (18, 0, "kDLTrn")):
         dev = tensor_on(kind, did).__dlpack_device__()
         assert type(dev) is tuple and dev == (kind, did)
         assert isinstance(dev[0], enum.IntEnum) and dev[0] is dlbridge.DLDeviceType[name]
         assert type(dev[1]) is int
         assert pickle.loads(pickle.dumps(dev[0])) is dev[0]
     assert dlbridge.DLDeviceType.__module__ == "dlbridge"
+    assert "Tensor.__dlpack_device__()[0]" in dlbridge.DLDeviceType.__doc__
     assert [m.value for m in dlbridge.DLDeviceType] == [
         1, 2, 3, 4, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18]
 

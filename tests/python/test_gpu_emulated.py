@@ -720,3 +720,39 @@ def test_pinning_and_waiting_for_pinned_data_release_the_gil(emulators):
         EMU_CUDA_SLOW="cuMemHostRegister_v2,cuCtxSynchronize,cuStreamSynchronize",
         EMU_CUDA_SLOW_MS="300",
     )
+
+
+def test_a_fill_whose_host_tensor_cannot_be_allocated_frees_the_device_memory(emulators):
+    # full() on a GPU fills a host tensor and copies it over: when the host
+    # tensor cannot be allocated, the device memory allocated before it is
+    # freed with the MemoryError.
+    run(
+        emulators,
+        """
+        from dlbridge import _dlbridge as core
+        LIVE_DEVICE = 1
+        cuda = runtime("DLBRIDGE_CUDA_LIBRARY")
+        dlbridge.zeros(1, device="cuda:0")
+        gc.collect()
+        base = cuda.emu_live_kind(LIVE_DEVICE)
+        core._set_allocator(h.oom_allocator())
+        failures = 0
+        for n in range(1, 100):
+            h.oom_arm(n, 1)
+            try:
+                t = dlbridge.full((4,), 2.0, device="cuda:0")
+            except MemoryError:
+                t = None
+            finally:
+                counted, failed = h.oom_disarm()
+            if not failed:
+                break
+            failures += 1
+            assert t is None and cuda.emu_live_kind(LIVE_DEVICE) == base, n
+        core._set_allocator(None)
+        assert failures >= 2 and t.to("cpu").tolist() == [2.0] * 4
+        del t
+        gc.collect()
+        assert cuda.emu_live_kind(LIVE_DEVICE) == base
+        """,
+    )

@@ -360,6 +360,9 @@ def test_numpy_without_the_dtype_refuses_or_widens(name, code, bits, raw, values
         np.asarray(t)
     with pytest.raises(TypeError, match="NumPy has no %s dtype" % name):
         np.array(t)
+    # dtype=None is no dtype.
+    with pytest.raises(TypeError, match="NumPy has no %s dtype" % name):
+        t.__array__(None)
     wide = np.complex128 if name == "complex32" else np.float64
     a = np.asarray(t, dtype=wide)
     assert a.dtype == wide and a.tolist() == values

@@ -11,7 +11,7 @@ import tracemalloc
 
 import pytest
 
-from support import capsule_of, dlbridge, np
+from support import capsule_of, dlbridge, helper, np
 
 
 def same(t, expected):
@@ -442,3 +442,105 @@ def test_converting_arrays_keeps_no_python_number():
         finally:
             tracemalloc.stop()
         assert kept < 100000
+
+
+def test_an_empty_list_past_64_dimensions_is_too_deep():
+    # The 65th level is refused even when it is empty (it would end the
+    # first path with 65 dimensions).
+    def nested(levels):
+        v = []
+        for _ in range(levels - 1):
+            v = [v]
+        return v
+
+    assert dlbridge.asarray(nested(64)).shape == (1,) * 63 + (0,)
+    with pytest.raises(ValueError, match="deeper than 64"):
+        dlbridge.asarray(nested(65))
+
+
+def test_a_sequence_of_the_wrong_length_is_not_read():
+    # Its length is checked against the shape before any item is read,
+    # an expected length of 0 included.
+    read = []
+
+    class Counted(Seq):
+        def __getitem__(self, i):
+            read.append(i)
+            return super().__getitem__(i)
+
+    for first, other, length in (([], Counted(1, 2), "has length 2"), ([1], Counted(), "has length 0")):
+        with pytest.raises(ValueError, match=length):
+            dlbridge.asarray([first, other])
+    assert read == []
+
+
+def test_objects_with_index_are_integers_among_values():
+    class Idx:
+        def __index__(self):
+            return 3
+
+    t = dlbridge.asarray([Idx(), 1])
+    assert (t.dtype, t.tolist()) == ("int64", [3, 1])
+    assert dlbridge.asarray([Idx(), 1.5]).dtype == "float32"
+
+
+def test_subclasses_of_python_numbers_keep_their_kind():
+    class C(complex):
+        pass
+
+    class F(float):
+        pass
+
+    t = dlbridge.asarray([C(1 + 2j), 1])
+    assert (t.dtype, t.tolist()) == ("complex64", [1 + 2j, 1 + 0j])
+    assert dlbridge.asarray([F(0.5), 1]).dtype == "float32"
+
+
+def test_a_failed_asarray_gives_the_capsules_among_the_values_back():
+    # A capsule is consumed only when the whole call succeeds: a ragged
+    # list, or a device array that cannot be copied to the CPU, gives it
+    # back.
+    cap = capsule_of(np.arange(2.0))
+    with pytest.raises(ValueError, match="inhomogeneous"):
+        dlbridge.asarray([cap, [1]])
+    assert "used_" not in repr(cap)
+    assert dlbridge.asarray([cap]).tolist() == [[0.0, 1.0]]
+    assert "used_" in repr(cap)
+    dev = helper.make_capsule(data=0x10000, shape=(2,), dtype=(2, 32, 1), device=(2, 0))
+    with pytest.raises((BufferError, RuntimeError), match="cannot copy a tensor from cuda:0 to cpu"):
+        dlbridge.asarray([dev])
+    assert "used_" not in repr(dev)
+
+
+def test_packed_arrays_of_one_dtype_stack_by_value():
+    # Packed sub-byte elements are written one by one, not copied as
+    # bytes; those without Python numbers (float4, float6) are refused.
+    a = dlbridge.asarray([-3, 5, 7], dtype="int4")
+    u = dlbridge.asarray([1, 2, 3], dtype="uint2")
+    for x, values in ((a, [-3, 5, 7]), (u, [1, 2, 3])):
+        t = dlbridge.asarray([x, x[::-1]])
+        assert (t.dtype, t.tolist()) == (x.dtype, [values, values[::-1]])
+    f = dlbridge.empty(3, "float4_e2m1fn")
+    with pytest.raises(TypeError, match=r"^asarray\(\): dtype float4_e2m1fn has no Python number type"):
+        dlbridge.asarray([f, f])
+
+
+def test_a_list_grown_by_a_conversion_stops_the_fill_at_once():
+    # The size is checked before each item: the items after the one whose
+    # conversion grew the list are not converted.
+    converted = []
+
+    class Grows:
+        def __init__(self, name, grow=False):
+            self.name, self.grow = name, grow
+
+        def __float__(self):
+            converted.append(self.name)
+            if self.grow:
+                values.append(0.0)
+            return 1.0
+
+    values = [Grows("a", grow=True), Grows("b"), Grows("c")]
+    with pytest.raises(ValueError, match="changed size"):
+        dlbridge.asarray(values, dtype="float32")
+    assert converted == ["a"]

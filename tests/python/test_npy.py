@@ -266,3 +266,39 @@ def test_load_npy_refuses_a_fifo_at_once(tmp_path, mmap):
             "except ValueError as e: print(e)\n")
     r = subprocess.run([sys.executable, "-c", code, str(p)], capture_output=True, text=True, timeout=60)
     assert "is not a regular file" in r.stdout, r.stdout + r.stderr
+
+
+def test_pinning_a_runtime_refuses_is_a_runtime_error(emulators, tmp_path):  # noqa: F811
+    # The machine's answer, not the file's: RuntimeError when the runtime
+    # has no GPU (for a mapping and for a read) or its registration fails.
+    p = save(tmp_path / "p.npy", np.arange(4, dtype=np.float32))
+    run(emulators, f"""
+        for mmap in (True, False):
+            raises(RuntimeError, lambda: dlbridge.load_npy({p!r}, mmap=mmap, pin="cuda_host"),
+                   "load_npy(): ", "no GPU")
+        """, EMU_CUDA_DEVICES="0")
+    run(emulators, f"""
+        cuda = runtime("DLBRIDGE_CUDA_LIBRARY")
+        assert dlbridge.runtimes()[0]["available"]
+        # The read copy is registered once (a mapping may retry another way).
+        cuda.emu_fail(b"cuMemHostRegister_v2", 1, 1)
+        raises(RuntimeError, lambda: dlbridge.load_npy({p!r}, mmap=False, pin="cuda_host"),
+               "load_npy(): ", "cuMemHostRegister_v2")
+        # Only the copy is registered, not the mapping it is read from.
+        before = cuda.emu_calls(b"cuMemHostRegister_v2")
+        assert dlbridge.load_npy({p!r}, mmap=False, pin="cuda_host").tolist() == [0, 1, 2, 3]
+        assert cuda.emu_calls(b"cuMemHostRegister_v2") == before + 1
+        """)
+
+
+def test_runtimes_reports_a_gpu_whose_query_fails(emulators):  # noqa: F811
+    # The GPU is listed with the driver's error in place of its fields.
+    run(emulators, """
+        cuda = runtime("DLBRIDGE_CUDA_LIBRARY")
+        assert dlbridge.runtimes()[0]["available"]
+        cuda.emu_fail(b"cuDeviceGetName", 1, 1)
+        gpu = dlbridge.runtimes()[0]["devices"][0]
+        assert set(gpu) == {"device", "error"} and gpu["device"] == "cuda:0", gpu
+        assert "cuDeviceGetName(cuda:0)" in gpu["error"]
+        assert "name" in dlbridge.runtimes()[0]["devices"][0]
+        """)

@@ -4,7 +4,10 @@ the constructors."""
 import ctypes
 import gc
 import math
+import os
 import struct
+import subprocess
+import sys
 import weakref
 
 import pytest
@@ -13,6 +16,7 @@ from support import (
     KDLCUDA,
     KDLCUDAHOST,
     READ_ONLY,
+    SANITIZED,
     capsule_of,
     deleted,
     dlbridge,
@@ -178,6 +182,20 @@ def test_one_element_tensors_are_python_numbers():
 )
 def test_number_conversions_refuse(convert, t, exc, match):
     with pytest.raises(exc, match=match):
+        convert(t)
+
+
+@pytest.mark.parametrize(
+    "name, convert",
+    [("item()", lambda t: t.item()), ("bool()", bool), ("int()", int), ("float()", float),
+     ("complex()", complex)],
+)
+def test_number_conversions_name_themselves_for_a_dtype_without_numbers(name, convert):
+    # A vector dtype has no Python number: refused before the element is
+    # read, naming the conversion asked for.
+    t = dlbridge.empty((), dtype="float32x4")
+    with pytest.raises(TypeError, match=r"^" + name.replace("(", r"\(").replace(")", r"\)")
+                       + ": this dtype has no Python scalar type$"):
         convert(t)
 
 
@@ -582,9 +600,12 @@ def test_bfloat16_rounds_as_pytorch():
         (1, "float32x4", TypeError),
     ],
 )
-def test_full_refuses_values_that_do_not_fit(value, dtype, exc):
+@pytest.mark.parametrize("shape", [3, (0, 3)])
+def test_full_refuses_values_that_do_not_fit(value, dtype, exc, shape):
+    # Also where there is no element to write: the value is converted all
+    # the same.
     with pytest.raises(exc):
-        dlbridge.full(3, value, dtype=dtype)
+        dlbridge.full(shape, value, dtype=dtype)
 
 
 def test_full_bool_passes_on_the_error_of_bool():
@@ -710,6 +731,36 @@ def test_full_infers_the_kind_of_numpy_scalars_and_0d_arrays():
     assert dlbridge.full(1, np.array(7)).tolist() == [7]
 
 
+def test_full_infers_complex_for_a_number_with___complex___but_no___float__():
+    class IntAndComplex:
+        def __int__(self):
+            return 3
+
+        def __complex__(self):
+            return 1 + 2j
+
+    t = dlbridge.full(2, IntAndComplex())
+    assert (t.dtype, t.tolist()) == ("complex64", [1 + 2j, 1 + 2j])
+
+
+@pytest.mark.parametrize("dtype", [None, "int32", "uint8"])
+def test_full_passes_on_what_reading_the_value_raises(dtype):
+    # An __index__ that fails other than with TypeError (which means "not
+    # an integer") is the caller's error, whether the dtype is inferred or
+    # named; so is a buffer that cannot be read for its dtype.
+    class BadIndex:
+        def __index__(self):
+            raise ZeroDivisionError("no index")
+
+    with pytest.raises(ZeroDivisionError, match="no index"):
+        dlbridge.full(2, BadIndex(), dtype=dtype)
+    m = memoryview(b"x")
+    m.release()
+    with pytest.raises(ValueError if dtype is None else TypeError,
+                       match="released" if dtype is None else "must be a number"):
+        dlbridge.full(2, m, dtype=dtype)
+
+
 @needs_torch
 def test_full_and_arange_take_0d_float_tensors_as_floats():
     f = dlbridge.full(1, torch.tensor(1.5))
@@ -747,6 +798,27 @@ def test_full_names_a_fill_value_that_is_no_number(value):
     assert dlbridge.full(1, value, dtype="bool").tolist() == [bool(value)]
 
 
+@pytest.mark.parametrize("args", [(0, "BAD"), ("BAD",), (0, 5, "BAD"), (0.5, "BAD")])
+def test_arange_passes_on_what_an___index___raises(args):
+    # Other than TypeError ("not an integer"), the bound's error is the
+    # caller's.
+    class BadIndex:
+        def __index__(self):
+            raise ZeroDivisionError("no index")
+
+    with pytest.raises(ZeroDivisionError, match="no index"):
+        dlbridge.arange(*[BadIndex() if a == "BAD" else a for a in args])
+
+
+@pytest.mark.skipif(SANITIZED, reason="AddressSanitizer aborts on an allocation past its maximum")
+def test_arange_of_2_63_minus_1_elements_fails_at_the_allocation():
+    # 2**63 - 1 elements fit a shape: the allocation is what fails.
+    with pytest.raises(MemoryError):
+        dlbridge.arange(2**63 - 1, dtype="int8")
+    with pytest.raises(MemoryError):
+        dlbridge.arange(-(2**63), -1, dtype="int8")
+
+
 def test_arange_edges_of_the_count():
     # Empty ranges whatever the step: the count of an empty span is 0,
     # not (0 - 1) / step + 1 wrapped around.
@@ -761,10 +833,55 @@ def test_arange_edges_of_the_count():
     for step in (math.inf, -math.inf, math.nan):
         with pytest.raises(ValueError, match="must be finite"):
             dlbridge.arange(0, 5, step)
+    # A float count is refused from 9.2e18 on (below 2**63, where a double
+    # no longer converts to int64 exactly).
+    for stop in (9.2e18, 9.3e18, 2.0**63):
+        with pytest.raises(ValueError, match="too many elements"):
+            dlbridge.arange(0.0, stop, dtype="int8")
+    # A float step of 0 is refused by name, whatever the bounds (0 / 0 is
+    # NaN, which would count as 0 elements).
+    for args in ((0.0, 1.0, 0.0), (1.0, 1.0, 0.0), (1.0, 0.0, -0.0)):
+        with pytest.raises(ValueError, match="step must not be zero"):
+            dlbridge.arange(*args)
+    # -1.0 is also what a failed float conversion returns.
+    assert dlbridge.arange(-1.0, 1.0).tolist() == [-1.0, 0.0]
+    assert dlbridge.arange(1.0, -1.0, -1.0).tolist() == [1.0, 0.0]
+    assert dlbridge.arange(0.5, -1.0, -0.5).tolist() == [0.5, 0.0, -0.5]
     # stop=None: the one bound given is the stop.
     assert dlbridge.arange(3, None).tolist() == [0, 1, 2]
     assert dlbridge.arange(2.5, None, None).tolist() == [0.0, 1.0, 2.0]
     assert dlbridge.arange(3, None, 2).tolist() == [0, 2]
+
+
+def test_none_is_the_default_dtype_and_device_of_every_constructor():
+    # None means "not given": float32 (or the value's kind for full and
+    # arange) on the CPU.
+    made = {
+        "empty": dlbridge.empty(2, None, None),
+        "zeros": dlbridge.zeros(2, dtype=None, device=None),
+        "full": dlbridge.full(2, 7, None, None),
+        "arange": dlbridge.arange(3, dtype=None, device=None),
+    }
+    assert {k: (t.dtype, t.device) for k, t in made.items()} == {
+        "empty": ("float32", "cpu"), "zeros": ("float32", "cpu"),
+        "full": ("int64", "cpu"), "arange": ("int64", "cpu")}
+    assert dlbridge.full(1, True, dtype=None).dtype == "bool"
+    assert dlbridge.full(1, 1j, dtype=None).dtype == "complex64"
+
+
+def test_zeros_writes_every_byte_of_fresh_memory():
+    # Fresh memory holds a pattern (MALLOC_PERTURB_), not zeros: every
+    # byte is written, a tensor of one byte included.
+    code = (
+        "import dlbridge\n"
+        "for shape, dtype in ((1, 'uint8'), (1, 'bool'), (1, 'int4'), (2, 'int8'), (1, 'int16'), (3, 'float32')):\n"
+        "    t = dlbridge.zeros(shape, dtype=dtype)\n"
+        "    assert t.tolist() == [0] * shape, (shape, dtype, t.tolist())\n"
+        "print('ok')\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, MALLOC_PERTURB_="165"))
+    assert r.stdout == "ok\n", r.stdout + r.stderr
 
 
 @pytest.mark.parametrize("shared", [False, True])
@@ -779,7 +896,9 @@ def test_full_of_no_elements_writes_nothing(dtype, value, shared):
 def test_arange_reads_bools_and_0d_arrays_as_numpy_does():
     assert dlbridge.arange(True, 3).tolist() == [1, 2]
     assert dlbridge.arange(0, 4, True).tolist() == [0, 1, 2, 3]
-    assert dlbridge.arange(False, 2).dtype == "int64"
+    f = dlbridge.arange(False, 2)
+    assert (f.dtype, f.tolist()) == ("int64", [0, 1])
+    assert dlbridge.arange(-3, 0, True).tolist() == [-3, -2, -1]
     a = dlbridge.arange(np.array(2.5))
     assert (a.dtype, a.tolist()) == ("float32", [0.0, 1.0, 2.0])
     assert dlbridge.arange(0, np.array(3)).tolist() == [0, 1, 2]
@@ -890,3 +1009,36 @@ def test_asarray_of_producers():
     assert dlbridge.asarray(a.__dlpack__()).tolist() == [0.0, 1.0, 2.0, 3.0]
     assert dlbridge.asarray(a, dtype="float64").dtype == "float64"
     assert dlbridge.asarray(t, dtype="int32").tolist() == [0, 1, 2, 3]
+
+
+def test_asarray_gives_a_capsule_back_when_it_refuses_the_result():
+    # copy=False with a conversion or with another device leaves the
+    # capsule unconsumed: it can still be imported.
+    a = np.arange(3, dtype=np.float32)
+    for kwargs, exc in (({"dtype": "int8", "copy": False}, ValueError), ({"device": "cuda:0", "copy": False}, ValueError)):
+        cap = capsule_of(a)
+        with pytest.raises(exc):
+            dlbridge.asarray(cap, **kwargs)
+        assert "used_" not in repr(cap)
+        assert dlbridge.from_dlpack(cap).tolist() == [0.0, 1.0, 2.0]
+        assert "used_" in repr(cap)
+
+
+@pytest.mark.parametrize("args", [(0,), (3,), (0.0, 2.0)])
+def test_arange_refuses_a_dtype_without_numbers_before_any_element(args):
+    # Refused by name even when there is no element to write.
+    with pytest.raises(TypeError, match=r"^arange\(\): dtype float8_e4m3fn has no Python number type"):
+        dlbridge.arange(*args, dtype="float8_e4m3fn")
+
+
+def test_asarray_takes_none_as_no_dtype_and_no_device():
+    t = dlbridge.arange(3)
+    assert dlbridge.asarray(t, dtype=None, device=None, copy=None) is t
+    u = dlbridge.asarray([1, 2], dtype=None, device=None)
+    assert (u.dtype, u.device, u.tolist()) == ("int64", "cpu", [1, 2])
+
+
+@pytest.mark.parametrize("copy", [None, True, False])
+def test_asarray_refuses_a_str_as_no_array_whatever_copy_says(copy):
+    with pytest.raises(TypeError, match=r"^asarray\(\): a str is not a DLPack producer, a buffer or a number$"):
+        dlbridge.asarray("12", copy=copy)

@@ -863,7 +863,9 @@ static PyObject *get_buffer(PyObject *self, PyObject *args) {
  * caller keeps what the fields describe within the 64 bytes. on_release,
  * a callable, is called with no arguments each time a buffer is released
  * (as a Python __release_buffer__ would run), keeping any exception set
- * meanwhile; what it raises is reported as unraisable. */
+ * meanwhile; what it raises is reported as unraisable. on_request, a
+ * callable, is called with the request's flags before each buffer is
+ * given: what it raises is the exporter's refusal. */
 #define CARELESS_MAX_NDIM 72
 
 typedef struct {
@@ -878,6 +880,7 @@ typedef struct {
   Py_ssize_t suboffsets[CARELESS_MAX_NDIM];
   char data[64];
   PyObject *on_release;
+  PyObject *on_request;
 } careless_object;
 
 static PyTypeObject *careless_type;
@@ -897,13 +900,18 @@ static void careless_releasebuffer(PyObject *self, Py_buffer *view) {
 static void careless_dealloc(PyObject *self) {
   PyTypeObject *type = Py_TYPE(self);
   Py_CLEAR(((careless_object *)self)->on_release);
+  Py_CLEAR(((careless_object *)self)->on_request);
   type->tp_free(self);
   Py_DECREF(type);
 }
 
 static int careless_getbuffer(PyObject *self, Py_buffer *view, int flags) {
   careless_object *c = (careless_object *)self;
-  (void)flags;
+  if (c->on_request != NULL) {
+    PyObject *r = PyObject_CallFunction(c->on_request, "i", flags);
+    if (r == NULL) return -1;
+    Py_DECREF(r);
+  }
   /* The length the fields make, PY_SSIZE_T_MAX past it: no consumer
    * may trust it. */
   Py_ssize_t len = c->itemsize;
@@ -958,16 +966,16 @@ static PyObject *careless_buffer(PyObject *self, PyObject *args,
   (void)self;
   static const char *const kw[] = {"itemsize",   "format",   "shape",
                                    "strides",    "suboffsets", "readonly",
-                                   "on_release", NULL};
+                                   "on_release", "on_request", NULL};
   Py_ssize_t itemsize;
   const char *format = NULL;
   PyObject *shape = Py_None, *strides = Py_None, *suboffsets = Py_None,
-           *on_release = Py_None;
+           *on_release = Py_None, *on_request = Py_None;
   int readonly = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "n|zOOOpO",
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "n|zOOOpOO",
                                    (char **)(uintptr_t)kw, &itemsize, &format,
                                    &shape, &strides, &suboffsets, &readonly,
-                                   &on_release))
+                                   &on_release, &on_request))
     return NULL;
   if (itemsize < -64 || itemsize > 64 ||
       (format != NULL && strlen(format) >= 32)) {
@@ -1011,6 +1019,10 @@ static PyObject *careless_buffer(PyObject *self, PyObject *args,
   if (on_release != Py_None) {
     Py_INCREF(on_release);
     c->on_release = on_release;
+  }
+  if (on_request != Py_None) {
+    Py_INCREF(on_request);
+    c->on_request = on_request;
   }
   return (PyObject *)c;
 }
