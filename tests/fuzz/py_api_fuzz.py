@@ -58,6 +58,7 @@ from dlpack_ctypes import (  # noqa: E402
     DLDevice,
     DLManagedTensor,
     DLManagedTensorVersioned,
+    describe,
 )
 
 try:
@@ -138,21 +139,12 @@ class Producer:
     def __init__(self, rng, array, legacy, **fields):
         a = array
         self.block = np.zeros(65536, dtype=np.uint8)
-        self.shape = (ctypes.c_int64 * 72)(*a.shape)
-        self.strides = (ctypes.c_int64 * 72)(
-            *(s // a.itemsize for s in a.strides))
         self.m = DLManagedTensor() if legacy else DLManagedTensorVersioned()
         self.id = _next_id[0]
         _next_id[0] += 1
         t = self.m.dl_tensor
-        t.data = self.block.ctypes.data + 16384
-        t.device = DLDevice(1, 0)
-        t.ndim = a.ndim
-        kind = {"f": 2, "i": 0, "u": 1, "b": 6, "c": 5}[a.dtype.kind]
-        t.dtype = DLDataType(kind, a.itemsize * 8, 1)
-        t.shape = ctypes.addressof(self.shape)
-        t.strides = ctypes.addressof(self.strides)
-        t.byte_offset = 0
+        self.shape, self.strides = describe(
+            t, a, self.block.ctypes.data + 16384, room=72)
         mode = fields.pop("deleter_mode", "plain")
         self.m.deleter = (None if mode == "null" else ctypes.cast(
             _DELETERS[(legacy, mode)], ctypes.c_void_p).value)

@@ -45,3 +45,25 @@ class DLManagedTensor(ctypes.Structure):
         ("manager_ctx", ctypes.c_void_p),
         ("deleter", ctypes.c_void_p),
     ]
+
+
+# DLDataTypeCode of each NumPy dtype kind a hand-made tensor may hold.
+_CODES = {"f": 2, "i": 0, "u": 1, "b": 6, "c": 5}
+
+
+def describe(tensor, array, data, room=8):
+    """Fills the DLTensor `tensor` to describe `array`'s elements at address
+    `data` on the CPU. Returns the shape and strides arrays it points to
+    (each `room` entries long, so that a test may raise ndim), which the
+    caller keeps alive as long as the tensor."""
+    shape = (ctypes.c_int64 * room)(*array.shape)
+    strides = (ctypes.c_int64 * room)(
+        *(s // array.itemsize for s in array.strides))
+    tensor.data = data
+    tensor.device = DLDevice(1, 0)
+    tensor.ndim = array.ndim
+    tensor.dtype = DLDataType(_CODES[array.dtype.kind], array.itemsize * 8, 1)
+    tensor.shape = ctypes.addressof(shape)
+    tensor.strides = ctypes.addressof(strides)
+    tensor.byte_offset = 0
+    return shape, strides

@@ -14,7 +14,7 @@ import tracemalloc
 
 import pytest
 
-from dlpack_ctypes import DLDataType, DLDevice, DLManagedTensor, DLManagedTensorVersioned, DLTensor
+from dlpack_ctypes import DLDataType, DLDevice, DLManagedTensor, DLManagedTensorVersioned, DLTensor, describe
 from support import (
     IS_COPIED,
     KDLCPU,
@@ -84,19 +84,10 @@ class Producer:
     def __init__(self, array=None, legacy=False, name=None, **fields):
         self.array = np.arange(6, dtype=np.float32) if array is None else array
         a = self.array
-        self.shape = (ctypes.c_int64 * 8)(*a.shape)
-        self.strides = (ctypes.c_int64 * 8)(*(s // a.itemsize for s in a.strides))
         self.m = DLManagedTensor() if legacy else DLManagedTensorVersioned()
         self.id = next(_ids)
         t = self.m.dl_tensor
-        t.data = a.ctypes.data
-        t.device = DLDevice(KDLCPU, 0)
-        t.ndim = a.ndim
-        kind = {"f": 2, "i": 0, "u": 1, "b": 6, "c": 5}[a.dtype.kind]
-        t.dtype = DLDataType(kind, a.itemsize * 8, 1)
-        t.shape = ctypes.addressof(self.shape)
-        t.strides = ctypes.addressof(self.strides)
-        t.byte_offset = 0
+        self.shape, self.strides = describe(t, a, a.ctypes.data)
         self.m.deleter = COUNTING_LEGACY if legacy else COUNTING
         self.m.manager_ctx = self.id
         if not legacy:
