@@ -270,9 +270,9 @@ DLB__AVX512_INLINE void tile_1(char *dst, int64_t dst_b, const char *src,
 /* Two 1-byte tiles of the same 64 columns, src rows [0, 64) and
  * [64, 128): each dst row's two lines are stored back to back, where
  * tile by tile they went out 64 stores apart. 64 MiB transposes of 1-byte
- * units ran 1.07-1.17 x faster so (one thread, the two alternated in one
- * process, six runs), 0.85-0.88 x float32's rate against 0.74-0.76 in
- * bench_copy's sweep; pairs of 2-, 4- and 8-byte tiles gained nothing
+ * units ran 1.15 x faster so on a quiet VM (one thread or two, the builds
+ * alternated in one process; 1.07-1.17 x on a busy one), 0.83-0.88 x
+ * float32's rate against 0.74-0.76 in bench_copy's sweep; pairs of 2-, 4- and 8-byte tiles gained nothing
  * (their tiles store 8-32 rows at a time). */
 DLB__AVX512_INLINE void tile_pair_1(char *dst, int64_t dst_b,
                                     const char *src, int64_t src_a, int nt,
