@@ -21,7 +21,11 @@
  *   tile_pair(dst, dst_b, src, src_a, unit, nt, pf, per)
  *
  * doing what two tiles of src rows [0, M) and [M, 2M) do, with each dst
- * row's two lines stored back to back, and about `per` prefetches.
+ * row's two lines stored back to back, and about `per` prefetches. And it
+ * may define DLB__STRIPS_WIDE(unit), for units without pairs, the strips
+ * walked side by side (default 1): a strip of W times the rows, whose
+ * tiles at each b go first of every strip, then second of every strip,
+ * and so on (the last strip of a plane, if shorter, tile by tile).
  * DLB__STRIPS_INSTANCE(UNIT) then defines strips_UNIT and strips_nt_UNIT,
  * of type dlb__strips_fn.
  */
@@ -36,6 +40,10 @@ typedef void (*dlb__strips_fn)(char *dst, int64_t dst_b, const char *src,
                                const char *next_src);
 
 #endif /* DLBRIDGE_COPY_STRIPS_H */
+
+#ifndef DLB__STRIPS_WIDE
+#define DLB__STRIPS_WIDE(unit) 1
+#endif
 
 /* The walk itself takes the including file's target, so it is defined
  * once per including file. */
@@ -84,8 +92,9 @@ DLB__STRIPS_ATTR static inline __attribute__((always_inline)) void strips(
   const int64_t u = (int64_t)unit, m = 64 / u;
   const int64_t chunk = dlb__chunk_lines(unit) * m; /* units along b */
   const int tall = src_a == bw * u && bw <= chunk;
+  const int64_t base_rows = DLB__STRIP_BYTES / u;
   const int64_t strip_rows =
-      (tall ? DLB__TALL_STRIP_BYTES : DLB__STRIP_BYTES) / u;
+      tall ? DLB__TALL_STRIP_BYTES / u : DLB__STRIPS_WIDE(unit) * base_rows;
   const int64_t first_rows = strip_rows < a_full ? strip_rows : a_full;
   const int64_t first_bytes = (chunk < bw ? chunk : bw) * u;
   for (int64_t a0 = 0; a0 < a_full; a0 += strip_rows) {
@@ -114,6 +123,15 @@ DLB__STRIPS_ATTR static inline __attribute__((always_inline)) void strips(
       }
       for (int64_t b = c0; b < c1; b += m) {
         int64_t a = a0;
+        if (DLB__STRIPS_WIDE(unit) > 1 && !tall && rows == strip_rows) {
+          for (int64_t t = 0; t < base_rows; t += m)
+            for (int64_t k = 0; k < DLB__STRIPS_WIDE(unit); k++) {
+              const int64_t aa = a0 + k * base_rows + t;
+              tile(dst + b * dst_b + aa * u, dst_b, src + aa * src_a + b * u,
+                   src_a, unit, nt, &pf, per);
+            }
+          continue;
+        }
 #ifdef DLB__STRIPS_PAIR
         if (DLB__STRIPS_PAIR(unit))
           for (; a + 2 * m <= a0 + rows; a += 2 * m)

@@ -22,7 +22,7 @@
  * On CPUs with AVX-512 (F, BW and VBMI) the strips run in
  * transpose_avx512.c instead, chosen at run time: the same strips and
  * prefetch (strips.h), with whole 64-byte tiles in registers and no L1
- * buffer; on CPUs with AVX2 but not those, units of 4 to 16 bytes run in
+ * buffer; on CPUs with AVX2 but not those, the strips run in
  * transpose_avx2.c the same way.
  *
  * Everything else (strided fast sides, ragged edges, 16-byte units on
@@ -522,7 +522,7 @@ static DLB__FORCE_INLINE void plane(char *dst, int64_t dst_b, int64_t dst_a,
     if (isa == DLB__ISA_AVX512)
       dlb__strips_avx512(dst, dst_b, src, src_a, bw, a_full, next_src, unit,
                          nt);
-    else if (isa == DLB__ISA_AVX2 && unit >= 4)
+    else if (isa == DLB__ISA_AVX2)
       dlb__strips_avx2(dst, dst_b, src, src_a, bw, a_full, next_src, unit,
                        nt);
     else

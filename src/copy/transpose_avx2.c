@@ -1,18 +1,23 @@
 /*
- * transpose_avx2.c -- the strips of transpose.c with AVX2 registers, for
- * units of 4, 8 and 16 bytes on x86-64 CPUs with AVX2 but not the AVX-512
- * of transpose_avx512.c (chosen at run time: dlb__copy_isa). Units of 1
- * and 2 bytes keep the SSE2 strips.
+ * transpose_avx2.c -- the strips of transpose.c with AVX2 registers, on
+ * x86-64 CPUs with AVX2 but not the AVX-512 of transpose_avx512.c (chosen
+ * at run time: dlb__copy_isa).
  *
  * A tile is 64 bytes of 64 / unit src rows, as in transpose_avx512.c, made
  * of 32-byte register transposes (8 x 8 four-byte units, 4 x 4 eight-byte
- * ones, 2 x 2 sixteen-byte ones): each dst row's two halves of a line
- * come from two of them and are stored back to back, so a write-combining
- * buffer fills whole. On the development VM (AMD EPYC, one thread, 64 MiB
- * transposes, the three kernels interleaved in one process under the
- * instruction-set cap, 15 reps): 1.07-1.09 x the SSE2 strips' speed for
- * 4-byte units, 1.28-1.33 x for 8-byte and 1.46-1.55 x for 16-byte ones,
- * 1.09-1.14 x on the (3, 1, 0, 2) permutation of 64^4 float32.
+ * ones, 2 x 2 sixteen-byte ones; for 1- and 2-byte units, transposes
+ * within each 128-bit lane joined by 128-bit permutes): each dst row's
+ * two halves of a line come from two of them and are stored back to back,
+ * so a write-combining buffer fills whole. On the first development VM
+ * (AMD EPYC with AVX-512, one thread, 64 MiB transposes, the three kernels
+ * interleaved in one process under the instruction-set cap, 15 reps):
+ * 1.07-1.09 x the SSE2 strips' speed for 4-byte units, 1.28-1.33 x for
+ * 8-byte and 1.46-1.55 x for 16-byte ones, 1.09-1.14 x on the (3, 1, 0, 2)
+ * permutation of 64^4 float32. On the Zen 3 VM of 2026-12-05 (AVX2, no
+ * AVX-512; bench_ab against the build with SSE2 strips for 1- and 2-byte
+ * units and one-strip walks, 15 reps): 1-byte units 1.14 x faster, 2-byte
+ * 1.19 x, 8-byte 1.08 x and 16-byte 1.19 x on one thread; 1.08, 1.29, 1.12
+ * and 1.17 x on two.
  */
 #include "copy/copy_internal.h"
 
@@ -30,6 +35,7 @@
 #endif
 
 #define DLB__UNROLL_ALL _Pragma("GCC unroll 16")
+
 
 DLB__AVX2_INLINE __m256i load32(const char *p) {
   return _mm256_loadu_si256((const __m256i *)(const void *)p);
@@ -156,10 +162,141 @@ DLB__AVX2_INLINE void tile_16(char *dst, int64_t dst_b, const char *src,
   }
 }
 
-/* The prefetches go first, in one burst: these tiles were measured so. */
+/* 8 rows of 8 two-byte units in each 128-bit lane, transposed lane by
+ * lane: r[k] becomes unit 8L + k of rows 0-7 in lane L. */
+DLB__AVX2_INLINE void transpose_lanes_2(__m256i *r) {
+  __m256i t[8], s[8];
+  DLB__UNROLL_ALL
+  for (int k = 0; k < 4; k++) {
+    t[2 * k] = _mm256_unpacklo_epi16(r[2 * k], r[2 * k + 1]);
+    t[2 * k + 1] = _mm256_unpackhi_epi16(r[2 * k], r[2 * k + 1]);
+  }
+  /* t[2k + h]: rows 2k, 2k + 1 interleaved, units 4h .. 4h + 3. */
+  DLB__UNROLL_ALL
+  for (int h = 0; h < 2; h++) {
+    s[4 * h] = _mm256_unpacklo_epi32(t[4 * h], t[4 * h + 2]);
+    s[4 * h + 1] = _mm256_unpackhi_epi32(t[4 * h], t[4 * h + 2]);
+    s[4 * h + 2] = _mm256_unpacklo_epi32(t[4 * h + 1], t[4 * h + 3]);
+    s[4 * h + 3] = _mm256_unpackhi_epi32(t[4 * h + 1], t[4 * h + 3]);
+  }
+  /* s[4h + k]: rows 4h .. 4h + 3, units 2k and 2k + 1. */
+  DLB__UNROLL_ALL
+  for (int k = 0; k < 4; k++) {
+    r[2 * k] = _mm256_unpacklo_epi64(s[k], s[k + 4]);
+    r[2 * k + 1] = _mm256_unpackhi_epi64(s[k], s[k + 4]);
+  }
+}
+
+/* 16 rows of 16 bytes in each 128-bit lane, transposed lane by lane:
+ * r[k] becomes byte 16L + k of rows 0-15 in lane L. */
+DLB__AVX2_INLINE void transpose_lanes_1(__m256i *r) {
+  __m256i a[16], c[16];
+  DLB__UNROLL_ALL
+  for (int k = 0; k < 8; k++) {
+    a[k] = _mm256_unpacklo_epi8(r[2 * k], r[2 * k + 1]);
+    a[k + 8] = _mm256_unpackhi_epi8(r[2 * k], r[2 * k + 1]);
+  }
+  /* a[8h + k]: rows 2k, 2k + 1 interleaved, bytes 8h .. 8h + 7. */
+  DLB__UNROLL_ALL
+  for (int h = 0; h < 2; h++)
+    DLB__UNROLL_ALL
+    for (int m = 0; m < 4; m++) {
+      c[8 * h + m] = _mm256_unpacklo_epi16(a[8 * h + 2 * m],
+                                           a[8 * h + 2 * m + 1]);
+      c[8 * h + m + 4] = _mm256_unpackhi_epi16(a[8 * h + 2 * m],
+                                               a[8 * h + 2 * m + 1]);
+    }
+  /* c[4g + m]: rows 4m .. 4m + 3, bytes 4g .. 4g + 3. */
+  DLB__UNROLL_ALL
+  for (int g = 0; g < 4; g++)
+    DLB__UNROLL_ALL
+    for (int p = 0; p < 2; p++) {
+      a[4 * g + 2 * p] = _mm256_unpacklo_epi32(c[4 * g + 2 * p],
+                                               c[4 * g + 2 * p + 1]);
+      a[4 * g + 2 * p + 1] = _mm256_unpackhi_epi32(c[4 * g + 2 * p],
+                                                   c[4 * g + 2 * p + 1]);
+    }
+  /* a[4g + 2p + s]: rows 8p .. 8p + 7, bytes 4g + 2s, 4g + 2s + 1. */
+  DLB__UNROLL_ALL
+  for (int g = 0; g < 4; g++)
+    DLB__UNROLL_ALL
+    for (int s = 0; s < 2; s++) {
+      r[4 * g + 2 * s] = _mm256_unpacklo_epi64(a[4 * g + s], a[4 * g + 2 + s]);
+      r[4 * g + 2 * s + 1] =
+          _mm256_unpackhi_epi64(a[4 * g + s], a[4 * g + 2 + s]);
+    }
+}
+
+/* 1- and 2-byte units, 32 bytes of each src row: the N = 32 / unit dst
+ * rows of those columns. The src rows go in `groups` groups of 16 / unit
+ * rows (4 groups: one tile's 64 / unit rows; 8: two tiles'), each group
+ * transposed lane by lane into an L1 buffer, where g[q][j] lane L holds
+ * what group q gives dst row L N / 2 + j. A dst line is those halves of
+ * four groups, joined by 128-bit permutes; with 8 groups each dst row's
+ * two lines are stored back to back. k of pf's prefetches go before each
+ * group's loads (before each row's, their bookkeeping cost 1-byte tiles
+ * more than the prefetches gained). */
+DLB__AVX2_INLINE void half_narrow(char *dst, int64_t dst_b, const char *src,
+                                  int64_t src_a, size_t unit, int groups,
+                                  int nt, dlb__pf *pf, int64_t k) {
+  const int n = unit == 1 ? 16 : 8;
+  _Alignas(32) __m256i g[8][16];
+  DLB__UNROLL_ALL
+  for (int q = 0; q < groups; q++) {
+    __m256i r[16];
+    pf_some(pf, k);
+    DLB__UNROLL_ALL
+    for (int i = 0; i < n; i++) {
+      r[i] = load32(src);
+      src += src_a;
+      DLB__OPAQUE(src);
+    }
+    if (unit == 1)
+      transpose_lanes_1(r);
+    else
+      transpose_lanes_2(r);
+    DLB__UNROLL_ALL
+    for (int j = 0; j < n; j++) _mm256_store_si256(&g[q][j], r[j]);
+  }
+  for (int j = 0; j < n; j++) {
+    DLB__UNROLL_ALL
+    for (int lane = 0; lane < 2; lane++) {
+      char *d = dst + (lane * n + j) * dst_b;
+      const int sel = lane ? 0x31 : 0x20;
+      DLB__UNROLL_ALL
+      for (int l = 0; l < groups / 4; l++)
+        store_line(d + 64 * l,
+                   _mm256_permute2x128_si256(_mm256_load_si256(&g[4 * l][j]),
+                                             _mm256_load_si256(&g[4 * l + 1][j]),
+                                             sel),
+                   _mm256_permute2x128_si256(_mm256_load_si256(&g[4 * l + 2][j]),
+                                             _mm256_load_si256(&g[4 * l + 3][j]),
+                                             sel),
+                   nt);
+    }
+  }
+}
+
+/* A tile (groups = 4) or two (8) of 1- or 2-byte units: both 32-byte
+ * halves of the src lines. */
+DLB__AVX2_INLINE void tile_narrow(char *dst, int64_t dst_b, const char *src,
+                                  int64_t src_a, size_t unit, int groups,
+                                  int nt, dlb__pf *pf, int64_t per) {
+  const int64_t k = (per + 2 * groups - 1) / (2 * groups);
+  half_narrow(dst, dst_b, src, src_a, unit, groups, nt, pf, k);
+  half_narrow(dst + (32 / (int64_t)unit) * dst_b, dst_b, src + 32, src_a,
+              unit, groups, nt, pf, k);
+}
+
+/* For 4-, 8- and 16-byte units the prefetches go first, in one burst:
+ * these tiles were measured so. */
 DLB__AVX2_INLINE void tile(char *dst, int64_t dst_b, const char *src,
                            int64_t src_a, size_t unit, int nt, dlb__pf *pf,
                            int64_t per) {
+  if (unit <= 2) {
+    tile_narrow(dst, dst_b, src, src_a, unit, 4, nt, pf, per);
+    return;
+  }
   pf_some(pf, per);
   switch (unit) {
     case 4:
@@ -184,23 +321,38 @@ DLB__AVX2_INLINE void copy_lines(char *dst, const char *buf, int64_t lines,
                nt);
 }
 
+/* Two tiles of src rows [0, 2M) at once, for the units DLB__STRIPS_PAIR
+ * names (strips.h). */
+DLB__AVX2_INLINE void tile_pair(char *dst, int64_t dst_b, const char *src,
+                                int64_t src_a, size_t unit, int nt,
+                                dlb__pf *pf, int64_t per) {
+  tile_narrow(dst, dst_b, src, src_a, unit, 8, nt, pf, per);
+}
+
 #define DLB__STRIPS_ATTR DLB__AVX2
+#define DLB__STRIPS_PAIR(unit) ((unit) == 1)
+/* Strips of 8-byte units two strips wide, of 16-byte units four: on the
+ * Zen 3 VM (docs/performance.md, 2026-12-05 evening) 64 MiB transposes ran
+ * 1.07-1.11 x and 1.14-1.18 x faster so (bench_ab, one thread, 11 reps);
+ * float32 gained 1.02 x and 1- and 2-byte units lost, and keep one. */
+#define DLB__STRIPS_WIDE(unit) ((unit) == 8 ? 2 : (unit) == 16 ? 4 : 1)
 #include "copy/strips.h"
 
+DLB__STRIPS_INSTANCE(1)
+DLB__STRIPS_INSTANCE(2)
 DLB__STRIPS_INSTANCE(4)
 DLB__STRIPS_INSTANCE(8)
 DLB__STRIPS_INSTANCE(16)
 
-static const dlb__strips_fn dlb__strips_fns[2][3] = {
-    {strips_4, strips_8, strips_16},
-    {strips_nt_4, strips_nt_8, strips_nt_16},
+static const dlb__strips_fn dlb__strips_fns[2][5] = {
+    {strips_1, strips_2, strips_4, strips_8, strips_16},
+    {strips_nt_1, strips_nt_2, strips_nt_4, strips_nt_8, strips_nt_16},
 };
 
 void dlb__strips_avx2(char *dst, int64_t dst_b, const char *src,
                       int64_t src_a, int64_t bw, int64_t a_full,
                       const char *next_src, size_t unit, int nt) {
-  /* Units 4, 8, 16: indexes 2-4. */
-  dlb__strips_fns[nt != 0][dlb__unit_index(unit) - 2](
+  dlb__strips_fns[nt != 0][dlb__unit_index(unit)](
       dst, dst_b, src, src_a, bw, a_full, next_src);
 }
 

@@ -558,6 +558,9 @@ DLB_TEST(tile_kernels_many_strips_and_chunks) {
       check_plane(units[k], chunks, 3 * strip + line, 0, 0, 0, 1);
       check_plane(units[k], 5 * line + 1, 2 * strip + 2 * line + 3, 64, 64,
                   0, 1);
+      /* Strips walked up to four side by side (transpose_avx2.c), whole
+       * and then a shorter last one. */
+      check_plane(units[k], chunks, 9 * strip + line, 0, 0, 0, 1);
     }
   }
   dlb__copy_cap_isa(-1);
