@@ -100,15 +100,19 @@ void dlb__stream_fence(void);
 
 /* The non-temporal copy reads src this many bytes ahead of its stores
  * (prefetchnta, one line per line copied), within the row it copies, so
- * rows shorter than this are read as before. 64 MiB on the development
- * VM of 2026-12-05, one thread, alternated in one process, 21 reps
- * (median ms): no prefetch 3.21, 512 bytes ahead 2.85, 2 KiB 2.61,
- * 3 KiB 2.55, 4 KiB 2.56, 8 KiB 2.60, `rep movsb` 2.77-2.85; prefetcht0
- * 1 KiB ahead 2.77, prefetcht1 1 KiB 3.58; two threads, 4 KiB 2.46-2.50
- * against 2.60-2.80 with none. The VM of the first measurements above
- * ran a copy prefetching src ahead slower (distance and hint not
- * recorded): the gain depends on the host. */
-#define DLB__STREAM_AHEAD 4096
+ * rows shorter than this are read as before: DLB__STREAM_AHEAD_FAR on
+ * CPUs whose copy kernels are AVX-512 ones, DLB__STREAM_AHEAD_NEAR on the
+ * rest (dlb__stream_ahead). The two hosts measured want different
+ * distances. 64 MiB on the AVX-512 VM (AMD EPYC, 2026-12-05 morning),
+ * one thread, alternated in one process, 21 reps (median ms): no prefetch
+ * 3.21, 512 bytes ahead 2.85, 2 KiB 2.61, 3 KiB 2.55, 4 KiB 2.56, 8 KiB
+ * 2.60, `rep movsb` 2.77-2.85; prefetcht0 1 KiB ahead 2.77, prefetcht1
+ * 1 KiB 3.58; two threads, 4 KiB 2.46-2.50 against 2.60-2.80 with none.
+ * On the Zen 3 VM (AVX2, 2026-12-05 evening; 15-21 reps, speed over no
+ * prefetch, three runs): 512 bytes 1.00-1.07, 1 KiB 0.97-0.99, 2 KiB
+ * 0.90-0.93, 4 KiB 0.82-0.83, `rep movsb` 0.90-1.01. */
+#define DLB__STREAM_AHEAD_FAR 4096
+#define DLB__STREAM_AHEAD_NEAR 512
 #define DLB__STREAM_ROW_MIN ((int64_t)256)
 
 /* Shorter rows stream too, from DLB__STREAM_SHORT_ROW_MIN bytes, when
@@ -139,11 +143,20 @@ enum {
   DLB__ISA_AVX512 = 3
 };
 
+/* The non-temporal copy's read-ahead distance, in bytes, for the kernels'
+ * level (see DLB__STREAM_AHEAD_FAR). */
+static inline size_t dlb__stream_ahead(void);
+
 /* The best level this build and CPU allow, capped by the environment
  * variable DLBRIDGE_COPY_ISA (read once: "portable", "sse2" or "neon"
  * (the same level), "avx2" or "avx512"; it can only lower the level) and
  * by the test hook. */
 int dlb__copy_isa(void);
+
+static inline size_t dlb__stream_ahead(void) {
+  return dlb__copy_isa() == DLB__ISA_AVX512 ? DLB__STREAM_AHEAD_FAR
+                                            : DLB__STREAM_AHEAD_NEAR;
+}
 
 /* The level a DLBRIDGE_COPY_ISA value names, or -1 (NULL, unknown). */
 int dlb__copy_isa_parse(const char *name);

@@ -121,11 +121,12 @@ static void stream_unfenced(char *dst, const char *src, size_t n) {
   n -= head;
   /* One line per round: four loads, then four stores that fill the line's
    * write-combining buffer at once (unrolling to two lines ran slower),
-   * after asking for the src line DLB__STREAM_AHEAD bytes on while that
-   * is still part of the copy. */
+   * after asking for the src line `ahead` bytes on while that is still
+   * part of the copy. */
+  const size_t ahead =
+      n >= DLB__STREAM_AHEAD_NEAR + 64 ? dlb__stream_ahead() : n;
   for (; n >= 64; n -= 64, dst += 64, src += 64) {
-    if (n >= DLB__STREAM_AHEAD + 64)
-      _mm_prefetch(src + DLB__STREAM_AHEAD, _MM_HINT_NTA);
+    if (n >= ahead + 64) _mm_prefetch(src + ahead, _MM_HINT_NTA);
     __m128i a = _mm_loadu_si128((const __m128i *)(const void *)src);
     __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(src + 16));
     __m128i c = _mm_loadu_si128((const __m128i *)(const void *)(src + 32));

@@ -49,16 +49,23 @@ DLB_TEST(stream_copy_every_alignment_and_length) {
 }
 
 /* Lengths around the read-ahead distance, where the loop starts asking
- * for src lines ahead of its stores, copy the same bytes as memcpy. */
+ * for src lines ahead of its stores, copy the same bytes as memcpy: at
+ * every level the machine has (each level's distance: dlb__stream_ahead). */
 DLB_TEST(stream_copy_lengths_around_its_read_ahead) {
-  enum { MAXN = DLB__STREAM_AHEAD + 3 * 64 };
+  enum { MAXN = DLB__STREAM_AHEAD_FAR + 3 * 64 };
   static unsigned char src[PAD + MAXN + PAD], dst[PAD + MAXN + PAD + 64],
       want[sizeof dst];
   fill(src, sizeof src, 5);
-  for (size_t so = 0; so < 64; so += 21)
-    for (size_t d0 = 0; d0 < 64; d0 += 13)
-      for (size_t n = DLB__STREAM_AHEAD - 64; n <= MAXN; n += 9)
-        check_stream_copy(src, dst, want, sizeof dst, so, d0, n);
+  for (int level = DLB__ISA_PORTABLE; level <= DLB__ISA_AVX512; level++) {
+    dlb__copy_cap_isa(level);
+    const size_t ahead = dlb__stream_ahead();
+    CHECK(ahead == DLB__STREAM_AHEAD_NEAR || ahead == DLB__STREAM_AHEAD_FAR);
+    for (size_t so = 0; so < 64; so += 21)
+      for (size_t d0 = 0; d0 < 64; d0 += 13)
+        for (size_t n = ahead - 64; n <= ahead + 3 * 64; n += 9)
+          check_stream_copy(src, dst, want, sizeof dst, so, d0, n);
+  }
+  dlb__copy_cap_isa(-1);
 }
 
 /* The plan picks the non-temporal kernel from DLB__STREAM_MIN bytes on,
