@@ -259,20 +259,16 @@ DLB__AVX2_INLINE void half_narrow(char *dst, int64_t dst_b, const char *src,
     for (int j = 0; j < n; j++) _mm256_store_si256(&g[q][j], r[j]);
   }
   for (int j = 0; j < n; j++) {
-    DLB__UNROLL_ALL
-    for (int lane = 0; lane < 2; lane++) {
-      char *d = dst + (lane * n + j) * dst_b;
-      const int sel = lane ? 0x31 : 0x20;
-      DLB__UNROLL_ALL
-      for (int l = 0; l < groups / 4; l++)
-        store_line(d + 64 * l,
-                   _mm256_permute2x128_si256(_mm256_load_si256(&g[4 * l][j]),
-                                             _mm256_load_si256(&g[4 * l + 1][j]),
-                                             sel),
-                   _mm256_permute2x128_si256(_mm256_load_si256(&g[4 * l + 2][j]),
-                                             _mm256_load_si256(&g[4 * l + 3][j]),
-                                             sel),
-                   nt);
+    char *lo = dst + j * dst_b, *hi = dst + (n + j) * dst_b;
+    for (int l = 0; l < groups / 4; l++) {
+      const __m256i a = _mm256_load_si256(&g[4 * l][j]);
+      const __m256i b = _mm256_load_si256(&g[4 * l + 1][j]);
+      const __m256i c = _mm256_load_si256(&g[4 * l + 2][j]);
+      const __m256i e = _mm256_load_si256(&g[4 * l + 3][j]);
+      store_line(lo + 64 * l, _mm256_permute2x128_si256(a, b, 0x20),
+                 _mm256_permute2x128_si256(c, e, 0x20), nt);
+      store_line(hi + 64 * l, _mm256_permute2x128_si256(a, b, 0x31),
+                 _mm256_permute2x128_si256(c, e, 0x31), nt);
     }
   }
 }
