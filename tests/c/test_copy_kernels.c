@@ -68,6 +68,25 @@ DLB_TEST(stream_copy_lengths_around_its_read_ahead) {
   dlb__copy_cap_isa(-1);
 }
 
+/* The read-ahead distance follows the level the kernels run at: the far
+ * one only where they are AVX-512 ones, the near one at every level
+ * below (whatever the cap asked for, the level this machine gives). */
+DLB_TEST(stream_read_ahead_is_far_only_for_avx512_kernels) {
+  CHECK(DLB__STREAM_AHEAD_NEAR < DLB__STREAM_AHEAD_FAR);
+  for (int level = DLB__ISA_PORTABLE; level <= DLB__ISA_AVX512; level++) {
+    dlb__copy_cap_isa(level);
+    const int isa = dlb__copy_isa();
+    CHECK(isa <= level);
+    CHECK_EQ_INT(dlb__stream_ahead(), isa == DLB__ISA_AVX512
+                                          ? DLB__STREAM_AHEAD_FAR
+                                          : DLB__STREAM_AHEAD_NEAR);
+  }
+  dlb__copy_cap_isa(-1);
+  CHECK_EQ_INT(dlb__stream_ahead(), dlb__copy_isa() == DLB__ISA_AVX512
+                                        ? DLB__STREAM_AHEAD_FAR
+                                        : DLB__STREAM_AHEAD_NEAR);
+}
+
 /* The plan picks the non-temporal kernel from DLB__STREAM_MIN bytes on,
  * for rows of at least DLB__STREAM_ROW_MIN (or shorter ones that follow
  * each other in src: DLB__STREAM_SHORT_ROW_MIN), and memcpy below. */
