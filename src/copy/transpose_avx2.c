@@ -36,7 +36,6 @@
 
 #define DLB__UNROLL_ALL _Pragma("GCC unroll 16")
 
-
 DLB__AVX2_INLINE __m256i load32(const char *p) {
   return _mm256_loadu_si256((const __m256i *)(const void *)p);
 }
@@ -329,8 +328,10 @@ DLB__AVX2_INLINE void tile_pair(char *dst, int64_t dst_b, const char *src,
 #define DLB__STRIPS_PAIR(unit) ((unit) == 1)
 /* Strips of 8-byte units two strips wide, of 16-byte units four: on the
  * Zen 3 VM (docs/performance.md, 2026-12-05 evening) 64 MiB transposes ran
- * 1.07-1.11 x and 1.14-1.18 x faster so (bench_ab, one thread, 11 reps);
- * float32 gained 1.02 x and 1- and 2-byte units lost, and keep one. */
+ * 1.07-1.11 x and 1.14-1.18 x faster so (bench_ab, one thread, 9-11 reps,
+ * three runs). Two wide, float32 gained 1.02 x and 2-byte units lost
+ * (0.97 x); 1-byte units gained 1.04 x over their pairs in one run, and
+ * keep the pairs. */
 #define DLB__STRIPS_WIDE(unit) ((unit) == 8 ? 2 : (unit) == 16 ? 4 : 1)
 #include "copy/strips.h"
 
