@@ -326,13 +326,16 @@ DLB__AVX2_INLINE void tile_pair(char *dst, int64_t dst_b, const char *src,
 
 #define DLB__STRIPS_ATTR DLB__AVX2
 #define DLB__STRIPS_PAIR(unit) ((unit) == 1)
-/* Strips of 8-byte units two strips wide, of 16-byte units four: on the
- * Zen 3 VM (docs/performance.md, 2026-12-05 evening) 64 MiB transposes ran
- * 1.07-1.11 x and 1.14-1.18 x faster so (bench_ab, one thread, 9-11 reps,
- * three runs). Two wide, float32 gained 1.02 x and 2-byte units lost
- * (0.97 x); 1-byte units gained 1.04 x over their pairs in one run, and
- * keep the pairs. */
-#define DLB__STRIPS_WIDE(unit) ((unit) == 8 ? 2 : (unit) == 16 ? 4 : 1)
+/* Strips of 4- and 8-byte units two strips wide, of 16-byte units four:
+ * on the Zen 3 VM (docs/performance.md, 2026-12-05 evening; bench_ab,
+ * 9-15 reps, two or three runs each) 64 MiB transposes of 8-byte units ran
+ * 1.07-1.11 x faster so on one thread, of 16-byte units 1.14-1.18 x
+ * (two wide 1.07-1.13 x), of float32 1.01-1.03 x on one thread and
+ * 1.10-1.14 x on two (four wide: 0.92 x and 1.00 x against two). 2-byte
+ * units lost two wide (0.97 x), and 1-byte units without their pairs lost
+ * on two threads (0.96 x). */
+#define DLB__STRIPS_WIDE(unit) \
+  ((unit) == 4 || (unit) == 8 ? 2 : (unit) == 16 ? 4 : 1)
 #include "copy/strips.h"
 
 DLB__STRIPS_INSTANCE(1)
