@@ -250,8 +250,8 @@ void dlb__strips_avx512(char *dst, int64_t dst_b, const char *src,
                         int64_t src_a, int64_t bw, int64_t a_full,
                         const char *next_src, size_t unit, int nt);
 
-/* The same with AVX2 registers, for units of 4, 8 and 16 bytes; only when
- * dlb__copy_isa() is DLB__ISA_AVX2 or higher. */
+/* The same with AVX2 registers, for every unit; only when dlb__copy_isa()
+ * is DLB__ISA_AVX2 or higher. */
 void dlb__strips_avx2(char *dst, int64_t dst_b, const char *src,
                       int64_t src_a, int64_t bw, int64_t a_full,
                       const char *next_src, size_t unit, int nt);
