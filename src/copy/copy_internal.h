@@ -158,6 +158,12 @@ static inline size_t dlb__stream_ahead(void) {
                                             : DLB__STREAM_AHEAD_NEAR;
 }
 
+/* For the tests: the level (DLB__ISA_V128, DLB__ISA_AVX2 or
+ * DLB__ISA_AVX512) whose transpose strips ran last, or -1 when none has
+ * since dlb__strips_forget(). */
+int dlb__strips_last_level(void);
+void dlb__strips_forget(void);
+
 /* The level a DLBRIDGE_COPY_ISA value names, or -1 (NULL, unknown). */
 int dlb__copy_isa_parse(const char *name);
 

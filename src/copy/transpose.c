@@ -36,6 +36,7 @@
  * strips at light load, 1.04 with the AVX-512 ones (docs/performance.md
  * has the figures and the load).
  */
+#include <stdatomic.h>
 #include <string.h>
 
 #include "copy/copy_internal.h"
@@ -501,6 +502,28 @@ static DLB__FORCE_INLINE void blocked(char *dst, int64_t dst_b, int64_t dst_a,
 }
 
 
+#if DLB__HAVE_V128
+/* The level whose strips ran last (-1: none since dlb__strips_forget),
+ * for the tests to see which kernels a copy took. Stored only when it
+ * changes, so that threads running planes at one level only read it. */
+static atomic_int dlb__strips_level = -1;
+
+static void note_strips(int level) {
+  if (atomic_load_explicit(&dlb__strips_level, memory_order_relaxed) != level)
+    atomic_store_explicit(&dlb__strips_level, level, memory_order_relaxed);
+}
+#else
+static atomic_int dlb__strips_level = -1;
+#endif
+
+int dlb__strips_last_level(void) {
+  return atomic_load_explicit(&dlb__strips_level, memory_order_relaxed);
+}
+
+void dlb__strips_forget(void) {
+  atomic_store_explicit(&dlb__strips_level, -1, memory_order_relaxed);
+}
+
 /* One plane. With unit steps and 128-bit vectors the columns that fill
  * whole dst lines go in strips (stream: with non-temporal stores where
  * dst's rows are line-aligned), the rest in blocks; otherwise all in
@@ -519,16 +542,21 @@ static DLB__FORCE_INLINE void plane(char *dst, int64_t dst_b, int64_t dst_a,
     const int nt = stream && ((uintptr_t)dst & 63) == 0 && (dst_b & 63) == 0;
 #if DLB__HAVE_WIDE
     const int isa = dlb__copy_isa();
-    if (isa == DLB__ISA_AVX512)
+    if (isa == DLB__ISA_AVX512) {
+      note_strips(DLB__ISA_AVX512);
       dlb__strips_avx512(dst, dst_b, src, src_a, bw, a_full, next_src, unit,
                          nt);
-    else if (isa == DLB__ISA_AVX2)
+    } else if (isa == DLB__ISA_AVX2) {
+      note_strips(DLB__ISA_AVX2);
       dlb__strips_avx2(dst, dst_b, src, src_a, bw, a_full, next_src, unit,
                        nt);
-    else
+    } else
 #endif
+    {
+      note_strips(DLB__ISA_V128);
       strips(dst, dst_b, src, src_a, bw, a_full, next_src, unit, nt,
              DLB__STRIP_CHUNK);
+    }
     if (bw < nb)
       blocked(dst + bw * dst_b, dst_b, dst_a, src + bw * u, src_b, src_a,
               nb - bw, a_full, 0, NULL, NULL, unit, unit_steps);

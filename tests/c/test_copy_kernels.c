@@ -567,6 +567,33 @@ DLB_TEST(tile_kernels_every_unit_shape_and_alignment_avx2) {
   dlb__copy_cap_isa(-1);
 }
 
+/* A plane with whole strips goes through the strips of the level the
+ * kernels run at, for every unit (none at the portable level, which has
+ * no strips, nor for 16-byte units on builds whose 128-bit vectors have
+ * no non-temporal store). */
+DLB_TEST(tile_kernels_run_the_strips_of_their_level) {
+  const size_t units[] = {1, 2, 4, 8, 16};
+  for (int level = DLB__ISA_PORTABLE; level <= DLB__ISA_AVX512; level++) {
+    dlb__copy_cap_isa(level);
+    const int isa = dlb__copy_isa();
+    for (size_t k = 0; k < 5; k++) {
+      dlb__strips_forget();
+      const int64_t line = 64 / (int64_t)units[k];
+      check_plane(units[k], 2 * line, 2 * DLB__STRIP_BYTES / (int64_t)units[k],
+                  0, 0, 0, 1);
+      int want = isa != DLB__ISA_PORTABLE ? isa : -1;
+#if defined(DLB__V128_GENERIC)
+      if (isa == DLB__ISA_V128 && units[k] == 16) want = -1;
+#endif
+      if (dlb__strips_last_level() != want)
+        dlb_test_failed(__FILE__, __LINE__,
+                        "unit %zu at level %d: the strips of level %d ran",
+                        units[k], isa, dlb__strips_last_level());
+    }
+  }
+  dlb__copy_cap_isa(-1);
+}
+
 /* Strips long enough for several chunks and strips per plane, so that each
  * chunk prefetches the next, the next strip's and the next plane's lines;
  * the element checks are those of check_plane. A chunk of the register
