@@ -143,16 +143,14 @@ enum {
   DLB__ISA_AVX512 = 3
 };
 
-/* The non-temporal copy's read-ahead distance, in bytes, for the kernels'
- * level (see DLB__STREAM_AHEAD_FAR). */
-static inline size_t dlb__stream_ahead(void);
-
 /* The best level this build and CPU allow, capped by the environment
  * variable DLBRIDGE_COPY_ISA (read once: "portable", "sse2" or "neon"
  * (the same level), "avx2" or "avx512"; it can only lower the level) and
  * by the test hook. */
 int dlb__copy_isa(void);
 
+/* The non-temporal copy's read-ahead distance, in bytes, for the kernels'
+ * level (see DLB__STREAM_AHEAD_FAR). */
 static inline size_t dlb__stream_ahead(void) {
   return dlb__copy_isa() == DLB__ISA_AVX512 ? DLB__STREAM_AHEAD_FAR
                                             : DLB__STREAM_AHEAD_NEAR;

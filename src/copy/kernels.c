@@ -110,8 +110,10 @@ static void contiguous(char *dst, int64_t dst_step, const char *src,
   memcpy(dst, src, (size_t)(n * dst_step));
 }
 
-/* The lines of dlb__stream_copy, not fenced. */
-static void stream_unfenced(char *dst, const char *src, size_t n) {
+/* The lines of dlb__stream_copy, not fenced, reading src `ahead` bytes
+ * ahead of the stores (dlb__stream_ahead, chosen once per copy). */
+static void stream_unfenced(char *dst, const char *src, size_t n,
+                            size_t ahead) {
 #if DLB__HAVE_STREAM
   size_t head = (size_t)(-(uintptr_t)dst & 63);
   if (head > n) head = n;
@@ -123,8 +125,6 @@ static void stream_unfenced(char *dst, const char *src, size_t n) {
    * write-combining buffer at once (unrolling to two lines ran slower),
    * after asking for the src line `ahead` bytes on while that is still
    * part of the copy. */
-  const size_t ahead =
-      n >= DLB__STREAM_AHEAD_NEAR + 64 ? dlb__stream_ahead() : n;
   for (; n >= 64; n -= 64, dst += 64, src += 64) {
     if (n >= ahead + 64) _mm_prefetch(src + ahead, _MM_HINT_NTA);
     __m128i a = _mm_loadu_si128((const __m128i *)(const void *)src);
@@ -136,6 +136,8 @@ static void stream_unfenced(char *dst, const char *src, size_t n) {
     _mm_stream_si128((__m128i *)(void *)(dst + 32), c);
     _mm_stream_si128((__m128i *)(void *)(dst + 48), d);
   }
+#else
+  (void)ahead;
 #endif
   memcpy(dst, src, n);
 }
@@ -147,7 +149,7 @@ void dlb__stream_fence(void) {
 }
 
 void dlb__stream_copy(char *dst, const char *src, size_t n) {
-  stream_unfenced(dst, src, n);
+  stream_unfenced(dst, src, n, dlb__stream_ahead());
   dlb__stream_fence();
 }
 
@@ -155,13 +157,23 @@ void dlb__stream_copy(char *dst, const char *src, size_t n) {
  * one per row of 256 bytes made a (64, 64, 64, 64) float32 permutation
  * (2, 0, 1, 3) run at 0.13 x a non-temporal copy. The plan fences once,
  * at the end of each range it runs (dlb__copy_plan.fence). */
-static void contiguous_stream(char *dst, int64_t dst_step, const char *src,
-                              int64_t src_step, int64_t n) {
+static void contiguous_stream_near(char *dst, int64_t dst_step,
+                                   const char *src, int64_t src_step,
+                                   int64_t n) {
   (void)src_step;
-  stream_unfenced(dst, src, (size_t)(n * dst_step));
+  stream_unfenced(dst, src, (size_t)(n * dst_step), DLB__STREAM_AHEAD_NEAR);
 }
 
-int dlb__row_kernel_streams(dlb__row_fn fn) { return fn == contiguous_stream; }
+static void contiguous_stream_far(char *dst, int64_t dst_step,
+                                  const char *src, int64_t src_step,
+                                  int64_t n) {
+  (void)src_step;
+  stream_unfenced(dst, src, (size_t)(n * dst_step), DLB__STREAM_AHEAD_FAR);
+}
+
+int dlb__row_kernel_streams(dlb__row_fn fn) {
+  return fn == contiguous_stream_near || fn == contiguous_stream_far;
+}
 
 #if defined(__SSE2__)
 /* Gathers with a src step of two units (a slice [::2]) read whole
@@ -303,9 +315,12 @@ dlb__row_fn dlb__row_kernel(size_t unit, int64_t dst_step, int64_t src_step,
   const int64_t u = (int64_t)unit;
   const dlb__row_set *set = &dlb__rows[dlb__unit_index(unit)];
   if (dst_step == u && src_step == u)
-    return DLB__HAVE_STREAM && stream && dlb__copy_isa() != DLB__ISA_PORTABLE
-               ? contiguous_stream
-               : contiguous;
+    return !DLB__HAVE_STREAM || !stream ||
+                   dlb__copy_isa() == DLB__ISA_PORTABLE
+               ? contiguous
+           : dlb__stream_ahead() == DLB__STREAM_AHEAD_FAR
+               ? contiguous_stream_far
+               : contiguous_stream_near;
 #if defined(__SSE2__)
   if (dst_step == u && dlb__copy_isa() != DLB__ISA_PORTABLE) {
     dlb__row_fn fn = gather_shuffled(unit, src_step);

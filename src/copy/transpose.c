@@ -502,18 +502,16 @@ static DLB__FORCE_INLINE void blocked(char *dst, int64_t dst_b, int64_t dst_a,
 }
 
 
-#if DLB__HAVE_V128
 /* The level whose strips ran last (-1: none since dlb__strips_forget),
  * for the tests to see which kernels a copy took. Stored only when it
  * changes, so that threads running planes at one level only read it. */
 static atomic_int dlb__strips_level = -1;
 
+#if DLB__HAVE_V128
 static void note_strips(int level) {
   if (atomic_load_explicit(&dlb__strips_level, memory_order_relaxed) != level)
     atomic_store_explicit(&dlb__strips_level, level, memory_order_relaxed);
 }
-#else
-static atomic_int dlb__strips_level = -1;
 #endif
 
 int dlb__strips_last_level(void) {
