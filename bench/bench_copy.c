@@ -14,7 +14,8 @@
  * the best median), on one thread for the one-thread runs and on up to all
  * threads for the others, timed in the same reps as the case. The threshold sweep times small
  * contiguous copies and transposes on one thread and on all of them, to
- * place DLB__COPY_PARALLEL_MIN.
+ * place DLB__COPY_PARALLEL_MIN; the sections after it are described in
+ * bench/README.md.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -29,6 +30,7 @@
 #include "bench_clock.h"
 #include "bench_limit.h"
 #include "bench_mem.h"
+#include "bench_probe.h"
 #include "dlbridge.h"
 
 #define MAX_REPS 101
@@ -495,6 +497,93 @@ static void stream_sweep(FILE *json, float *a, float *b) {
 }
 #endif
 
+#if defined(__SSE2__)
+/* What dst rows a power of two apart cost, on one thread: the transpose of
+ * 4096^2 float32 with src's or dst's rows padded (by 64 bytes: every row
+ * in another L1 set; by 512 and 1024: every row in one of 8 or 4 sets),
+ * each against the unpadded one of the same rep; then the non-temporal
+ * writes of 64 MiB, 16 KiB rows, a run of each row at a time, the rows
+ * 16 KiB or 16 KiB + 64 apart, against one sequential non-temporal write
+ * of the same bytes. */
+static void padding_probe(FILE *json, int64_t n) {
+  static const struct {
+    const char *name;
+    int64_t src_pad, dst_pad; /* float32 units */
+  } pads[] = {{"dst + 64 B", 0, 16},
+              {"dst + 512 B", 0, 128},
+              {"dst + 1 KiB", 0, 256},
+              {"src + 64 B", 16, 0},
+              {"both + 64 B", 16, 16}};
+  enum { NPADS = sizeof pads / sizeof pads[0] };
+  static const int64_t runs[] = {64, 128, 256};
+  enum { NRUNS = sizeof runs / sizeof runs[0] };
+  const int64_t wide = n + 256;
+  const size_t bytes = (size_t)(n * wide) * sizeof(float);
+  float *a = big_alloc(bytes), *b = big_alloc(bytes);
+  int64_t sq[2] = {n, n}, plain[2] = {1, n};
+  DLTensor s0 = view(a, 2, sq, plain), d0 = view(b, 2, sq, NULL);
+  job j0 = {&s0, &d0, NULL, NULL, 0};
+  int64_t sstr[NPADS][2], dstr[NPADS][2];
+  DLTensor sp[NPADS], dp[NPADS];
+  job jp[NPADS];
+  for (int k = 0; k < NPADS; k++) {
+    sstr[k][0] = 1;
+    sstr[k][1] = n + pads[k].src_pad;
+    dstr[k][0] = n + pads[k].dst_pad;
+    dstr[k][1] = 1;
+    sp[k] = view(a, 2, sq, sstr[k]);
+    dp[k] = view(b, 2, sq, dstr[k]);
+    jp[k] = (job){&sp[k], &dp[k], NULL, NULL, 0};
+  }
+  double tr[NPADS][MAX_REPS], w[2][NRUNS][MAX_REPS];
+  const int64_t row_bytes = n * (int64_t)sizeof(float);
+  const size_t wbytes = (size_t)(n * row_bytes);
+  dlb_copy_set_threads(1);
+  run_copy(&j0);
+  for (int r = 0; r < reps; r++) {
+    const double t0 = time_once(run_copy, &j0);
+    for (int k = 0; k < NPADS; k++)
+      tr[k][r] = t0 / time_once(run_copy, &jp[k]);
+    double t = now();
+    probe_column_writes((char *)b, 1, (int64_t)wbytes, 0, (int64_t)wbytes);
+    const double seq = now() - t;
+    for (int pad = 0; pad < 2; pad++)
+      for (int q = 0; q < NRUNS; q++) {
+        t = now();
+        probe_column_writes((char *)b, n, row_bytes, row_bytes + 64 * pad,
+                            runs[q]);
+        w[pad][q][r] = seq / (now() - t);
+      }
+  }
+  printf("\ntranspose 4096^2 f32 with padded rows, one thread (median "
+         "(min-max) per-rep speed over the unpadded one)\n");
+  fprintf(json, "  \"padding\": {\n");
+  for (int k = 0; k < NPADS; k++) {
+    sort_samples(tr[k], reps);
+    printf("  %-12s %.2f (%.2f-%.2f)\n", pads[k].name, tr[k][reps / 2],
+           tr[k][0], tr[k][reps - 1]);
+    fprintf(json, "    \"%s\": %.3f,\n", pads[k].name, tr[k][reps / 2]);
+  }
+  printf("non-temporal writes of 64 MiB in 16 KiB rows, a run of every row "
+         "at a time (median (min-max) speed over one sequential write)\n");
+  for (int pad = 0; pad < 2; pad++) {
+    printf("  rows %s apart:", pad ? "16 KiB + 64" : "16 KiB     ");
+    for (int q = 0; q < NRUNS; q++) {
+      sort_samples(w[pad][q], reps);
+      printf("  run %3lld B %.2f (%.2f-%.2f)", (long long)runs[q],
+             w[pad][q][reps / 2], w[pad][q][0], w[pad][q][reps - 1]);
+      fprintf(json, "    \"writes %s run %lld\": %.3f%s\n",
+              pad ? "padded" : "aligned", (long long)runs[q],
+              w[pad][q][reps / 2], pad && q + 1 == NRUNS ? "" : ",");
+    }
+    printf("\n");
+  }
+  fprintf(json, "  },\n");
+  free(a);
+  free(b);
+}
+#endif
+
 int main(int argc, char **argv) {
   const char *json_path = "bench_copy.json";
   int quick = 0, reps_given = 0;
@@ -600,6 +689,7 @@ int main(int argc, char **argv) {
   slice_bound(json, &ss, &sd, (const char *)a, n);
 #if defined(__SSE2__)
   stream_sweep(json, a, b);
+  padding_probe(json, n);
 #endif
   fprintf(json, "  \"memcpy_bytes\": %zu\n}\n", bytes);
   fclose(json);
