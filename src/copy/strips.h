@@ -35,14 +35,71 @@
 #include "copy/copy_internal.h"
 #include "copy/row_prefetch.h"
 
+#include <stdatomic.h>
+
 typedef void (*dlb__strips_fn)(char *dst, int64_t dst_b, const char *src,
                                int64_t src_a, int64_t bw, int64_t a_full,
                                const char *next_src);
+
+/* One strip of a plane: the plane's arguments, the strip's first row a0,
+ * and sp, where the strip found its stack pointer. */
+typedef struct {
+  char *dst;
+  int64_t dst_b;
+  const char *src;
+  int64_t src_a, bw, a_full;
+  const char *next_src;
+  int64_t a0;
+  uintptr_t sp;
+} dlb__strip_job;
+
+#define DLB__STRIP_SP(v) __asm__ volatile("mov %%rsp, %0" : "=r"(v))
+
+/* A load from an address whose low 12 bits fall in the line of a
+ * non-temporal store still waiting to be written waits for that store: on
+ * the Zen 3 VM, 2.7 x longer a line. A strip stores to `run` bytes of
+ * each dst row, at the same low 12 bits in every row when dst's rows are
+ * a multiple of 4 KiB apart, while its loads from its own stack (spilled
+ * registers, the tiles' L1 buffers) sit at fixed low 12 bits near its
+ * stack pointer; the strips whose runs met those ran 2.5 x slower. So each
+ * strip runs below a gap of the stack that puts its stack pointer 2 KiB
+ * from the middle of its runs, modulo 4 KiB. Where that pointer is
+ * without a gap is `depth` below the walk's (the same for every call of
+ * one strip function: the first strip run shows it, with no gap). */
+__attribute__((noinline)) static void dlb__strip_run_at(
+    void (*one)(dlb__strip_job *), dlb__strip_job *j, size_t gap) {
+  char *pad = __builtin_alloca(gap);
+  __asm__ volatile("" : : "r"(pad) : "memory");
+  one(j);
+  __asm__ volatile("" : : "r"(pad) : "memory");
+}
+
+static inline __attribute__((always_inline)) void dlb__strip_run(
+    void (*one)(dlb__strip_job *), dlb__strip_job *j,
+    _Atomic intptr_t *depth, uintptr_t runs_at, int64_t run) {
+  uintptr_t sp;
+  DLB__STRIP_SP(sp);
+  const intptr_t d = atomic_load_explicit(depth, memory_order_relaxed);
+  size_t gap = 0;
+  if (d > 0) {
+    const uintptr_t middle = runs_at + (uintptr_t)run / 2;
+    gap = (size_t)((sp - (uintptr_t)d - middle - 2048) & 4095 &
+                   ~(uintptr_t)63);
+  }
+  dlb__strip_run_at(one, j, gap);
+  if (d <= 0)
+    atomic_store_explicit(depth, (intptr_t)(sp - j->sp),
+                          memory_order_relaxed);
+}
 
 #endif /* DLBRIDGE_COPY_STRIPS_H */
 
 #ifndef DLB__STRIPS_WIDE
 #define DLB__STRIPS_WIDE(unit) 1
+#endif
+#ifndef DLB__SCRATCH_BYTES
+#define DLB__SCRATCH_BYTES 0
+#define DLB__SCRATCH_HOLE 0
 #endif
 
 /* The walk itself takes the including file's target, so it is defined
@@ -62,17 +119,91 @@ typedef void (*dlb__strips_fn)(char *dst, int64_t dst_b, const char *src,
 DLB__STRIPS_ATTR static inline __attribute__((always_inline)) void
 tall_tiles(char *dst, int64_t dst_b, const char *src, int64_t src_a,
            int64_t rows, int64_t c0, int64_t c1, dlb__pf *pf, int64_t per,
-           size_t unit, int nt) {
+           size_t unit, int nt, char *sc) {
   const int64_t u = (int64_t)unit, m = 64 / u, run = rows * u;
   _Alignas(64) char buf[DLB__TALL_STRIP_BYTES * 64];
   for (int64_t b = c0; b < c1; b += m) {
     for (int64_t a = 0; a < rows; a += m) {
       pf_some(pf, per); /* one burst: spread, they slowed permutations */
-      tile(buf + a * u, run, src + a * src_a + b * u, src_a, unit, 0, pf, 0);
+      tile(buf + a * u, run, src + a * src_a + b * u, src_a, unit, 0, pf, 0,
+           sc);
     }
     char *d = dst + b * dst_b;
     for (int64_t r = 0; r < m; r++, d += dst_b)
       copy_lines(d, buf + r * run, run / 64, nt);
+  }
+}
+
+/* The strip of rows [a0, a0 + rows) of the plane below (strips): its
+ * chunks of columns, each with the next one's prefetches. */
+DLB__STRIPS_ATTR static inline __attribute__((always_inline)) void strip(
+    const dlb__strip_job *j, size_t unit, int nt) {
+  const int64_t u = (int64_t)unit, m = 64 / u;
+  const int64_t bw = j->bw, a_full = j->a_full, src_a = j->src_a;
+  const int64_t dst_b = j->dst_b, a0 = j->a0;
+  char *const dst = j->dst;
+  const char *const src = j->src;
+  const int64_t chunk = dlb__chunk_lines(unit) * m; /* units along b */
+  const int tall = src_a == bw * u && bw <= chunk;
+  const int64_t base_rows = DLB__STRIP_BYTES / u;
+  const int64_t strip_rows =
+      tall ? DLB__TALL_STRIP_BYTES / u : DLB__STRIPS_WIDE(unit) * base_rows;
+  const int64_t first_rows = strip_rows < a_full ? strip_rows : a_full;
+  const int64_t first_bytes = (chunk < bw ? chunk : bw) * u;
+  const int64_t rows = a0 + strip_rows < a_full ? strip_rows : a_full - a0;
+  const char *s0 = src + a0 * src_a;
+#if DLB__SCRATCH_BYTES > 0
+  /* The tiles' L1 buffers, placed (modulo 4 KiB) so that the hole between
+   * them covers the strip's runs of dst and 64 bytes on either side (see
+   * dlb__strip_run). */
+  _Alignas(64) char area[DLB__SCRATCH_BYTES + 4096];
+  const uintptr_t runs = (uintptr_t)(dst + a0 * u) - 64 - DLB__SCRATCH_HOLE;
+  char *const sc = area + ((runs - (uintptr_t)area) & 4095 & ~(uintptr_t)63);
+#else
+  char *const sc = NULL;
+#endif
+  for (int64_t c0 = 0; c0 < bw; c0 += chunk) {
+    const int64_t c1 = c0 + chunk < bw ? c0 + chunk : bw;
+    dlb__pf pf;
+    if (c1 < bw) {
+      const int64_t c2 = c1 + chunk < bw ? c1 + chunk : bw;
+      pf_init(&pf, s0 + c1 * u, src_a, rows, (c2 - c1) * u);
+    } else if (a0 + strip_rows < a_full) {
+      const int64_t next = a0 + strip_rows;
+      pf_init(&pf, src + next * src_a, src_a,
+              next + strip_rows < a_full ? strip_rows : a_full - next,
+              first_bytes);
+    } else {
+      pf_init(&pf, j->next_src, src_a, first_rows, first_bytes);
+    }
+    const int64_t tiles = (rows / m) * ((c1 - c0) / m);
+    const int64_t per = (pf.rows_left * pf.lines + tiles - 1) / tiles;
+    if (tall && rows * u > DLB__STRIP_BYTES) {
+      tall_tiles(dst + a0 * u, dst_b, s0, src_a, rows, c0, c1, &pf, per,
+                 unit, nt, sc);
+      continue;
+    }
+    for (int64_t b = c0; b < c1; b += m) {
+      int64_t a = a0;
+      if (DLB__STRIPS_WIDE(unit) > 1 && !tall && rows == strip_rows) {
+        for (int64_t t = 0; t < base_rows; t += m)
+          for (int64_t k = 0; k < DLB__STRIPS_WIDE(unit); k++) {
+            const int64_t aa = a0 + k * base_rows + t;
+            tile(dst + b * dst_b + aa * u, dst_b, src + aa * src_a + b * u,
+                 src_a, unit, nt, &pf, per, sc);
+          }
+        continue;
+      }
+#ifdef DLB__STRIPS_PAIR
+      if (DLB__STRIPS_PAIR(unit))
+        for (; a + 2 * m <= a0 + rows; a += 2 * m)
+          tile_pair(dst + b * dst_b + a * u, dst_b, src + a * src_a + b * u,
+                    src_a, unit, nt, &pf, 2 * per, sc);
+#endif
+      for (; a < a0 + rows; a += m)
+        tile(dst + b * dst_b + a * u, dst_b, src + a * src_a + b * u, src_a,
+             unit, nt, &pf, per, sc);
+    }
   }
 }
 
@@ -85,77 +216,49 @@ tall_tiles(char *dst, int64_t dst_b, const char *src, int64_t src_a,
  * reads one block of src however tall it is: strips are then
  * DLB__TALL_STRIP_BYTES / unit rows, through tall_tiles where that makes
  * dst's runs longer than DLB__STRIP_BYTES (for two lines, the buffer
- * only costs: 64 x 64 planes of 2-byte units ran at 0.96 x through it). */
+ * only costs: 64 x 64 planes of 2-byte units ran at 0.96 x through it).
+ * Each strip runs in `one`, on a stack placed by dlb__strip_run so that
+ * its loads from the stack do not wait on the strip's stores (`depth`:
+ * where one's stack pointer is). */
 DLB__STRIPS_ATTR static inline __attribute__((always_inline)) void strips(
     char *dst, int64_t dst_b, const char *src, int64_t src_a, int64_t bw,
-    int64_t a_full, const char *next_src, size_t unit, int nt) {
+    int64_t a_full, const char *next_src, size_t unit,
+    void (*one)(dlb__strip_job *), _Atomic intptr_t *depth) {
   const int64_t u = (int64_t)unit, m = 64 / u;
-  const int64_t chunk = dlb__chunk_lines(unit) * m; /* units along b */
+  const int64_t chunk = dlb__chunk_lines(unit) * m;
   const int tall = src_a == bw * u && bw <= chunk;
-  const int64_t base_rows = DLB__STRIP_BYTES / u;
   const int64_t strip_rows =
-      tall ? DLB__TALL_STRIP_BYTES / u : DLB__STRIPS_WIDE(unit) * base_rows;
-  const int64_t first_rows = strip_rows < a_full ? strip_rows : a_full;
-  const int64_t first_bytes = (chunk < bw ? chunk : bw) * u;
-  for (int64_t a0 = 0; a0 < a_full; a0 += strip_rows) {
-    const int64_t rows = a0 + strip_rows < a_full ? strip_rows : a_full - a0;
-    const char *s0 = src + a0 * src_a;
-    for (int64_t c0 = 0; c0 < bw; c0 += chunk) {
-      const int64_t c1 = c0 + chunk < bw ? c0 + chunk : bw;
-      dlb__pf pf;
-      if (c1 < bw) {
-        const int64_t c2 = c1 + chunk < bw ? c1 + chunk : bw;
-        pf_init(&pf, s0 + c1 * u, src_a, rows, (c2 - c1) * u);
-      } else if (a0 + strip_rows < a_full) {
-        const int64_t next = a0 + strip_rows;
-        pf_init(&pf, src + next * src_a, src_a,
-                next + strip_rows < a_full ? strip_rows : a_full - next,
-                first_bytes);
-      } else {
-        pf_init(&pf, next_src, src_a, first_rows, first_bytes);
-      }
-      const int64_t tiles = (rows / m) * ((c1 - c0) / m);
-      const int64_t per = (pf.rows_left * pf.lines + tiles - 1) / tiles;
-      if (tall && rows * u > DLB__STRIP_BYTES) {
-        tall_tiles(dst + a0 * u, dst_b, s0, src_a, rows, c0, c1, &pf, per,
-                   unit, nt);
-        continue;
-      }
-      for (int64_t b = c0; b < c1; b += m) {
-        int64_t a = a0;
-        if (DLB__STRIPS_WIDE(unit) > 1 && !tall && rows == strip_rows) {
-          for (int64_t t = 0; t < base_rows; t += m)
-            for (int64_t k = 0; k < DLB__STRIPS_WIDE(unit); k++) {
-              const int64_t aa = a0 + k * base_rows + t;
-              tile(dst + b * dst_b + aa * u, dst_b, src + aa * src_a + b * u,
-                   src_a, unit, nt, &pf, per);
-            }
-          continue;
-        }
-#ifdef DLB__STRIPS_PAIR
-        if (DLB__STRIPS_PAIR(unit))
-          for (; a + 2 * m <= a0 + rows; a += 2 * m)
-            tile_pair(dst + b * dst_b + a * u, dst_b, src + a * src_a + b * u,
-                      src_a, unit, nt, &pf, 2 * per);
-#endif
-        for (; a < a0 + rows; a += m)
-          tile(dst + b * dst_b + a * u, dst_b, src + a * src_a + b * u,
-               src_a, unit, nt, &pf, per);
-      }
-    }
-  }
+      tall ? DLB__TALL_STRIP_BYTES / u
+           : DLB__STRIPS_WIDE(unit) * (DLB__STRIP_BYTES / u);
+  dlb__strip_job j = {dst, dst_b, src, src_a, bw, a_full, next_src, 0, 0};
+  for (j.a0 = 0; j.a0 < a_full; j.a0 += strip_rows)
+    dlb__strip_run(one, &j, depth, (uintptr_t)(dst + j.a0 * u),
+                   strip_rows * u);
 }
-
 /* One function per unit and store kind, so that both are constants in
- * the tiles. */
+ * the tiles, and one strip function of each, called through
+ * dlb__strip_run. */
 #define DLB__STRIPS_INSTANCE(UNIT)                                         \
+  static _Atomic intptr_t depth_##UNIT, depth_nt_##UNIT;                   \
+  DLB__STRIPS_ATTR __attribute__((noinline)) static void strip_##UNIT(     \
+      dlb__strip_job *j) {                                                 \
+    DLB__STRIP_SP(j->sp);                                                  \
+    strip(j, UNIT, 0);                                                     \
+  }                                                                        \
+  DLB__STRIPS_ATTR __attribute__((noinline)) static void strip_nt_##UNIT(  \
+      dlb__strip_job *j) {                                                 \
+    DLB__STRIP_SP(j->sp);                                                  \
+    strip(j, UNIT, 1);                                                     \
+  }                                                                        \
   DLB__STRIPS_ATTR static void strips_##UNIT(                              \
       char *dst, int64_t dst_b, const char *src, int64_t src_a, int64_t bw, \
       int64_t a_full, const char *next_src) {                              \
-    strips(dst, dst_b, src, src_a, bw, a_full, next_src, UNIT, 0);         \
+    strips(dst, dst_b, src, src_a, bw, a_full, next_src, UNIT,             \
+           strip_##UNIT, &depth_##UNIT);                                   \
   }                                                                        \
   DLB__STRIPS_ATTR static void strips_nt_##UNIT(                           \
       char *dst, int64_t dst_b, const char *src, int64_t src_a, int64_t bw, \
       int64_t a_full, const char *next_src) {                              \
-    strips(dst, dst_b, src, src_a, bw, a_full, next_src, UNIT, 1);         \
+    strips(dst, dst_b, src, src_a, bw, a_full, next_src, UNIT,             \
+           strip_nt_##UNIT, &depth_nt_##UNIT);                             \
   }

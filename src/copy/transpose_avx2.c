@@ -37,6 +37,10 @@
 
 #define DLB__UNROLL_ALL _Pragma("GCC unroll 16")
 
+/* Where gb starts in the strip's scratch: after ga (4 groups of 16
+ * registers) and a hole of 256 bytes (DLB__SCRATCH_HOLE below). */
+#define DLB__SCRATCH_HOLE_END 2304
+
 DLB__AVX2_INLINE __m256i load32(const char *p) {
   return _mm256_loadu_si256((const __m256i *)(const void *)p);
 }
@@ -77,14 +81,14 @@ DLB__AVX2_INLINE void transpose_8x8(__m256i *r) {
 
 /* 16 rows: each 32-byte half of the tile (along b) is two 8 x 8
  * transposes (rows 0-7 and 8-15), the two halves of 8 dst lines. The
- * first goes through an L1 buffer: both held in registers, with the
- * shuffles' temporaries, are more than AVX2's 16 registers. */
+ * first goes through the L1 buffer lo (8 registers, in the strip's scratch:
+ * strips.h): both held in registers, with the shuffles' temporaries, are
+ * more than AVX2's 16 registers. */
 DLB__AVX2_INLINE void tile_4(char *dst, int64_t dst_b, const char *src,
-                             int64_t src_a, int nt) {
+                             int64_t src_a, int nt, __m256i *lo) {
   DLB__UNROLL_ALL
   for (int h = 0; h < 2; h++) {
     __m256i r[8];
-    _Alignas(32) __m256i lo[8];
     const char *s = src + 32 * h;
     DLB__UNROLL_ALL
     for (int i = 0; i < 8; i++, s += src_a) {
@@ -230,17 +234,19 @@ DLB__AVX2_INLINE void transpose_lanes_1(__m256i *r) {
 /* 1- and 2-byte units, 32 bytes of each src row: the N = 32 / unit dst
  * rows of those columns. The src rows go in `groups` groups of 16 / unit
  * rows (4 groups: one tile's 64 / unit rows; 8: two tiles'), each group
- * transposed lane by lane into an L1 buffer, where g[q][j] lane L holds
- * what group q gives dst row L N / 2 + j. A dst line is those halves of
+ * transposed lane by lane into an L1 buffer, where lane L of g(q)[j] (ga
+ * for groups 0-3, gb for 4-7, each N registers a group: the strip's
+ * scratch) holds what group q gives dst row L N / 2 + j. A dst line is those halves of
  * four groups, joined by 128-bit permutes; with 8 groups each dst row's
  * two lines are stored back to back. k of pf's prefetches go before each
  * group's loads (before each row's, their bookkeeping cost 1-byte tiles
  * more than the prefetches gained). */
 DLB__AVX2_INLINE void half_narrow(char *dst, int64_t dst_b, const char *src,
                                   int64_t src_a, size_t unit, int groups,
-                                  int nt, dlb__pf *pf, int64_t k) {
+                                  int nt, dlb__pf *pf, int64_t k,
+                                  __m256i *ga, __m256i *gb) {
   const int n = unit == 1 ? 16 : 8;
-  _Alignas(32) __m256i g[8][16];
+#define DLB__G(q, j) ((q) < 4 ? ga : gb)[((q) & 3) * n + (j)]
   DLB__UNROLL_ALL
   for (int q = 0; q < groups; q++) {
     __m256i r[16];
@@ -256,47 +262,51 @@ DLB__AVX2_INLINE void half_narrow(char *dst, int64_t dst_b, const char *src,
     else
       transpose_lanes_2(r);
     DLB__UNROLL_ALL
-    for (int j = 0; j < n; j++) _mm256_store_si256(&g[q][j], r[j]);
+    for (int j = 0; j < n; j++) _mm256_store_si256(&DLB__G(q, j), r[j]);
   }
   for (int j = 0; j < n; j++) {
     char *lo = dst + j * dst_b, *hi = dst + (n + j) * dst_b;
     for (int l = 0; l < groups / 4; l++) {
-      const __m256i a = _mm256_load_si256(&g[4 * l][j]);
-      const __m256i b = _mm256_load_si256(&g[4 * l + 1][j]);
-      const __m256i c = _mm256_load_si256(&g[4 * l + 2][j]);
-      const __m256i e = _mm256_load_si256(&g[4 * l + 3][j]);
+      const __m256i a = _mm256_load_si256(&DLB__G(4 * l, j));
+      const __m256i b = _mm256_load_si256(&DLB__G(4 * l + 1, j));
+      const __m256i c = _mm256_load_si256(&DLB__G(4 * l + 2, j));
+      const __m256i e = _mm256_load_si256(&DLB__G(4 * l + 3, j));
       store_line(lo + 64 * l, _mm256_permute2x128_si256(a, b, 0x20),
                  _mm256_permute2x128_si256(c, e, 0x20), nt);
       store_line(hi + 64 * l, _mm256_permute2x128_si256(a, b, 0x31),
                  _mm256_permute2x128_si256(c, e, 0x31), nt);
     }
   }
+#undef DLB__G
 }
 
 /* A tile (groups = 4) or two (8) of 1- or 2-byte units: both 32-byte
  * halves of the src lines. */
 DLB__AVX2_INLINE void tile_narrow(char *dst, int64_t dst_b, const char *src,
                                   int64_t src_a, size_t unit, int groups,
-                                  int nt, dlb__pf *pf, int64_t per) {
+                                  int nt, dlb__pf *pf, int64_t per,
+                                  char *sc) {
   const int64_t k = (per + 2 * groups - 1) / (2 * groups);
-  half_narrow(dst, dst_b, src, src_a, unit, groups, nt, pf, k);
+  __m256i *ga = (__m256i *)(void *)sc;
+  __m256i *gb = (__m256i *)(void *)(sc + DLB__SCRATCH_HOLE_END);
+  half_narrow(dst, dst_b, src, src_a, unit, groups, nt, pf, k, ga, gb);
   half_narrow(dst + (32 / (int64_t)unit) * dst_b, dst_b, src + 32, src_a,
-              unit, groups, nt, pf, k);
+              unit, groups, nt, pf, k, ga, gb);
 }
 
 /* For 4-, 8- and 16-byte units the prefetches go first, in one burst:
  * these tiles were measured so. */
 DLB__AVX2_INLINE void tile(char *dst, int64_t dst_b, const char *src,
                            int64_t src_a, size_t unit, int nt, dlb__pf *pf,
-                           int64_t per) {
+                           int64_t per, char *sc) {
   if (unit <= 2) {
-    tile_narrow(dst, dst_b, src, src_a, unit, 4, nt, pf, per);
+    tile_narrow(dst, dst_b, src, src_a, unit, 4, nt, pf, per, sc);
     return;
   }
   pf_some(pf, per);
   switch (unit) {
     case 4:
-      tile_4(dst, dst_b, src, src_a, nt);
+      tile_4(dst, dst_b, src, src_a, nt, (__m256i *)(void *)sc);
       break;
     case 8:
       tile_8(dst, dst_b, src, src_a, nt);
@@ -321,11 +331,15 @@ DLB__AVX2_INLINE void copy_lines(char *dst, const char *buf, int64_t lines,
  * names (strips.h). */
 DLB__AVX2_INLINE void tile_pair(char *dst, int64_t dst_b, const char *src,
                                 int64_t src_a, size_t unit, int nt,
-                                dlb__pf *pf, int64_t per) {
-  tile_narrow(dst, dst_b, src, src_a, unit, 8, nt, pf, per);
+                                dlb__pf *pf, int64_t per, char *sc) {
+  tile_narrow(dst, dst_b, src, src_a, unit, 8, nt, pf, per, sc);
 }
 
 #define DLB__STRIPS_ATTR DLB__AVX2
+/* The tiles' L1 buffers (strips.h's scratch): ga, or tile_4's lo, at 0,
+ * then a hole, then gb. */
+#define DLB__SCRATCH_BYTES 4352
+#define DLB__SCRATCH_HOLE 2048
 #define DLB__STRIPS_PAIR(unit) ((unit) == 1)
 /* Strips of 4- and 8-byte units two strips wide, of 16-byte units four:
  * on the Zen 3 VM (docs/performance.md, 2026-12-05 evening; bench_ab,

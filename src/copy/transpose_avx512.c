@@ -299,7 +299,8 @@ DLB__AVX512_INLINE void tile_pair_1(char *dst, int64_t dst_b,
 
 DLB__AVX512_INLINE void tile(char *dst, int64_t dst_b, const char *src,
                              int64_t src_a, size_t unit, int nt, dlb__pf *pf,
-                             int64_t per) {
+                             int64_t per, char *sc) {
+  (void)sc; /* whole tiles in registers: no L1 buffer */
   switch (unit) {
     case 1:
       tile_1(dst, dst_b, src, src_a, nt, pf, per);
@@ -323,8 +324,9 @@ DLB__AVX512_INLINE void tile(char *dst, int64_t dst_b, const char *src,
  * names (strips.h). */
 DLB__AVX512_INLINE void tile_pair(char *dst, int64_t dst_b, const char *src,
                                   int64_t src_a, size_t unit, int nt,
-                                  dlb__pf *pf, int64_t per) {
+                                  dlb__pf *pf, int64_t per, char *sc) {
   (void)unit;
+  (void)sc;
   tile_pair_1(dst, dst_b, src, src_a, nt, pf, per);
 }
 
