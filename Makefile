@@ -109,7 +109,8 @@ docs: build
 	tests/docs/check_docs.py --build $(BUILD) --python $(VPY) --reference-only
 
 # The reference as above, every C and Python block of README.md and docs/
-# compiled and run, every public Python name in docs/python.md.
+# compiled and run, the dlbridge command lines of their shell blocks run,
+# every public Python name in docs/python.md.
 test-docs: build python
 	tests/docs/check_docs.py --build $(BUILD) --python $(VPY)
 
