@@ -462,5 +462,16 @@ for c in $listed --version -V --help -h; do
     printf 'FAIL man-%s: docs/dlbridge.1 does not describe %s\n' "$c" "$c"
   fi
 done
+# ... and every option a command's help lists.
+for c in $listed; do
+  for o in $(run_tool help "$c" | sed -n 's/^  \(--[a-z-]*\).*/\1/p'); do
+    if grep -qF -- "$(printf '%s' "$o" | sed 's/-/\\-/g')" "$man"; then
+      pass=$((pass + 1))
+    else
+      fail=$((fail + 1))
+      printf 'FAIL man-%s-%s: docs/dlbridge.1 does not describe %s %s\n' "$c" "$o" "$c" "$o"
+    fi
+  done
+done
 echo "cli: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
