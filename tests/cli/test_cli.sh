@@ -375,6 +375,13 @@ if command -v script >/dev/null; then
     printf 'FAIL bench-installed-terminal: output:\n%s\n' "$out"
   fi
 fi
+# Neither a build tree nor an install around it (the command installed
+# with the Python module): the message says where to look instead.
+mkdir -p "$scratch/alone/bin"
+cp "$build_tool" "$scratch/alone/bin/dlbridge"
+tool="$scratch/alone/bin/dlbridge"
+with="LD_LIBRARY_PATH=$build/src DLBRIDGE_PYTHON=$stand_in"
+expect_only bench-alone 1 '^dlbridge bench: neither \.\./bench/run_bench .* `python -m dlbridge\.bench` runs the exchange benchmark$' '^stand-in' -- bench --quick
 with=
 tool=$build_tool
 fail_fork="$build/tests/cli/libfail_fork.so"
