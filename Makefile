@@ -10,6 +10,8 @@ BUILD   := build
 ASAN    := build-asan
 ASANPY  := build-asan-py
 # Warnings are errors in CI (CI=true) and when asked: make WERROR=true.
+# It applies to the build folders set up by that run (and to the module's,
+# reconfigured on each install); one set up before keeps its setting.
 WERROR  ?= $(if $(CI),true,false)
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
