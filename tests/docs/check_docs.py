@@ -18,6 +18,8 @@ The documentation is true:
   (PYTHON's for `python -m`), against the emulated runtimes, and exits 0;
   a .npy file it names is made first, and `dlbridge bench` gets --help
   appended, so its options are parsed but no benchmark runs;
+- every test README.md and docs/ name (`test_...`) exists: a Python test
+  function, or a C or shell test of that name under tests/;
 - every name the Python module exports is in docs/python.md;
 - README.md names every page of docs/.
 Other shell lines are commands to type, not run here.
@@ -205,6 +207,26 @@ def python_names(python):
     print("python: %d public names in docs/python.md" % len(names))
 
 
+def tests_named_exist():
+    sources = ""
+    for path in glob.glob(os.path.join(ROOT, "tests", "**", "*"), recursive=True):
+        if path.endswith((".py", ".c", ".h", ".sh", "meson.build")) and os.path.isfile(path):
+            with open(path, errors="replace") as f:
+                sources += f.read() + "\n"
+    docs = [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
+    count = 0
+    for doc in docs:
+        with open(doc) as f:
+            text = f.read()
+        for m in re.finditer(r"`(test_[a-z0-9_]+)`", text):
+            count += 1
+            if not re.search(r"\b%s\b" % m.group(1), sources):
+                fail("%s:%d: no test is named %s" % (os.path.relpath(doc, ROOT),
+                                                     text.count("\n", 0, m.start()) + 1,
+                                                     m.group(1)))
+    print("tests: %d names of tests found under tests/" % count)
+
+
 def readme_names_every_page():
     with open(os.path.join(ROOT, "README.md")) as f:
         readme = f.read()
@@ -236,6 +258,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         run_commands(build, python, tmp)
     python_names(python)
+    tests_named_exist()
     readme_names_every_page()
     print("docs: %d failures" % len(failures))
     return 1 if failures else 0
