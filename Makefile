@@ -10,6 +10,8 @@ BUILD   := build
 ASAN    := build-asan
 ASANPY  := build-asan-py
 # Warnings are errors in CI (CI=true) and when asked: make WERROR=true.
+# It applies to the build folders set up by that run (and to the module's,
+# reconfigured on each install); one set up before keeps its setting.
 WERROR  ?= $(if $(CI),true,false)
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
@@ -109,7 +111,8 @@ docs: build
 	tests/docs/check_docs.py --build $(BUILD) --python $(VPY) --reference-only
 
 # The reference as above, every C and Python block of README.md and docs/
-# compiled and run, every public Python name in docs/python.md.
+# compiled and run, the dlbridge command lines of their shell blocks run,
+# every public Python name in docs/python.md.
 test-docs: build python
 	tests/docs/check_docs.py --build $(BUILD) --python $(VPY)
 

@@ -202,7 +202,9 @@ static int bench_run(const char **values, int argc, char **argv) {
     return installed(path, values);
   fprintf(stderr, "%s bench: neither ../bench/run_bench (a build tree) nor "
           "../libexec/dlbridge/bench_copy (an install) is beside this "
-          "program\n", CLI_NAME);
+          "program; the command installed with the Python module has "
+          "neither: there `python -m dlbridge.bench` runs the exchange "
+          "benchmark\n", CLI_NAME);
   return CLI_FAILED;
 }
 

@@ -375,6 +375,13 @@ if command -v script >/dev/null; then
     printf 'FAIL bench-installed-terminal: output:\n%s\n' "$out"
   fi
 fi
+# Neither a build tree nor an install around it (the command installed
+# with the Python module): the message says where to look instead.
+mkdir -p "$scratch/alone/bin"
+cp "$build_tool" "$scratch/alone/bin/dlbridge"
+tool="$scratch/alone/bin/dlbridge"
+with="LD_LIBRARY_PATH=$build/src DLBRIDGE_PYTHON=$stand_in"
+expect_only bench-alone 1 '^dlbridge bench: neither \.\./bench/run_bench .* `python -m dlbridge\.bench` runs the exchange benchmark$' '^stand-in' -- bench --quick
 with=
 tool=$build_tool
 fail_fork="$build/tests/cli/libfail_fork.so"
@@ -461,6 +468,17 @@ for c in $listed --version -V --help -h; do
     fail=$((fail + 1))
     printf 'FAIL man-%s: docs/dlbridge.1 does not describe %s\n' "$c" "$c"
   fi
+done
+# ... and every option a command's help lists.
+for c in $listed; do
+  for o in $(run_tool help "$c" | sed -n 's/^  \(--[a-z-]*\).*/\1/p'); do
+    if grep -qF -- "$(printf '%s' "$o" | sed 's/-/\\-/g')" "$man"; then
+      pass=$((pass + 1))
+    else
+      fail=$((fail + 1))
+      printf 'FAIL man-%s-%s: docs/dlbridge.1 does not describe %s %s\n' "$c" "$o" "$c" "$o"
+    fi
+  done
 done
 echo "cli: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

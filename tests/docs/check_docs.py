@@ -13,16 +13,25 @@ The documentation is true:
   functions), against the emulated
   CUDA driver and HIP runtime of the build (tests/emu), so that blocks
   showing GPU memory run too;
+- every line of a ```sh block that runs the dlbridge command
+  (`dlbridge ...`, `python -m dlbridge ...`) runs with the build's command
+  (PYTHON's for `python -m`), against the emulated runtimes, and exits 0;
+  a .npy file it names is made first, and `dlbridge bench` gets --help
+  appended, so its options are parsed but no benchmark runs;
+- every test README.md and docs/ name (`test_...`) exists: a Python test
+  function, or a C or shell test of that name under tests/;
 - every name the Python module exports is in docs/python.md;
 - README.md names every page of docs/.
-Shell blocks (```sh) are commands to type, not run here.
+Other shell lines are commands to type, not run here.
 """
 
 import argparse
 import glob
 import os
 import re
+import shlex
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -89,11 +98,57 @@ def c_program(code):
                      + ["return 0;", "}", ""])
 
 
-def run_snippets(build, python, tmp):
+def emulated_env(build):
     emu = os.path.join(build, "tests", "emu")
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1",
-               DLBRIDGE_CUDA_LIBRARY=os.path.join(emu, "libcuda.so.1"),
-               DLBRIDGE_HIP_LIBRARY=os.path.join(emu, "libamdhip64.so.6"))
+    return dict(os.environ, OPENBLAS_NUM_THREADS="1",
+                DLBRIDGE_CUDA_LIBRARY=os.path.join(emu, "libcuda.so.1"),
+                DLBRIDGE_HIP_LIBRARY=os.path.join(emu, "libamdhip64.so.6"))
+
+
+def write_npy(path):
+    """A 2 x 3 float32 .npy file, as NumPy writes it."""
+    text = b"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }"
+    text += b" " * (128 - 10 - len(text) - 1) + b"\n"
+    with open(path, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(text)) + text + bytes(24))
+
+
+def run_commands(build, python, tmp):
+    """The dlbridge command lines of the shell blocks, run from tmp."""
+    tool = os.path.join(build, "tools", "dlbridge")
+    env = emulated_env(build)
+    count = 0
+    docs = [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
+    for doc in docs:
+        for lang, code, where, _ in blocks(doc):
+            if lang != "sh":
+                continue
+            path, first = where.rsplit(":", 1)
+            for i, line in enumerate(code.splitlines()):
+                if not re.match(r"(dlbridge|python -m dlbridge)(\s|$)", line):
+                    continue
+                words = shlex.split(line, comments=True)
+                if words[0] == "dlbridge":
+                    head, args = [tool], words[1:]
+                else:
+                    head, args = [python, "-m", "dlbridge"], words[3:]
+                if args[:1] == ["bench"]:
+                    args.append("--help")
+                for w in args:
+                    if w.endswith(".npy") and not os.path.exists(os.path.join(tmp, w)):
+                        write_npy(os.path.join(tmp, w))
+                r = subprocess.run(head + args, capture_output=True, text=True, env=env,
+                                   timeout=60, cwd=tmp)
+                if r.returncode != 0:
+                    fail("%s:%d: `%s` exits %d:\n%s%s" % (
+                        path, int(first) + 1 + i, " ".join(words), r.returncode,
+                        r.stdout, r.stderr))
+                count += 1
+    print("commands: %d dlbridge command lines ran" % count)
+
+
+def run_snippets(build, python, tmp):
+    env = emulated_env(build)
     counts = {"c": 0, "python": 0, "excerpt": 0}
     docs = [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
     for doc in docs:
@@ -152,6 +207,26 @@ def python_names(python):
     print("python: %d public names in docs/python.md" % len(names))
 
 
+def tests_named_exist():
+    sources = ""
+    for path in glob.glob(os.path.join(ROOT, "tests", "**", "*"), recursive=True):
+        if path.endswith((".py", ".c", ".h", ".sh", "meson.build")) and os.path.isfile(path):
+            with open(path, errors="replace") as f:
+                sources += f.read() + "\n"
+    docs = [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
+    count = 0
+    for doc in docs:
+        with open(doc) as f:
+            text = f.read()
+        for m in re.finditer(r"`(test_[a-z0-9_]+)`", text):
+            count += 1
+            if not re.search(r"\b%s\b" % m.group(1), sources):
+                fail("%s:%d: no test is named %s" % (os.path.relpath(doc, ROOT),
+                                                     text.count("\n", 0, m.start()) + 1,
+                                                     m.group(1)))
+    print("tests: %d names of tests found under tests/" % count)
+
+
 def readme_names_every_page():
     with open(os.path.join(ROOT, "README.md")) as f:
         readme = f.read()
@@ -180,7 +255,10 @@ def main():
         return 1 if failures else 0
     with tempfile.TemporaryDirectory() as tmp:
         run_snippets(build, python, tmp)
+    with tempfile.TemporaryDirectory() as tmp:
+        run_commands(build, python, tmp)
     python_names(python)
+    tests_named_exist()
     readme_names_every_page()
     print("docs: %d failures" % len(failures))
     return 1 if failures else 0

@@ -114,6 +114,18 @@ def test_every_folder_is_named():
         assert rel + "/" in DOC, rel
 
 
+def test_every_source_file_is_named():
+    """Each file of src/, tools/, bench/ and python/ (build files and what
+    Python writes left out), by its name or its path."""
+    files = [p for folder in ("src", "tools", "bench", "python")
+             for p in (ROOT / folder).rglob("*")
+             if p.is_file() and p.name != "meson.build" and "__pycache__" not in p.parts]
+    assert len(files) > 50
+    for path in files:
+        rel = path.relative_to(ROOT).as_posix()
+        assert "`%s`" % path.name in DOC or rel in DOC, rel
+
+
 def test_every_command_of_the_cli_is_named():
     text = "".join(p.read_text() for p in (ROOT / "tools").glob("*.c"))
     commands = set(re.findall(r'const cli_cmd cli_\w+ = \{\s*"([a-z][a-z-]*)"', text))
