@@ -162,6 +162,20 @@ static inline size_t dlb__stream_ahead(void) {
 int dlb__strips_last_level(void);
 void dlb__strips_forget(void);
 
+/* For the tests: how near, modulo 4 KiB, the register kernels' strips came
+ * to the low 12 bits of their own dst runs (strips.h): with their stack
+ * pointers (strips run below a gap placed for it; the first strip of each
+ * kind shows where the pointer is and is not counted) and with the bytes
+ * their tiles' L1 buffers use (the AVX2 level's 1-byte tile pairs, which
+ * use all of their scratch), the least since dlb__strips_forget(), and how
+ * many strips were counted. */
+typedef struct {
+  int64_t stack, buffers; /* bytes; 4096 while none was counted */
+  int64_t strips;
+} dlb__strips_nearest;
+void dlb__strips_note(int64_t stack, int64_t buffers);
+dlb__strips_nearest dlb__strips_nearest_seen(void);
+
 /* The level a DLBRIDGE_COPY_ISA value names, or -1 (NULL, unknown). */
 int dlb__copy_isa_parse(const char *name);
 

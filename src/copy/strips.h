@@ -51,6 +51,7 @@ typedef struct {
   const char *next_src;
   int64_t a0;
   uintptr_t sp;
+  int placed; /* whether it runs below a gap placed for it */
 } dlb__strip_job;
 
 #define DLB__STRIP_SP(v) __asm__ volatile("mov %%rsp, %0" : "=r"(v))
@@ -74,6 +75,17 @@ __attribute__((noinline)) static void dlb__strip_run_at(
   __asm__ volatile("" : : "r"(pad) : "memory");
 }
 
+/* How near [a, a + alen) comes to [b, b + blen) modulo 4 KiB, in bytes (0
+ * where they overlap). */
+static inline int64_t dlb__near_4k(uintptr_t a, int64_t alen, uintptr_t b,
+                                   int64_t blen) {
+  const int64_t x = (int64_t)((a - b) & 4095); /* a's start past b's */
+  if (x < blen) return 0;
+  const int64_t after = x - blen, before = 4096 - x - alen;
+  if (before < 0) return 0;
+  return after < before ? after : before;
+}
+
 static inline __attribute__((always_inline)) void dlb__strip_run(
     void (*one)(dlb__strip_job *), dlb__strip_job *j,
     _Atomic intptr_t *depth, uintptr_t runs_at, int64_t run) {
@@ -86,6 +98,7 @@ static inline __attribute__((always_inline)) void dlb__strip_run(
     gap = (size_t)((sp - (uintptr_t)d - middle - 2048) & 4095 &
                    ~(uintptr_t)63);
   }
+  j->placed = d > 0;
   dlb__strip_run_at(one, j, gap);
   if (d <= 0)
     atomic_store_explicit(depth, (intptr_t)(sp - j->sp),
@@ -100,6 +113,8 @@ static inline __attribute__((always_inline)) void dlb__strip_run(
 #ifndef DLB__SCRATCH_BYTES
 #define DLB__SCRATCH_BYTES 0
 #define DLB__SCRATCH_HOLE 0
+#define DLB__SCRATCH_HOLE_BYTES 0
+#define DLB__SCRATCH_USED(unit, pairs) 0
 #endif
 
 /* The walk itself takes the including file's target, so it is defined
@@ -152,16 +167,37 @@ DLB__STRIPS_ATTR static inline __attribute__((always_inline)) void strip(
   const int64_t first_bytes = (chunk < bw ? chunk : bw) * u;
   const int64_t rows = a0 + strip_rows < a_full ? strip_rows : a_full - a0;
   const char *s0 = src + a0 * src_a;
+  /* The strip's runs of each dst row, and where their low 12 bits are. */
+  const uintptr_t runs_at = (uintptr_t)(dst + a0 * u);
+  const int64_t run = rows * u;
 #if DLB__SCRATCH_BYTES > 0
-  /* The tiles' L1 buffers, placed (modulo 4 KiB) so that the hole between
-   * them covers the strip's runs of dst and 64 bytes on either side (see
-   * dlb__strip_run). */
+  /* The tiles' L1 buffers, placed (modulo 4 KiB) with the middle of the
+   * hole between them on the middle of the runs (see dlb__strip_run). */
   _Alignas(64) char area[DLB__SCRATCH_BYTES + 4096];
-  const uintptr_t runs = (uintptr_t)(dst + a0 * u) - 64 - DLB__SCRATCH_HOLE;
-  char *const sc = area + ((runs - (uintptr_t)area) & 4095 & ~(uintptr_t)63);
+  const uintptr_t at = runs_at + (uintptr_t)run / 2 - DLB__SCRATCH_HOLE -
+                       DLB__SCRATCH_HOLE_BYTES / 2;
+  char *const sc = area + ((at - (uintptr_t)area) & 4095 & ~(uintptr_t)63);
+#ifdef DLB__STRIPS_PAIR
+  const int pairs = DLB__STRIPS_PAIR(unit) && !tall;
+#else
+  const int pairs = 0;
+#endif
+  const int64_t used = DLB__SCRATCH_USED(unit, pairs);
+  const int64_t below = used < DLB__SCRATCH_HOLE ? used : DLB__SCRATCH_HOLE;
+  const int64_t above = used - DLB__SCRATCH_HOLE - DLB__SCRATCH_HOLE_BYTES;
+  int64_t near = below > 0 ? dlb__near_4k((uintptr_t)sc, below, runs_at, run)
+                           : 4096;
+  if (above > 0) {
+    const int64_t n2 = dlb__near_4k(
+        (uintptr_t)sc + DLB__SCRATCH_HOLE + DLB__SCRATCH_HOLE_BYTES, above,
+        runs_at, run);
+    if (n2 < near) near = n2;
+  }
 #else
   char *const sc = NULL;
+  const int64_t near = 4096;
 #endif
+  if (j->placed) dlb__strips_note(dlb__near_4k(j->sp, 1, runs_at, run), near);
   for (int64_t c0 = 0; c0 < bw; c0 += chunk) {
     const int64_t c1 = c0 + chunk < bw ? c0 + chunk : bw;
     dlb__pf pf;
@@ -230,7 +266,7 @@ DLB__STRIPS_ATTR static inline __attribute__((always_inline)) void strips(
   const int64_t strip_rows =
       tall ? DLB__TALL_STRIP_BYTES / u
            : DLB__STRIPS_WIDE(unit) * (DLB__STRIP_BYTES / u);
-  dlb__strip_job j = {dst, dst_b, src, src_a, bw, a_full, next_src, 0, 0};
+  dlb__strip_job j = {dst, dst_b, src, src_a, bw, a_full, next_src, 0, 0, 0};
   for (j.a0 = 0; j.a0 < a_full; j.a0 += strip_rows)
     dlb__strip_run(one, &j, depth, (uintptr_t)(dst + j.a0 * u),
                    strip_rows * u);

@@ -518,8 +518,36 @@ int dlb__strips_last_level(void) {
   return atomic_load_explicit(&dlb__strips_level, memory_order_relaxed);
 }
 
+/* The least distances dlb__strips_note was given, and how often. */
+static _Atomic int64_t dlb__strips_near_stack = 4096,
+                       dlb__strips_near_buffers = 4096, dlb__strips_noted;
+
 void dlb__strips_forget(void) {
   atomic_store_explicit(&dlb__strips_level, -1, memory_order_relaxed);
+  atomic_store_explicit(&dlb__strips_near_stack, 4096, memory_order_relaxed);
+  atomic_store_explicit(&dlb__strips_near_buffers, 4096,
+                        memory_order_relaxed);
+  atomic_store_explicit(&dlb__strips_noted, 0, memory_order_relaxed);
+}
+
+static void note_least(_Atomic int64_t *least, int64_t v) {
+  if (v < atomic_load_explicit(least, memory_order_relaxed))
+    atomic_store_explicit(least, v, memory_order_relaxed);
+}
+
+void dlb__strips_note(int64_t stack, int64_t buffers) {
+  note_least(&dlb__strips_near_stack, stack);
+  note_least(&dlb__strips_near_buffers, buffers);
+  atomic_fetch_add_explicit(&dlb__strips_noted, 1, memory_order_relaxed);
+}
+
+dlb__strips_nearest dlb__strips_nearest_seen(void) {
+  dlb__strips_nearest n;
+  n.stack = atomic_load_explicit(&dlb__strips_near_stack, memory_order_relaxed);
+  n.buffers =
+      atomic_load_explicit(&dlb__strips_near_buffers, memory_order_relaxed);
+  n.strips = atomic_load_explicit(&dlb__strips_noted, memory_order_relaxed);
+  return n;
 }
 
 /* One plane. With unit steps and 128-bit vectors the columns that fill

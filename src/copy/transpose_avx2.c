@@ -37,9 +37,21 @@
 
 #define DLB__UNROLL_ALL _Pragma("GCC unroll 16")
 
-/* Where gb starts in the strip's scratch: after ga (4 groups of 16
- * registers) and a hole of 256 bytes (DLB__SCRATCH_HOLE below). */
-#define DLB__SCRATCH_HOLE_END 2304
+/* The tiles' L1 buffers, in the strip's scratch (strips.h): ga (or
+ * tile_4's lo) from its start, 4 groups of 16 registers at most; then a
+ * hole of DLB__SCRATCH_HOLE_BYTES, which strips.h lays over the strip's
+ * dst runs (modulo 4 KiB); then gb, as large as ga. Only 1-byte tile
+ * pairs use gb; a 1-byte tile uses all of ga, a 2-byte one 1 KiB,
+ * float32 256 bytes. */
+#define DLB__SCRATCH_HOLE 2048
+#define DLB__SCRATCH_HOLE_BYTES 256
+#define DLB__SCRATCH_BYTES (2 * DLB__SCRATCH_HOLE + DLB__SCRATCH_HOLE_BYTES)
+#define DLB__SCRATCH_USED(unit, pairs)                                 \
+  ((pairs)       ? DLB__SCRATCH_BYTES                                  \
+   : (unit) == 1 ? 2048                                               \
+   : (unit) == 2 ? 1024                                               \
+   : (unit) == 4 ? 256                                                \
+                 : 0)
 
 DLB__AVX2_INLINE __m256i load32(const char *p) {
   return _mm256_loadu_si256((const __m256i *)(const void *)p);
@@ -236,11 +248,11 @@ DLB__AVX2_INLINE void transpose_lanes_1(__m256i *r) {
  * rows (4 groups: one tile's 64 / unit rows; 8: two tiles'), each group
  * transposed lane by lane into an L1 buffer, where lane L of g(q)[j] (ga
  * for groups 0-3, gb for 4-7, each N registers a group: the strip's
- * scratch) holds what group q gives dst row L N / 2 + j. A dst line is those halves of
- * four groups, joined by 128-bit permutes; with 8 groups each dst row's
- * two lines are stored back to back. k of pf's prefetches go before each
- * group's loads (before each row's, their bookkeeping cost 1-byte tiles
- * more than the prefetches gained). */
+ * scratch) holds what group q gives dst row L N / 2 + j. A dst line is
+ * those halves of four groups, joined by 128-bit permutes; with 8 groups
+ * each dst row's two lines are stored back to back. k of pf's prefetches
+ * go before each group's loads (before each row's, their bookkeeping cost
+ * 1-byte tiles more than the prefetches gained). */
 DLB__AVX2_INLINE void half_narrow(char *dst, int64_t dst_b, const char *src,
                                   int64_t src_a, size_t unit, int groups,
                                   int nt, dlb__pf *pf, int64_t k,
@@ -288,7 +300,8 @@ DLB__AVX2_INLINE void tile_narrow(char *dst, int64_t dst_b, const char *src,
                                   char *sc) {
   const int64_t k = (per + 2 * groups - 1) / (2 * groups);
   __m256i *ga = (__m256i *)(void *)sc;
-  __m256i *gb = (__m256i *)(void *)(sc + DLB__SCRATCH_HOLE_END);
+  __m256i *gb = (__m256i *)(void *)(sc + DLB__SCRATCH_HOLE +
+                                     DLB__SCRATCH_HOLE_BYTES);
   half_narrow(dst, dst_b, src, src_a, unit, groups, nt, pf, k, ga, gb);
   half_narrow(dst + (32 / (int64_t)unit) * dst_b, dst_b, src + 32, src_a,
               unit, groups, nt, pf, k, ga, gb);
@@ -336,10 +349,6 @@ DLB__AVX2_INLINE void tile_pair(char *dst, int64_t dst_b, const char *src,
 }
 
 #define DLB__STRIPS_ATTR DLB__AVX2
-/* The tiles' L1 buffers (strips.h's scratch): ga, or tile_4's lo, at 0,
- * then a hole, then gb. */
-#define DLB__SCRATCH_BYTES 4352
-#define DLB__SCRATCH_HOLE 2048
 #define DLB__STRIPS_PAIR(unit) ((unit) == 1)
 /* Strips of 4- and 8-byte units two strips wide, of 16-byte units four:
  * on the Zen 3 VM (docs/performance.md, 2026-12-05 evening; bench_ab,
