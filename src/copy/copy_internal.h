@@ -9,6 +9,8 @@
 #ifndef DLBRIDGE_COPY_INTERNAL_H
 #define DLBRIDGE_COPY_INTERNAL_H
 
+#include <stdatomic.h>
+
 #include "internal.h"
 
 /* For the kernels' building blocks: each is written once for any unit
@@ -168,11 +170,14 @@ void dlb__strips_forget(void);
  * kind shows where the pointer is and is not counted) and with the bytes
  * their tiles' L1 buffers use (the AVX2 level's 1-byte tile pairs, which
  * use all of their scratch), the least since dlb__strips_forget(), and how
- * many strips were counted. */
+ * many strips were counted. Strips count only once dlb__strips_forget() has
+ * run (dlb__strips_counting: a copy outside the tests pays one load a
+ * strip for it). */
 typedef struct {
   int64_t stack, buffers; /* bytes; 4096 while none was counted */
   int64_t strips;
 } dlb__strips_nearest;
+extern atomic_int dlb__strips_counting;
 void dlb__strips_note(int64_t stack, int64_t buffers);
 dlb__strips_nearest dlb__strips_nearest_seen(void);
 

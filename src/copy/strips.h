@@ -182,22 +182,28 @@ DLB__STRIPS_ATTR static inline __attribute__((always_inline)) void strip(
 #else
   const int pairs = 0;
 #endif
-  const int64_t used = DLB__SCRATCH_USED(unit, pairs);
-  const int64_t below = used < DLB__SCRATCH_HOLE ? used : DLB__SCRATCH_HOLE;
-  const int64_t above = used - DLB__SCRATCH_HOLE - DLB__SCRATCH_HOLE_BYTES;
-  int64_t near = below > 0 ? dlb__near_4k((uintptr_t)sc, below, runs_at, run)
-                           : 4096;
-  if (above > 0) {
-    const int64_t n2 = dlb__near_4k(
-        (uintptr_t)sc + DLB__SCRATCH_HOLE + DLB__SCRATCH_HOLE_BYTES, above,
-        runs_at, run);
-    if (n2 < near) near = n2;
-  }
+  (void)pairs;
 #else
   char *const sc = NULL;
-  const int64_t near = 4096;
 #endif
-  if (j->placed) dlb__strips_note(dlb__near_4k(j->sp, 1, runs_at, run), near);
+  if (j->placed &&
+      atomic_load_explicit(&dlb__strips_counting, memory_order_relaxed)) {
+    int64_t near = 4096;
+#if DLB__SCRATCH_BYTES > 0
+    const int64_t used = DLB__SCRATCH_USED(unit, pairs);
+    const int64_t below =
+        used < DLB__SCRATCH_HOLE ? used : DLB__SCRATCH_HOLE;
+    const int64_t above = used - DLB__SCRATCH_HOLE - DLB__SCRATCH_HOLE_BYTES;
+    if (below > 0) near = dlb__near_4k((uintptr_t)sc, below, runs_at, run);
+    if (above > 0) {
+      const int64_t n2 = dlb__near_4k(
+          (uintptr_t)sc + DLB__SCRATCH_HOLE + DLB__SCRATCH_HOLE_BYTES, above,
+          runs_at, run);
+      if (n2 < near) near = n2;
+    }
+#endif
+    dlb__strips_note(dlb__near_4k(j->sp, 1, runs_at, run), near);
+  }
   for (int64_t c0 = 0; c0 < bw; c0 += chunk) {
     const int64_t c1 = c0 + chunk < bw ? c0 + chunk : bw;
     dlb__pf pf;

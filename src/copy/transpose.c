@@ -518,11 +518,14 @@ int dlb__strips_last_level(void) {
   return atomic_load_explicit(&dlb__strips_level, memory_order_relaxed);
 }
 
-/* The least distances dlb__strips_note was given, and how often. */
+/* The least distances dlb__strips_note was given, and how often; the
+ * strips give them once dlb__strips_counting is set. */
 static _Atomic int64_t dlb__strips_near_stack = 4096,
                        dlb__strips_near_buffers = 4096, dlb__strips_noted;
+atomic_int dlb__strips_counting;
 
 void dlb__strips_forget(void) {
+  atomic_store_explicit(&dlb__strips_counting, 1, memory_order_relaxed);
   atomic_store_explicit(&dlb__strips_level, -1, memory_order_relaxed);
   atomic_store_explicit(&dlb__strips_near_stack, 4096, memory_order_relaxed);
   atomic_store_explicit(&dlb__strips_near_buffers, 4096,
