@@ -5,11 +5,12 @@
  * Before including it, a kernel file defines DLB__STRIPS_ATTR (the
  * attributes of its functions: its target) and two functions:
  *
- *   tile(dst, dst_b, src, src_a, unit, nt, pf, per)
+ *   tile(dst, dst_b, src, src_a, unit, nt, pf, per, sc)
  *
  * moves 64 bytes of each of 64 / unit src rows (src_a bytes apart) into
  * 64 / unit dst rows (dst_b apart), with non-temporal stores when nt,
- * and issues about `per` of pf's prefetches (row_prefetch.h) meanwhile;
+ * and issues about `per` of pf's prefetches (row_prefetch.h) meanwhile,
+ * its L1 buffers (if any) in the strip's scratch sc;
  *
  *   copy_lines(dst, buf, lines, nt)
  *
@@ -18,16 +19,21 @@
  * DLB__STRIPS_PAIR(unit), true for the units it has pairs of tiles for,
  * and
  *
- *   tile_pair(dst, dst_b, src, src_a, unit, nt, pf, per)
+ *   tile_pair(dst, dst_b, src, src_a, unit, nt, pf, per, sc)
  *
  * doing what two tiles of src rows [0, M) and [M, 2M) do, with each dst
  * row's two lines stored back to back, and about `per` prefetches. And it
  * may define DLB__STRIPS_WIDE(unit), for units without pairs, the strips
  * walked side by side (default 1): a strip of W times the rows, whose
  * tiles at each b go first of every strip, then second of every strip,
- * and so on (the last strip of a plane, if shorter, tile by tile).
+ * and so on (the last strip of a plane, if shorter, tile by tile). A
+ * kernel file whose tiles buffer in L1 defines the scratch each strip
+ * gives them: DLB__SCRATCH_BYTES, with a hole of DLB__SCRATCH_HOLE_BYTES
+ * at DLB__SCRATCH_HOLE that the strip lays over its dst runs modulo 4 KiB
+ * (see dlb__strip_run), and DLB__SCRATCH_USED(unit, pairs), the bytes of
+ * it a unit's tiles use (or its pairs'), for the tests.
  * DLB__STRIPS_INSTANCE(UNIT) then defines strips_UNIT and strips_nt_UNIT,
- * of type dlb__strips_fn.
+ * of type dlb__strips_fn, and the strips they run.
  */
 #ifndef DLBRIDGE_COPY_STRIPS_H
 #define DLBRIDGE_COPY_STRIPS_H
