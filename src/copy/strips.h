@@ -150,8 +150,12 @@ tall_tiles(char *dst, int64_t dst_b, const char *src, int64_t src_a,
            sc);
     }
     char *d = dst + b * dst_b;
-    for (int64_t r = 0; r < m; r++, d += dst_b)
-      copy_lines(d, buf + r * run, run / 64, nt);
+    const int64_t first =
+        (int64_t)(((uintptr_t)dst - (uintptr_t)buf) & 4095) / run % m;
+    for (int64_t k = 0; k < m; k++) {
+      const int64_t r = (first + k) % m;
+      copy_lines(d + r * dst_b, buf + r * run, run / 64, nt);
+    }
   }
 }
 
