@@ -67,6 +67,16 @@ PyObject *dlbpy_load_npy(PyObject *module, PyObject *const *args,
   }
   unsigned pin = 0;
   if (dlbpy_pin_flags(pin_arg, &pin) < 0) return NULL;
+  /* A path of the wrong type is named as such: CPython's own message
+   * names neither the call nor the parameter. */
+  if (!PyUnicode_Check(path_arg) && !PyBytes_Check(path_arg) &&
+      !PyObject_HasAttrString((PyObject *)Py_TYPE(path_arg), "__fspath__")) {
+    PyErr_Format(PyExc_TypeError,
+                 "load_npy(): path must be a str, bytes or os.PathLike "
+                 "object, not %.100s",
+                 Py_TYPE(path_arg)->tp_name);
+    return NULL;
+  }
   PyObject *bytes = NULL;
   if (!PyUnicode_FSConverter(path_arg, &bytes)) return NULL;
   const char *path = PyBytes_AS_STRING(bytes);
