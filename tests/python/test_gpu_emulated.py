@@ -694,6 +694,22 @@ def test_assignment_between_kinds(emulators):
             m[0] = [1.0, 2.0]
             m[1, ...] = m[0]
             assert m.device == kind and m.tolist() == [[1.0, 2.0], [1.0, 2.0]]
+        # A value of another dtype in device memory is converted as one in
+        # host memory is: read on the host, not refused for its dtype.
+        for kind in ("cuda:0", "rocm:0"):
+            for dtype in ("float64", "int32", "bool"):
+                v = dlbridge.arange(1, 4, dtype="int64", device=kind)
+                v = dlbridge.asarray(v, dtype=dtype)
+                assert v.device == kind, (kind, v.device)
+                for value in (v, v.__dlpack__(max_version=(1, 0)), v[None]):
+                    t = dlbridge.zeros(3, dtype="float32")
+                    t[:] = value
+                    expect = [1.0, 1.0, 1.0] if dtype == "bool" else [1.0, 2.0, 3.0]
+                    assert t.tolist() == expect, (kind, dtype)
+            # A dtype with no conversion is still refused, naming both.
+            h = dlbridge.zeros(3, dtype="float32")
+            raises(TypeError, lambda: h.__setitem__(slice(None), dlbridge.zeros(3, dtype="float32x4", device=kind)),
+                   "float32x4", "float32")
         # Device memory as a destination is refused, naming the way out.
         for kind in ("cuda:0", "rocm:0"):
             d = dlbridge.zeros(2, device=kind)
