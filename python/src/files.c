@@ -24,8 +24,16 @@ static int dlbpy_pin_flags(PyObject *obj, unsigned *out) {
     dlb_clear_error();
     return 0;
   }
+  /* Another type is no unknown name: TypeError, as for mmap. */
+  if (!PyUnicode_Check(obj)) {
+    PyErr_Format(PyExc_TypeError,
+                 "load_npy(): pin must be False, True, 'cuda_host' or "
+                 "'rocm_host', not %.100s",
+                 Py_TYPE(obj)->tp_name);
+    return -1;
+  }
   DLDevice kind;
-  if (!PyUnicode_Check(obj) || dlbpy_parse_device(obj, &kind) < 0 ||
+  if (dlbpy_parse_device(obj, &kind) < 0 ||
       (kind.device_type != kDLCUDAHost && kind.device_type != kDLROCMHost)) {
     if (PyErr_Occurred() && !dlbpy_error_replaceable()) return -1;
     PyErr_Clear();
