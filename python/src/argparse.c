@@ -233,7 +233,7 @@ static int dlbpy_parse_device_as(PyObject *obj, int reported,
     }
     /* The items by their own names for a device argument, else as items
      * of what holds them. */
-    char type_name[128] = "device_type", id_name[128] = "device_id";
+    char type_name[192] = "device_type", id_name[192] = "device_id";
     if (strcmp(what, "device") != 0) {
       PyOS_snprintf(type_name, sizeof type_name, "%s[0] (device_type)", what);
       PyOS_snprintf(id_name, sizeof id_name, "%s[1] (device_id)", what);
