@@ -85,3 +85,13 @@ def test_the_device_parameters_keep_their_names():
         dlbridge.zeros(2, device=(True, 0))
     with pytest.raises(ValueError, match=r"^device \(1, 1\): device_id is 1; cpu memory"):
         dlbridge.zeros(2, device=(1, 1))
+
+
+def test_a_long_producer_type_name_still_names_the_item():
+    # The answer's name holds up to 100 characters of the type's name; the
+    # item's name after it is not cut short.
+    Long = type("R" * 100, (), {"__dlpack_device__": lambda self: (2, 1.5)})
+    with pytest.raises(TypeError) as e:
+        dlbridge.synchronize(Long())
+    assert str(e.value) == ("synchronize(): " + "R" * 100 + ".__dlpack_device__()[1] (device_id) "
+                            "must be an int, not float")
