@@ -179,7 +179,8 @@ static int dlbpy_try_attr(PyObject *obj, const char *name, PyObject **out) {
  * 1 read as "cuda:1", and None as the ordinal dlbridge takes when none is
  * named, 0. Returns 1 with *out set, 0 when obj is no such object, -1
  * with an exception set. */
-static int dlbpy_try_framework_device(PyObject *obj, DLDevice *out) {
+static int dlbpy_try_framework_device(PyObject *obj, const char *what,
+                                      DLDevice *out) {
   PyObject *type = NULL, *index = NULL;
   int found = dlbpy_try_attr(obj, "type", &type);
   if (found <= 0) return found;
@@ -197,10 +198,10 @@ static int dlbpy_try_framework_device(PyObject *obj, DLDevice *out) {
   PyObject *name = index == Py_None ? PyUnicode_FromFormat("%U", type)
                                     : PyUnicode_FromFormat("%U:%S", type, index);
   if (name == NULL) goto done;
-  const char *text = dlbpy_name_text(name, "device");
+  const char *text = dlbpy_name_text(name, what);
   if (text != NULL) {
     dlb_status s = dlb_device_parse(text, out);
-    rc = s == DLB_OK ? 1 : dlbpy_fail(s, PyExc_ValueError, "device");
+    rc = s == DLB_OK ? 1 : dlbpy_fail(s, PyExc_ValueError, what);
   }
   Py_DECREF(name);
 done:
@@ -212,57 +213,65 @@ done:
 /* reported: obj is what a producer's __dlpack_device__ said, whose
  * host-type device_id is read as 0, as an import reads a struct's; an
  * argument naming such a device with another id is refused, as the name
- * "cpu:1" is. */
+ * "cpu:1" is. what names obj in messages: the parameter it was given as
+ * ("device", "pin(): kind"), or the answer it is. */
 static int dlbpy_parse_device_as(PyObject *obj, int reported,
-                                 DLDevice *out) {
+                                 const char *what, DLDevice *out) {
   DLDevice device;
   if (PyUnicode_Check(obj)) {
-    const char *text = dlbpy_name_text(obj, "device");
+    const char *text = dlbpy_name_text(obj, what);
     if (text == NULL) return -1;
     dlb_status s = dlb_device_parse(text, &device);
-    if (s != DLB_OK) return dlbpy_fail(s, PyExc_ValueError, "device");
+    if (s != DLB_OK) return dlbpy_fail(s, PyExc_ValueError, what);
   } else if (PyTuple_Check(obj)) {
     if (PyTuple_GET_SIZE(obj) != 2) {
       PyErr_Format(PyExc_TypeError,
-                   "device must be (device_type, device_id), a tuple of 2 "
+                   "%s must be (device_type, device_id), a tuple of 2 "
                    "ints, not of %zd items",
-                   PyTuple_GET_SIZE(obj));
+                   what, PyTuple_GET_SIZE(obj));
       return -1;
+    }
+    /* The items by their own names for a device argument, else as items
+     * of what holds them. */
+    char type_name[192] = "device_type", id_name[192] = "device_id";
+    if (strcmp(what, "device") != 0) {
+      PyOS_snprintf(type_name, sizeof type_name, "%s[0] (device_type)", what);
+      PyOS_snprintf(id_name, sizeof id_name, "%s[1] (device_id)", what);
     }
     /* Numbers past 64 bits are out of range as those past 32 are. */
     int64_t type, id;
-    if (dlbpy_parse_int64_saturating(PyTuple_GET_ITEM(obj, 0), "device_type",
+    if (dlbpy_parse_int64_saturating(PyTuple_GET_ITEM(obj, 0), type_name,
                                      &type) < 0 ||
-        dlbpy_parse_int64_saturating(PyTuple_GET_ITEM(obj, 1), "device_id",
+        dlbpy_parse_int64_saturating(PyTuple_GET_ITEM(obj, 1), id_name,
                                      &id) < 0)
       return -1;
     if (type < INT32_MIN || type > INT32_MAX || id < INT32_MIN ||
         id > INT32_MAX) {
-      PyErr_Format(PyExc_ValueError, "device %R is out of range for DLPack",
+      PyErr_Format(PyExc_ValueError, "%s %R is out of range for DLPack", what,
                    obj);
       return -1;
     }
     device.device_type = (DLDeviceType)type;
     device.device_id = (int32_t)id;
     dlb_status s = dlb_device_normalize(&device);
-    if (s != DLB_OK) return dlbpy_fail(s, PyExc_ValueError, "device");
+    if (s != DLB_OK) return dlbpy_fail(s, PyExc_ValueError, what);
     if (!reported && device.device_id != (int32_t)id) {
       PyErr_Format(PyExc_ValueError,
-                   "device %R: device_id is %lld; %s memory is not tied to "
+                   "%s %R: device_id is %lld; %s memory is not tied to "
                    "one device and takes only 0",
-                   obj, (long long)id,
+                   what, obj, (long long)id,
                    dlb_device_type_name(device.device_type));
       return -1;
     }
   } else {
-    int r = dlbpy_try_framework_device(obj, &device);
+    int r = dlbpy_try_framework_device(obj, what, &device);
     if (r < 0) return -1;
     if (r == 0) {
       PyErr_Format(PyExc_TypeError,
-                   "device must be a str such as 'cpu' or 'cuda:1', a "
+                   "%s must be a str such as 'cpu' or 'cuda:1', a "
                    "(device_type, device_id) tuple or a torch.device, not "
                    "%.100s",
-                   Py_TYPE(obj)->tp_name);
+                   what, Py_TYPE(obj)->tp_name);
       return -1;
     }
   }
@@ -271,11 +280,17 @@ static int dlbpy_parse_device_as(PyObject *obj, int reported,
 }
 
 int dlbpy_parse_device(PyObject *obj, DLDevice *out) {
-  return dlbpy_parse_device_as(obj, 0, out);
+  return dlbpy_parse_device_as(obj, 0, "device", out);
 }
 
-int dlbpy_parse_reported_device(PyObject *obj, DLDevice *out) {
-  return dlbpy_parse_device_as(obj, 1, out);
+int dlbpy_parse_device_named(PyObject *obj, const char *what,
+                             DLDevice *out) {
+  return dlbpy_parse_device_as(obj, 0, what, out);
+}
+
+int dlbpy_parse_reported_device(PyObject *obj, const char *what,
+                                DLDevice *out) {
+  return dlbpy_parse_device_as(obj, 1, what, out);
 }
 
 static int dlbpy_parse_extent(PyObject *obj, int64_t *out) {

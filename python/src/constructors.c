@@ -563,6 +563,13 @@ static PyObject *dlbpy_asarray_convert(dlbpy_state *st,
   }
   /* The converted values are a new tensor: copy=True is satisfied. */
   if (opts->copy == 1) opts->copy = -1;
+  /* They are made on the host; without device= they go back to the
+   * memory the data is in, as the array API standard infers an array's
+   * device. */
+  if (!opts->has_device) {
+    opts->has_device = 1;
+    opts->device = mt->dl_tensor.device;
+  }
   PyObject *source = dlbpy_tensor_new(st, mt);
   DLManagedTensorVersioned *converted = NULL;
   int rc = source != NULL

@@ -245,10 +245,15 @@ int dlbpy_parse_copy(PyObject *obj, const char *what, int *out);
  * device_id 0, as a name or as a pair. */
 int dlbpy_parse_device(PyObject *obj, DLDevice *out);
 
+/* As dlbpy_parse_device, for a device kind given as another parameter:
+ * what names it in messages ("pin(): kind"). */
+int dlbpy_parse_device_named(PyObject *obj, const char *what, DLDevice *out);
+
 /* As dlbpy_parse_device, for a pair a producer's __dlpack_device__
- * returned: a host-type kind's device_id is read as 0, whatever it is (as
- * an import reads a struct's). */
-int dlbpy_parse_reported_device(PyObject *obj, DLDevice *out);
+ * returned (named what in messages): a host-type kind's device_id is read
+ * as 0, whatever it is (as an import reads a struct's). */
+int dlbpy_parse_reported_device(PyObject *obj, const char *what,
+                                DLDevice *out);
 
 /* dtype_arg.c: a dtype as users pass it elsewhere: a name ("float32"), a
  * NumPy code ("f4", "<i8", "?"), a NumPy dtype or scalar type, a PyTorch

@@ -24,8 +24,16 @@ static int dlbpy_pin_flags(PyObject *obj, unsigned *out) {
     dlb_clear_error();
     return 0;
   }
+  /* Another type is no unknown name: TypeError, as for mmap. */
+  if (!PyUnicode_Check(obj)) {
+    PyErr_Format(PyExc_TypeError,
+                 "load_npy(): pin must be False, True, 'cuda_host' or "
+                 "'rocm_host', not %.100s",
+                 Py_TYPE(obj)->tp_name);
+    return -1;
+  }
   DLDevice kind;
-  if (!PyUnicode_Check(obj) || dlbpy_parse_device(obj, &kind) < 0 ||
+  if (dlbpy_parse_device(obj, &kind) < 0 ||
       (kind.device_type != kDLCUDAHost && kind.device_type != kDLROCMHost)) {
     if (PyErr_Occurred() && !dlbpy_error_replaceable()) return -1;
     PyErr_Clear();
@@ -67,6 +75,16 @@ PyObject *dlbpy_load_npy(PyObject *module, PyObject *const *args,
   }
   unsigned pin = 0;
   if (dlbpy_pin_flags(pin_arg, &pin) < 0) return NULL;
+  /* A path of the wrong type is named as such: CPython's own message
+   * names neither the call nor the parameter. */
+  if (!PyUnicode_Check(path_arg) && !PyBytes_Check(path_arg) &&
+      !PyObject_HasAttrString((PyObject *)Py_TYPE(path_arg), "__fspath__")) {
+    PyErr_Format(PyExc_TypeError,
+                 "load_npy(): path must be a str, bytes or os.PathLike "
+                 "object, not %.100s",
+                 Py_TYPE(path_arg)->tp_name);
+    return NULL;
+  }
   PyObject *bytes = NULL;
   if (!PyUnicode_FSConverter(path_arg, &bytes)) return NULL;
   const char *path = PyBytes_AS_STRING(bytes);

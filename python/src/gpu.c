@@ -106,7 +106,7 @@ PyObject *dlbpy_pin(PyObject *module, PyObject *const *args,
     return NULL;
   DLDevice kind = {kDLCUDAHost, 0};
   if (kind_arg != NULL && kind_arg != Py_None &&
-      dlbpy_parse_device(kind_arg, &kind) < 0)
+      dlbpy_parse_device_named(kind_arg, "pin(): kind", &kind) < 0)
     return NULL;
   char name[DLB_DEVICE_NAME_MAX];
   if (kind.device_type != kDLCUDAHost && kind.device_type != kDLROCMHost) {
@@ -440,7 +440,11 @@ static int dlbpy_sync_device_arg(PyObject *module, PyObject *x,
   if (pair == NULL) return -1;
   int rc;
   if (PyTuple_Check(pair)) {
-    rc = dlbpy_parse_reported_device(pair, out);
+    /* What is refused is the producer's answer, named as such. */
+    char what[160];
+    PyOS_snprintf(what, sizeof what, "synchronize(): %.100s.__dlpack_device__()",
+                  Py_TYPE(x)->tp_name);
+    rc = dlbpy_parse_reported_device(pair, what, out);
   } else {
     PyErr_Format(PyExc_TypeError,
                  "synchronize(): %.100s.__dlpack_device__() returned "

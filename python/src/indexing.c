@@ -371,15 +371,30 @@ static PyObject *dlbpy_assigned_value(PyObject *self, PyObject *value,
         have[0] = '\0';
       PyObject *from = src;
       src = NULL;
-      if (dlbpy_dtype_readable(t->dtype) && dlbpy_dtype_has_scalars(dtype) &&
-          dlb_device_type_cpu_accessible(t->device.device_type)) {
-        PyObject *values = dlbpy_tensor_tolist(from, NULL);
+      if (dlbpy_dtype_readable(t->dtype) && dlbpy_dtype_has_scalars(dtype)) {
+        /* Memory the CPU cannot read is read from a copy on the host, as
+         * a value of the tensor's own dtype is copied there. */
+        PyObject *readable = from;
+        Py_INCREF(readable);
+        if (!dlb_device_type_cpu_accessible(t->device.device_type)) {
+          DLManagedTensorVersioned *host;
+          Py_SETREF(readable,
+                    dlbpy_copy_to(((dlbpy_tensor *)from)->mt,
+                                  (DLDevice){kDLCPU, 0}, PyExc_BufferError,
+                                  &host) < 0
+                        ? NULL
+                        : dlbpy_tensor_new(
+                              dlbpy_state_of_type(Py_TYPE(self)), host));
+        }
+        PyObject *values =
+            readable != NULL ? dlbpy_tensor_tolist(readable, NULL) : NULL;
         if (values != NULL) {
           PyObject *vargs[2] = {values, dtype_name};
           src = dlbpy_in_shape_of(dlbpy_asarray(module, vargs, 1, kwnames),
-                                  from);
+                                  readable);
           Py_DECREF(values);
         }
+        Py_XDECREF(readable);
       } else {
         PyErr_Format(PyExc_TypeError,
                      "t[...] = value: the value is %s, the tensor %s, and "

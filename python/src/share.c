@@ -109,7 +109,9 @@ static int dlbpy_parse_share_pin(PyObject *obj, const char *fname, uint64_t *out
   *out = 0;
   if (obj == NULL || obj == Py_None) return 0;
   DLDevice kind;
-  if (dlbpy_parse_device(obj, &kind) < 0) return -1;
+  char what[64];
+  PyOS_snprintf(what, sizeof what, "%s: pin", fname);
+  if (dlbpy_parse_device_named(obj, what, &kind) < 0) return -1;
   if (kind.device_type == kDLCUDAHost) *out = DLB_SHARE_PIN_CUDA;
   else if (kind.device_type == kDLROCMHost) *out = DLB_SHARE_PIN_ROCM;
   else {
@@ -139,6 +141,15 @@ PyObject *dlbpy_share_import(PyObject *module, PyObject *const *args,
     PyErr_Format(PyExc_ValueError,
                  "share_import(): fd %lld is not a file descriptor",
                  (long long)fd);
+    return NULL;
+  }
+  /* A handle of the wrong type is named as such: CPython's own message
+   * names neither the call nor the parameter. */
+  if (!PyObject_CheckBuffer(handle)) {
+    PyErr_Format(PyExc_TypeError,
+                 "share_import(): handle must be a bytes-like object (what "
+                 "share_export() gave), not %.100s",
+                 Py_TYPE(handle)->tp_name);
     return NULL;
   }
   Py_buffer view;

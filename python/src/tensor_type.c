@@ -396,9 +396,11 @@ static Py_ssize_t dlbpy_tensor_length(PyObject *self) {
  * ---------------------------------------------------------------------- */
 
 /* The ints of f(1, 0) or f(seq) for a sequence seq of ints ((1, 0), a
- * range, a NumPy array) into out (at most DLB_MAX_NDIM). */
-static int dlbpy_int_args(const char *fname, PyObject *const *args,
-                          Py_ssize_t nargs, int64_t *out, int32_t *count) {
+ * range, a NumPy array) into out (at most DLB_MAX_NDIM); param names them
+ * in messages, as items of f's parameter ("reshape(): shape[1]"). */
+static int dlbpy_int_args(const char *fname, const char *param,
+                          PyObject *const *args, Py_ssize_t nargs,
+                          int64_t *out, int32_t *count) {
   PyObject *seq = NULL;
   PyObject *const *items = args;
   Py_ssize_t n = nargs;
@@ -424,8 +426,11 @@ static int dlbpy_int_args(const char *fname, PyObject *const *args,
                  fname, DLB_MAX_NDIM, n);
     rc = -1;
   }
-  for (Py_ssize_t i = 0; rc == 0 && i < n; i++)
-    rc = dlbpy_parse_int64(items[i], fname, &out[i]);
+  for (Py_ssize_t i = 0; rc == 0 && i < n; i++) {
+    char what[64];
+    PyOS_snprintf(what, sizeof what, "%s(): %s[%zd]", fname, param, i);
+    rc = dlbpy_parse_int64(items[i], what, &out[i]);
+  }
   Py_XDECREF(seq);
   if (rc == 0) *count = (int32_t)n;
   return rc;
@@ -445,7 +450,7 @@ static PyObject *dlbpy_tensor_permute(PyObject *self, PyObject *const *args,
   int32_t ndim = DLBPY_TENSOR(self)->dl_tensor.ndim;
   int64_t v[DLB_MAX_NDIM];
   int32_t n;
-  if (dlbpy_int_args("permute", args, nargs, v, &n) < 0) return NULL;
+  if (dlbpy_int_args("permute", "axes", args, nargs, v, &n) < 0) return NULL;
   if (n != ndim) {
     PyErr_Format(PyExc_ValueError,
                  "permute() needs %d axes for a %d-dimensional tensor, got %d",
@@ -470,7 +475,7 @@ static PyObject *dlbpy_tensor_reshape(PyObject *self, PyObject *const *args,
                                       Py_ssize_t nargs) {
   int64_t shape[DLB_MAX_NDIM];
   int32_t n;
-  if (dlbpy_int_args("reshape", args, nargs, shape, &n) < 0) return NULL;
+  if (dlbpy_int_args("reshape", "shape", args, nargs, shape, &n) < 0) return NULL;
   const DLManagedTensorVersioned *mt = dlbpy_tensor_owned(self);
   if (mt == NULL) return NULL;
   DLManagedTensorVersioned *view;

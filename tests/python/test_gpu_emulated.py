@@ -657,6 +657,27 @@ def test_every_kind_moves_to_every_kind_and_round_trips(emulators):
     )
 
 
+def test_asarray_converting_a_tensor_keeps_it_on_its_device(emulators):
+    # The array API standard infers the result's device from an array
+    # when device= is not given: a dtype conversion happens on the host,
+    # and its values go back to the memory the data came from.
+    run(
+        emulators,
+        """
+        for kind in KINDS:
+            src = dlbridge.arange(6, dtype="int32", device=kind).reshape(2, 3).T
+            for make in (lambda: src, lambda: src.__dlpack__(max_version=(1, 0)),
+                         lambda: np.asarray(src) if src.device == "cpu" else src):
+                out = dlbridge.asarray(make(), dtype="float64")
+                assert out.device == kind and out.dtype == "float64", (kind, out.device)
+                assert out.to("cpu").tolist() == [[0.0, 3.0], [1.0, 4.0], [2.0, 5.0]], kind
+            # device= still names where the result goes.
+            out = dlbridge.asarray(src, dtype="int8", device="cpu")
+            assert out.device == "cpu" and out.tolist() == [[0, 3], [1, 4], [2, 5]]
+        """,
+    )
+
+
 def test_assignment_between_kinds(emulators):
     run(
         emulators,
@@ -673,6 +694,22 @@ def test_assignment_between_kinds(emulators):
             m[0] = [1.0, 2.0]
             m[1, ...] = m[0]
             assert m.device == kind and m.tolist() == [[1.0, 2.0], [1.0, 2.0]]
+        # A value of another dtype in device memory is converted as one in
+        # host memory is: read on the host, not refused for its dtype.
+        for kind in ("cuda:0", "rocm:0"):
+            for dtype in ("float64", "int32", "bool"):
+                v = dlbridge.arange(1, 4, dtype="int64", device=kind)
+                v = dlbridge.asarray(v, dtype=dtype)
+                assert v.device == kind, (kind, v.device)
+                for value in (v, v.__dlpack__(max_version=(1, 0)), v[None]):
+                    t = dlbridge.zeros(3, dtype="float32")
+                    t[:] = value
+                    expect = [1.0, 1.0, 1.0] if dtype == "bool" else [1.0, 2.0, 3.0]
+                    assert t.tolist() == expect, (kind, dtype)
+            # A dtype with no conversion is still refused, naming both.
+            h = dlbridge.zeros(3, dtype="float32")
+            raises(TypeError, lambda: h.__setitem__(slice(None), dlbridge.zeros(3, dtype="float32x4", device=kind)),
+                   "float32x4", "float32")
         # Device memory as a destination is refused, naming the way out.
         for kind in ("cuda:0", "rocm:0"):
             d = dlbridge.zeros(2, device=kind)

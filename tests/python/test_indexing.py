@@ -213,12 +213,16 @@ def test_conversions_dlbridge_lacks_are_type_errors():
         s[0] = "a"
 
 
-def test_values_in_gpu_memory_of_another_dtype_are_type_errors(helper):
-    # Python numbers would need the CPU to read the value's memory.
+def test_values_in_gpu_memory_of_another_dtype_are_read_through_a_host_copy(helper):
+    # The CPU reads the value's numbers from a copy on the host, as a value
+    # of the tensor's own dtype is copied there (test_gpu_emulated.py has
+    # the copies that work): without the runtime, that copy is what fails.
+    if dlbridge.runtimes()[0]["available"]:
+        pytest.skip("the CUDA runtime is here: the value's fake address would be copied")
     gpu = dlbridge.from_dlpack(helper.make_capsule(data=0x1000, shape=(2,), dtype=(2, 32, 1),
                                                    device=(KDLCUDA, 0)))
     t = dlbridge.zeros(2, dtype="int64")
-    with pytest.raises(TypeError, match="the value is float32, the tensor int64"):
+    with pytest.raises(BufferError, match="cannot copy a tensor from cuda:0 to cpu: CUDA driver not found"):
         t[:] = gpu
     assert t.tolist() == [0, 0]
 

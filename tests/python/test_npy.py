@@ -115,6 +115,17 @@ def test_refused_files_name_the_problem(tmp_path):
         dlbridge.load_npy(3.5)
 
 
+@pytest.mark.parametrize("pin", [1, 0, 1.5, b"cuda_host", (3, 0), object()], ids=repr)
+def test_a_pin_of_another_type_is_a_type_error(tmp_path, pin):
+    # As mmap is: pin is a bool or a name, and anything else is the wrong
+    # type, not an unknown name (nor read for its truth).
+    p = tmp_path / "a.npy"
+    np.save(p, np.arange(3))
+    with pytest.raises(TypeError, match=r"^load_npy\(\): pin must be False, True, 'cuda_host' or "
+                       r"'rocm_host', not " + type(pin).__name__ + "$"):
+        dlbridge.load_npy(p, pin=pin)
+
+
 def test_pin_without_a_runtime_says_why(tmp_path):
     p = save(tmp_path / "p.npy", np.ones(4, dtype=np.float32))
     r = subprocess.run(
