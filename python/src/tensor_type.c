@@ -475,7 +475,8 @@ static PyObject *dlbpy_tensor_reshape(PyObject *self, PyObject *const *args,
                                       Py_ssize_t nargs) {
   int64_t shape[DLB_MAX_NDIM];
   int32_t n;
-  if (dlbpy_int_args("reshape", "shape", args, nargs, shape, &n) < 0) return NULL;
+  if (dlbpy_int_args("reshape", "shape", args, nargs, shape, &n) < 0)
+    return NULL;
   const DLManagedTensorVersioned *mt = dlbpy_tensor_owned(self);
   if (mt == NULL) return NULL;
   DLManagedTensorVersioned *view;
