@@ -65,14 +65,16 @@ typedef struct {
 /* A load from an address whose low 12 bits fall in the line of a
  * non-temporal store still waiting to be written waits for that store: on
  * the Zen 3 VM, 2.7 x longer a line. A strip stores to `run` bytes of
- * each dst row, at the same low 12 bits in every row when dst's rows are
- * a multiple of 4 KiB apart, while its loads from its own stack (spilled
- * registers, the tiles' L1 buffers) sit at fixed low 12 bits near its
- * stack pointer; the strips whose runs met those ran 2.5 x slower. So each
- * strip runs below a gap of the stack that puts its stack pointer 2 KiB
- * from the middle of its runs, modulo 4 KiB. Where that pointer is
- * without a gap is `depth` below the walk's (the same for every call of
- * one strip function: the first strip run shows it, with no gap). */
+ * each dst row, the rows' runs at low 12 bits `period` apart (the largest
+ * power of two up to 4 KiB dividing dst's row step: all at the same ones
+ * when the rows are a multiple of 4 KiB apart), while its loads from its
+ * own stack (spilled registers, the tiles' L1 buffers) sit at fixed low 12
+ * bits near its stack pointer; the strips whose runs met those ran 2.5 x
+ * slower. So each strip runs below a gap of the stack that puts its stack
+ * pointer half a period from the middle of its runs (2 KiB for rows a
+ * multiple of 4 KiB apart). Where that pointer is without a gap is
+ * `depth` below the walk's (the same for every call of one strip
+ * function: the first strip run shows it, with no gap). */
 __attribute__((noinline)) static void dlb__strip_run_at(
     void (*one)(dlb__strip_job *), dlb__strip_job *j, size_t gap) {
   char *pad = __builtin_alloca(gap);
@@ -81,13 +83,21 @@ __attribute__((noinline)) static void dlb__strip_run_at(
   __asm__ volatile("" : : "r"(pad) : "memory");
 }
 
-/* How near [a, a + alen) comes to [b, b + blen) modulo 4 KiB, in bytes (0
- * where they overlap). */
-static inline int64_t dlb__near_4k(uintptr_t a, int64_t alen, uintptr_t b,
-                                   int64_t blen) {
-  const int64_t x = (int64_t)((a - b) & 4095); /* a's start past b's */
-  if (x < blen) return 0;
-  const int64_t after = x - blen, before = 4096 - x - alen;
+/* The period, modulo 4 KiB, of the low 12 bits of rows `step` bytes
+ * apart: the largest power of two dividing step, 4096 at most. */
+static inline int64_t dlb__period_4k(int64_t step) {
+  const uint64_t x = (uint64_t)step | 4096; /* |step| has the same bits */
+  return (int64_t)(x & (~x + 1));
+}
+
+/* How near [a, a + alen) comes to [b + k period, b + k period + blen)
+ * for any k, modulo the power of two `period`, in bytes (0 where they
+ * overlap). */
+static inline int64_t dlb__near_mod(uintptr_t a, int64_t alen, uintptr_t b,
+                                    int64_t blen, int64_t period) {
+  const int64_t x = (int64_t)((a - b) & (uintptr_t)(period - 1));
+  if (x < blen) return 0; /* a starts in one of b's copies */
+  const int64_t after = x - blen, before = period - x - alen;
   if (before < 0) return 0;
   return after < before ? after : before;
 }
@@ -100,9 +110,9 @@ static inline __attribute__((always_inline)) void dlb__strip_run(
   const intptr_t d = atomic_load_explicit(depth, memory_order_relaxed);
   size_t gap = 0;
   if (d > 0) {
-    const uintptr_t middle = runs_at + (uintptr_t)run / 2;
-    gap = (size_t)((sp - (uintptr_t)d - middle - 2048) & 4095 &
-                   ~(uintptr_t)63);
+    const uintptr_t away = runs_at + (uintptr_t)run / 2 +
+                           (uintptr_t)dlb__period_4k(j->dst_b) / 2;
+    gap = (size_t)((sp - (uintptr_t)d - away) & 4095 & ~(uintptr_t)63);
   }
   j->placed = d > 0;
   dlb__strip_run_at(one, j, gap);
@@ -198,21 +208,23 @@ DLB__STRIPS_ATTR static inline __attribute__((always_inline)) void strip(
 #endif
   if (j->placed &&
       atomic_load_explicit(&dlb__strips_counting, memory_order_relaxed)) {
+    const int64_t period = dlb__period_4k(dst_b);
     int64_t near = 4096;
 #if DLB__SCRATCH_BYTES > 0
     const int64_t used = DLB__SCRATCH_USED(unit, pairs);
     const int64_t below =
         used < DLB__SCRATCH_HOLE ? used : DLB__SCRATCH_HOLE;
     const int64_t above = used - DLB__SCRATCH_HOLE - DLB__SCRATCH_HOLE_BYTES;
-    if (below > 0) near = dlb__near_4k((uintptr_t)sc, below, runs_at, run);
+    if (below > 0)
+      near = dlb__near_mod((uintptr_t)sc, below, runs_at, run, period);
     if (above > 0) {
-      const int64_t n2 = dlb__near_4k(
+      const int64_t n2 = dlb__near_mod(
           (uintptr_t)sc + DLB__SCRATCH_HOLE + DLB__SCRATCH_HOLE_BYTES, above,
-          runs_at, run);
+          runs_at, run, period);
       if (n2 < near) near = n2;
     }
 #endif
-    dlb__strips_note(dlb__near_4k(j->sp, 1, runs_at, run), near);
+    dlb__strips_note(dlb__near_mod(j->sp, 1, runs_at, run, period), near);
   }
   for (int64_t c0 = 0; c0 < bw; c0 += chunk) {
     const int64_t c1 = c0 + chunk < bw ? c0 + chunk : bw;
