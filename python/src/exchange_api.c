@@ -102,9 +102,28 @@ static int dlbpy_xapi_dltensor_from_py_object(void *py_object, DLTensor *out) {
                     "dltensor_from_py_object_no_sync: out is NULL");
     return -1;
   }
+  const DLManagedTensorVersioned *mt = ((dlbpy_tensor *)py_object)->mt;
+  /* A DLTensor has no flags: what they say would be lost, as in the
+   * legacy struct, which __dlpack__ refuses for the same tensors. */
+  if (mt->flags & DLPACK_FLAG_BITMASK_READ_ONLY) {
+    PyErr_SetString(PyExc_BufferError,
+                    "dltensor_from_py_object_no_sync: the tensor is "
+                    "read-only and a DLTensor cannot say so; "
+                    "managed_tensor_from_py_object_no_sync carries the flag");
+    return -1;
+  }
+  if ((mt->flags & DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED) &&
+      dlb_dtype_is_subbyte(mt->dl_tensor.dtype)) {
+    PyErr_SetString(PyExc_BufferError,
+                    "dltensor_from_py_object_no_sync: the tensor's sub-byte "
+                    "units are padded to a byte each and a DLTensor cannot "
+                    "say so; managed_tensor_from_py_object_no_sync carries "
+                    "the flag");
+    return -1;
+  }
   /* Shape and strides point into the tensor's own struct, which is
    * immutable and lives as long as the object. */
-  *out = ((dlbpy_tensor *)py_object)->mt->dl_tensor;
+  *out = mt->dl_tensor;
   return 0;
 }
 

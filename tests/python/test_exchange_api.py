@@ -85,6 +85,24 @@ def test_dltensor_from_py_object_is_a_view_of_the_tensor():
         helper.exchange_view(Tensor, a)
 
 
+def test_dltensor_view_refuses_what_a_dltensor_cannot_say():
+    ro = dlbridge.from_dlpack(capsule_of(np.arange(2, dtype=np.float32), flags=READ_ONLY))
+    with pytest.raises(BufferError, match="read-only and a DLTensor cannot say so"):
+        helper.exchange_view(Tensor, ro)
+    raw = np.array([1, 2, 3], dtype=np.uint8)
+    padded = dlbridge.from_dlpack(capsule_of(raw, dtype=(0, 4, 1), flags=SUBBYTE_PADDED))
+    with pytest.raises(BufferError, match="padded to a byte each"):
+        helper.exchange_view(Tensor, padded)
+    # The owning export carries both flags; packed units and padded whole
+    # bytes have nothing to say.
+    assert helper.exchange_flags(ro)[0] == READ_ONLY
+    assert helper.exchange_flags(padded)[0] == SUBBYTE_PADDED
+    packed = dlbridge.from_dlpack(capsule_of(raw, dtype=(0, 4, 1), shape=(6,)))
+    assert helper.exchange_view(Tensor, packed)["shape"] == (6,)
+    whole = dlbridge.from_dlpack(capsule_of(raw, flags=SUBBYTE_PADDED))
+    assert helper.exchange_view(Tensor, whole)["dtype"] == (1, 8, 1)
+
+
 def test_dltensor_view_outlives_a_view_of_its_tensor():
     source = [dlbridge.arange(12).reshape(3, 4)]
     t = dlbridge.from_dlpack(source[0])  # a share of the first tensor
