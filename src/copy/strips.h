@@ -304,16 +304,12 @@ DLB__STRIPS_ATTR static inline __attribute__((always_inline)) void strips(
     else
       strip(&j, unit, 0);
 }
+
 /* One function per unit and store kind, so that both are constants in
- * the tiles, and one strip function of each, called through
- * dlb__strip_run. */
+ * the tiles, and the strip function of the non-temporal kind, called
+ * through dlb__strip_run. */
 #define DLB__STRIPS_INSTANCE(UNIT)                                         \
-  static _Atomic intptr_t depth_##UNIT, depth_nt_##UNIT;                   \
-  DLB__STRIPS_ATTR __attribute__((noinline)) static void strip_##UNIT(     \
-      dlb__strip_job *j) {                                                 \
-    DLB__STRIP_SP(j->sp);                                                  \
-    strip(j, UNIT, 0);                                                     \
-  }                                                                        \
+  static _Atomic intptr_t depth_nt_##UNIT;                                 \
   DLB__STRIPS_ATTR __attribute__((noinline)) static void strip_nt_##UNIT(  \
       dlb__strip_job *j) {                                                 \
     DLB__STRIP_SP(j->sp);                                                  \
@@ -322,12 +318,12 @@ DLB__STRIPS_ATTR static inline __attribute__((always_inline)) void strips(
   DLB__STRIPS_ATTR static void strips_##UNIT(                              \
       char *dst, int64_t dst_b, const char *src, int64_t src_a, int64_t bw, \
       int64_t a_full, const char *next_src) {                              \
-    strips(dst, dst_b, src, src_a, bw, a_full, next_src, UNIT,             \
-           strip_##UNIT, &depth_##UNIT, 0);                                   \
+    strips(dst, dst_b, src, src_a, bw, a_full, next_src, UNIT, NULL, NULL, \
+           0);                                                             \
   }                                                                        \
   DLB__STRIPS_ATTR static void strips_nt_##UNIT(                           \
       char *dst, int64_t dst_b, const char *src, int64_t src_a, int64_t bw, \
       int64_t a_full, const char *next_src) {                              \
     strips(dst, dst_b, src, src_a, bw, a_full, next_src, UNIT,             \
-           strip_nt_##UNIT, &depth_nt_##UNIT, 1);                             \
+           strip_nt_##UNIT, &depth_nt_##UNIT, 1);                          \
   }
