@@ -20,10 +20,11 @@
  * and 1.17 x on two; float32, two wide against one, 1.00-1.03 x on one
  * thread and 1.10-1.15 x on two. With the tiles' L1 buffers and the
  * strips' stacks kept off the low 12 bits of the dst runs (strips.h,
- * 2026-12-06; bench_ab against 99711e4, 21 reps, the VM quiet): 1.56 x
- * for 1-byte units, 1.26 x for 2-byte, 1.10 x for float32, 1.08 x for
- * 8-byte and 1.06 x for 16-byte ones on one thread; 1.45, 1.16, 1.03, 1.02
- * and 1.03 x on two.
+ * 2026-12-06, with the tiles at the columns that meet the runs ordered;
+ * bench_ab against 99711e4, 21 reps, the VM quiet): 1.56 x for 1-byte
+ * units, 1.28 x for 2-byte, 1.09 x for float32, 1.16 x for 8-byte and
+ * 1.18 x for 16-byte ones on one thread; 1.53-1.56, 1.19-1.23, 1.06-1.13,
+ * 1.04-1.08 and 1.08 x on two.
  */
 #include "copy/copy_internal.h"
 
