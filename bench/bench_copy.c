@@ -500,7 +500,7 @@ static void stream_sweep(FILE *json, float *a, float *b) {
 #if defined(__SSE2__)
 /* What dst rows a power of two apart cost, on one thread: the transpose of
  * 4096^2 float32 with src's or dst's rows padded (by 64 bytes: every row
- * in another L1 set; by 512 and 1024: every row in one of 8 or 4 sets),
+ * at other low 12 bits; by 512 and 1024: the rows at 8 or 4 of them),
  * each against the unpadded one of the same rep; then the non-temporal
  * writes of 64 MiB, 16 KiB rows, a run of each row at a time, the rows
  * 16 KiB or 16 KiB + 64 apart, against one sequential non-temporal write
