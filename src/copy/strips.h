@@ -199,12 +199,6 @@ DLB__STRIPS_ATTR static inline __attribute__((always_inline)) void strip(
   const uintptr_t at = runs_at + (uintptr_t)run / 2 - DLB__SCRATCH_HOLE -
                        DLB__SCRATCH_HOLE_BYTES / 2;
   char *const sc = area + ((at - (uintptr_t)area) & 4095 & ~(uintptr_t)63);
-#ifdef DLB__STRIPS_PAIR
-  const int pairs = DLB__STRIPS_PAIR(unit) && !tall;
-#else
-  const int pairs = 0;
-#endif
-  (void)pairs;
 #else
   char *const sc = NULL;
 #endif
@@ -213,6 +207,11 @@ DLB__STRIPS_ATTR static inline __attribute__((always_inline)) void strip(
     const int64_t period = dlb__period_4k(dst_b);
     int64_t near = 4096;
 #if DLB__SCRATCH_BYTES > 0
+#ifdef DLB__STRIPS_PAIR
+    const int pairs = DLB__STRIPS_PAIR(unit) && !tall;
+#else
+    const int pairs = 0;
+#endif
     const int64_t used = DLB__SCRATCH_USED(unit, pairs);
     const int64_t below =
         used < DLB__SCRATCH_HOLE ? used : DLB__SCRATCH_HOLE;
