@@ -144,7 +144,7 @@ typedef struct {
 } limits;
 
 static void time_limits(limits *l, int r, const job *j, int all) {
-  for (size_t m = 0; m < LIMIT_METHODS; m++)
+  for (size_t m = 0; m < limit_methods_here(); m++)
     for (int k = 0; k < 2; k++) {
       double t0 = now();
       limit_copy(limit_methods[m].fn, j->mdst, j->msrc, j->mbytes,
@@ -168,7 +168,7 @@ static const double *best_limit(const limits *l, int k_max, size_t *method,
                                 int *k_out) {
   double best = 1e30;
   const double *times = l->t[0][0];
-  for (size_t m = 0; m < LIMIT_METHODS; m++)
+  for (size_t m = 0; m < limit_methods_here(); m++)
     for (int k = 0; k <= k_max; k++) {
       double med = median_of(l->t[m][k]);
       if (med < best) {
@@ -225,7 +225,7 @@ static void bench_case(const char *name, const DLTensor *src,
   double ones[MAX_REPS];
   for (int r = 0; r < reps; r++) ones[r] = 1.0;
   summarise(&rows[nrows++], label, 0, moved, tm, NULL, NULL);
-  for (size_t m = 0; m < LIMIT_METHODS; m++)
+  for (size_t m = 0; m < limit_methods_here(); m++)
     for (int k = 0; k < (all > 1 ? 2 : 1); k++) {
       double rm[MAX_REPS];
       for (int r = 0; r < reps; r++) rm[r] = tm[r] / l.t[m][k][r];
@@ -452,8 +452,10 @@ static void slice_bound(FILE *json, const DLTensor *src, const DLTensor *dst,
 
 #if defined(__SSE2__)
 /* Contiguous copies of growing size on one thread: memcpy against the
- * non-temporal copy that reads ahead, as dlb_copy's does (median per-rep ratio of their times) and dlb_copy
- * against memcpy, to place DLB__STREAM_MIN (src/copy/copy_internal.h). */
+ * last non-temporal copy of limit_methods this CPU runs (the widest
+ * registers; SSE2 reading 4 KiB ahead where it has no AVX2), median
+ * per-rep ratio of their times, and dlb_copy against memcpy, to place
+ * DLB__STREAM_MIN (src/copy/copy_internal.h). */
 static void stream_sweep(FILE *json, float *a, float *b) {
   static const int64_t mib[] = {1, 2, 4, 6, 8, 10, 12, 16, 24, 32, 64};
   printf("\nstream sweep, one thread (median per-rep ratios of times: "
@@ -462,6 +464,10 @@ static void stream_sweep(FILE *json, float *a, float *b) {
   fprintf(json, "  \"stream_sweep\": [\n");
   const size_t n = sizeof mib / sizeof mib[0];
   dlb_copy_set_threads(1);
+  const size_t here = limit_methods_here();
+  const limit_fn stream = LIMIT_HAVE_WIDE && here + 2 > LIMIT_METHODS
+                              ? limit_methods[here - 1].fn
+                              : limit_stream_ahead;
   for (size_t k = 0; k < n; k++) {
     const size_t bytes = (size_t)mib[k] << 20;
     int64_t flat[1] = {(int64_t)(bytes / 4)};
@@ -475,9 +481,9 @@ static void stream_sweep(FILE *json, float *a, float *b) {
       double tm = time_once(run_memcpy, &j);
       run_copy(&j);
       double td = time_once(run_copy, &j);
-      limit_stream_ahead(b, a, bytes);
+      stream(b, a, bytes);
       double t0 = now();
-      limit_stream_ahead(b, a, bytes);
+      stream(b, a, bytes);
       double ts = now() - t0;
       ms[r] = tm / ts;
       dm[r] = td / tm;

@@ -2,9 +2,10 @@
  * be written: the C library's memcpy, SSE2 non-temporal stores (they skip
  * reading dst's lines into the cache before overwriting them), the same
  * with src prefetched 512 bytes and 4 KiB ahead (hosts differ in which
- * pays), and x86's `rep movsb` (the microcoded
- * string copy), each on one thread and on N, the bytes split into equal
- * parts of whole cache lines. The limit for a size and a thread count is
+ * pays), x86's `rep movsb` (the microcoded string copy), and
+ * non-temporal stores of AVX2 and AVX-512 registers where the CPU has
+ * them, each on one thread and on N, the bytes split into equal parts of
+ * whole cache lines. The limit for a size and a thread count is
  * the fastest of them. */
 #ifndef DLB_BENCH_LIMIT_H
 #define DLB_BENCH_LIMIT_H
@@ -65,6 +66,56 @@ static void limit_stream_ahead(void *dst, const void *src, size_t n) {
 }
 #endif
 
+#if defined(__x86_64__) && (defined(__clang__) || __GNUC__ >= 9)
+#include <immintrin.h>
+#define LIMIT_HAVE_WIDE 1
+/* The same without read-ahead, in 32- and 64-byte registers: four lines
+ * of loads, then their stores. Only on CPUs with AVX2 and AVX-512 F
+ * (limit_methods_here). dst is aligned to a line as above. */
+__attribute__((target("avx2"))) static void limit_stream_256(void *dst,
+                                                             const void *src,
+                                                             size_t n) {
+  char *d = dst;
+  const char *s = src;
+  size_t head = (size_t)(-(uintptr_t)d & 63);
+  if (head > n) head = n;
+  memcpy(d, s, head);
+  d += head;
+  s += head;
+  n -= head;
+  for (; n >= 256; n -= 256, d += 256, s += 256) {
+    __m256i v[8];
+    for (int i = 0; i < 8; i++)
+      v[i] = _mm256_loadu_si256((const __m256i *)(const void *)(s + 32 * i));
+    for (int i = 0; i < 8; i++)
+      _mm256_stream_si256((__m256i *)(void *)(d + 32 * i), v[i]);
+  }
+  _mm_sfence();
+  memcpy(d, s, n);
+}
+
+__attribute__((target("avx512f"))) static void limit_stream_512(
+    void *dst, const void *src, size_t n) {
+  char *d = dst;
+  const char *s = src;
+  size_t head = (size_t)(-(uintptr_t)d & 63);
+  if (head > n) head = n;
+  memcpy(d, s, head);
+  d += head;
+  s += head;
+  n -= head;
+  for (; n >= 256; n -= 256, d += 256, s += 256) {
+    __m512i v[4];
+    for (int i = 0; i < 4; i++) v[i] = _mm512_loadu_si512(s + 64 * i);
+    for (int i = 0; i < 4; i++) _mm512_stream_si512((void *)(d + 64 * i), v[i]);
+  }
+  _mm_sfence();
+  memcpy(d, s, n);
+}
+#else
+#define LIMIT_HAVE_WIDE 0
+#endif
+
 #if defined(__x86_64__) && defined(__GNUC__)
 static void limit_movsb(void *dst, const void *src, size_t n) {
   __asm__ volatile("rep movsb" : "+D"(dst), "+S"(src), "+c"(n) : : "memory");
@@ -86,8 +137,24 @@ static const limit_method limit_methods[] = {
 #if defined(__x86_64__) && defined(__GNUC__)
     {"rep movsb", limit_movsb},
 #endif
+    /* Last, as limit_methods_here counts them. */
+#if LIMIT_HAVE_WIDE
+    {"stream 256-bit", limit_stream_256},
+    {"stream 512-bit", limit_stream_512},
+#endif
 };
 #define LIMIT_METHODS (sizeof limit_methods / sizeof limit_methods[0])
+
+/* How many of limit_methods this CPU runs: all but the wide ones whose
+ * registers it lacks. */
+static inline size_t limit_methods_here(void) {
+#if LIMIT_HAVE_WIDE
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx2")) return LIMIT_METHODS - 2;
+  if (!__builtin_cpu_supports("avx512f")) return LIMIT_METHODS - 1;
+#endif
+  return LIMIT_METHODS;
+}
 
 /* Threads for the N-thread runs, started once and held at a barrier
  * between copies, so a timing pays a wake-up, not a thread start (as the

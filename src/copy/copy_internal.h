@@ -71,10 +71,14 @@ dlb__row_fn dlb__row_kernel(size_t unit, int64_t dst_step, int64_t src_step,
  * not fenced: whoever runs it fences after the last row. */
 int dlb__row_kernel_streams(dlb__row_fn fn);
 
-/* Copies n bytes with non-temporal stores (16 bytes each, dst aligned to a
- * cache line by a plain head copy) and fences them, so they are ordered
- * before anything the caller does next. On a build without SSE2, memcpy. */
+/* Copies n bytes with non-temporal stores (dst aligned to a cache line by
+ * a plain head copy; the stores' width and the read-ahead of
+ * dlb__stream_kind()) and fences them, so they are ordered before
+ * anything the caller does next. On a build without SSE2, memcpy.
+ * dlb__stream_copy_as is the same as a copy of `kind` would run it; kinds
+ * with wide stores need a CPU that has them. */
 void dlb__stream_copy(char *dst, const char *src, size_t n);
+void dlb__stream_copy_as(int kind, char *dst, const char *src, size_t n);
 
 /* Orders the non-temporal stores before it before everything after it (a
  * no-op on builds without them). */
@@ -100,21 +104,39 @@ void dlb__stream_fence(void);
  * slower than the non-temporal copy at every size there. */
 #define DLB__STREAM_MIN ((int64_t)8 << 20)
 
-/* The non-temporal copy reads src this many bytes ahead of its stores
- * (prefetchnta, one line per line copied), within the row it copies, so
- * rows shorter than this are read as before: DLB__STREAM_AHEAD_FAR on
- * CPUs whose copy kernels are AVX-512 ones, DLB__STREAM_AHEAD_NEAR on the
- * rest (dlb__stream_ahead). The two hosts measured want different
- * distances. 64 MiB on the AVX-512 VM (AMD EPYC, 2026-12-05 morning),
- * one thread, alternated in one process, 21 reps (median ms): no prefetch
- * 3.21, 512 bytes ahead 2.85, 2 KiB 2.61, 3 KiB 2.55, 4 KiB 2.56, 8 KiB
- * 2.60, `rep movsb` 2.77-2.85; prefetcht0 1 KiB ahead 2.77, prefetcht1
- * 1 KiB 3.58; two threads, 4 KiB 2.46-2.50 against 2.60-2.80 with none.
- * On the Zen 3 VM (AVX2, 2026-12-05 evening; 15-21 reps, speed over no
- * prefetch, three runs): 512 bytes 1.00-1.07, 1 KiB 0.97-0.99, 2 KiB
- * 0.90-0.93, 4 KiB 0.82-0.83, `rep movsb` 0.90-1.01. */
+/* How the non-temporal copy writes on this CPU (dlb__stream_kind): the
+ * register width of its stores, and how far ahead of them it asks for src
+ * lines (prefetchnta, one line per line copied, within the row it copies,
+ * so rows shorter than the distance are read as before).
+ *
+ * The hosts measured disagree. On AMD EPYC, 16-byte stores with src read
+ * ahead: on the AVX-512 VM (2026-12-05 morning), 64 MiB, one thread,
+ * alternated in one process, 21 reps (median ms): no prefetch 3.21, 512
+ * bytes ahead 2.85, 2 KiB 2.61, 3 KiB 2.55, 4 KiB 2.56, 8 KiB 2.60, `rep
+ * movsb` 2.77-2.85; prefetcht0 1 KiB ahead 2.77, prefetcht1 1 KiB 3.58;
+ * two threads, 4 KiB 2.46-2.50 against 2.60-2.80 with none. On the Zen 3
+ * VM (AVX2, 2026-12-05 evening; 15-21 reps, speed over no prefetch, three
+ * runs): 512 bytes 1.00-1.07, 1 KiB 0.97-0.99, 2 KiB 0.90-0.93, 4 KiB
+ * 0.82-0.83, `rep movsb` 0.90-1.01. On Intel Xeon (family 6 model 207,
+ * AVX-512, 2026-12-06; 64 MiB, one thread, 21 reps, two runs, median ms):
+ * 16-byte stores with no prefetch 8.1-10.0, with prefetchnta 512 bytes
+ * ahead 11.6-13.4, 4 KiB 12.5-13.1; 32-byte stores 7.2-8.0, 64-byte
+ * stores 5.8-7.1 (prefetcht0 512 bytes to 2 KiB ahead: 5.3-7.0, within the
+ * noise), memcpy 10.5-11.6, `rep movsb` 10.6-11.4. So on Intel CPUs the
+ * copy stores the widest registers the kernels' level has and reads
+ * nothing ahead; elsewhere 16-byte stores, src read DLB__STREAM_AHEAD_FAR
+ * bytes ahead where the kernels are AVX-512 ones and
+ * DLB__STREAM_AHEAD_NEAR below. */
 #define DLB__STREAM_AHEAD_FAR 4096
 #define DLB__STREAM_AHEAD_NEAR 512
+enum {
+  DLB__STREAM_V128 = 0,      /* 16-byte stores, nothing read ahead */
+  DLB__STREAM_V128_NEAR = 1, /* 16-byte, DLB__STREAM_AHEAD_NEAR ahead */
+  DLB__STREAM_V128_FAR = 2,  /* 16-byte, DLB__STREAM_AHEAD_FAR ahead */
+  DLB__STREAM_AVX2 = 3,      /* 32-byte stores, nothing read ahead */
+  DLB__STREAM_AVX512 = 4,    /* 64-byte stores, nothing read ahead */
+  DLB__STREAM_KINDS = 5
+};
 #define DLB__STREAM_ROW_MIN ((int64_t)256)
 
 /* Shorter rows stream too, from DLB__STREAM_SHORT_ROW_MIN bytes, when
@@ -151,12 +173,20 @@ enum {
  * by the test hook. */
 int dlb__copy_isa(void);
 
-/* The non-temporal copy's read-ahead distance, in bytes, for the kernels'
- * level (see DLB__STREAM_AHEAD_FAR). */
-static inline size_t dlb__stream_ahead(void) {
-  return dlb__copy_isa() == DLB__ISA_AVX512 ? DLB__STREAM_AHEAD_FAR
-                                            : DLB__STREAM_AHEAD_NEAR;
+/* Whether the CPU is an Intel one (read once; 0 on builds without the
+ * wide kernels). */
+int dlb__cpu_is_intel(void);
+
+/* The non-temporal copy's kind (DLB__STREAM_V128 ...) for kernels at
+ * `level` on an Intel CPU (intel non-zero) or another; dlb__stream_kind()
+ * is the one for this CPU at dlb__copy_isa(). See DLB__STREAM_AHEAD_FAR. */
+int dlb__stream_kind_for(int level, int intel);
+static inline int dlb__stream_kind(void) {
+  return dlb__stream_kind_for(dlb__copy_isa(), dlb__cpu_is_intel());
 }
+
+/* The bytes read ahead of the stores by a non-temporal copy of `kind`. */
+size_t dlb__stream_kind_ahead(int kind);
 
 /* For the tests: the level (DLB__ISA_V128, DLB__ISA_AVX2 or
  * DLB__ISA_AVX512) whose transpose strips ran last, or -1 when none has
@@ -278,6 +308,12 @@ void dlb__strips_avx512(char *dst, int64_t dst_b, const char *src,
 void dlb__strips_avx2(char *dst, int64_t dst_b, const char *src,
                       int64_t src_a, int64_t bw, int64_t a_full,
                       const char *next_src, size_t unit, int nt);
+
+/* Whole lines of the non-temporal copy (dst aligned to a line, `lines`
+ * of 64 bytes) in 32- and 64-byte registers, nothing read ahead, not
+ * fenced: DLB__STREAM_AVX2 and DLB__STREAM_AVX512 (stream_wide.c). */
+void dlb__stream_lines_avx2(char *dst, const char *src, size_t lines);
+void dlb__stream_lines_avx512(char *dst, const char *src, size_t lines);
 #endif
 
 /* The tile kernel for `unit`; the fast paths expect dst_a == unit and

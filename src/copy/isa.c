@@ -14,6 +14,8 @@
 /* The test hook's cap; -1: none. */
 static atomic_int dlb__isa_cap = -1;
 static int dlb__isa_best;
+/* Whether the CPU is an Intel one, found with the level. */
+static int dlb__isa_intel;
 static pthread_once_t dlb__isa_once = PTHREAD_ONCE_INIT;
 
 /* By level: DLB__ISA_PORTABLE, DLB__ISA_V128, DLB__ISA_AVX2,
@@ -50,6 +52,7 @@ static void find_isa(void) {
    * registers (XGETBV); under valgrind, which emulates AVX2 but not
    * AVX-512, CPUID says no to the second. */
   __builtin_cpu_init();
+  dlb__isa_intel = __builtin_cpu_is("intel");
   if (__builtin_cpu_supports("avx2")) dlb__isa_best = DLB__ISA_AVX2;
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512vbmi"))
@@ -60,6 +63,11 @@ static void find_isa(void) {
    * clock for them. */
   const int asked = dlb__copy_isa_parse(getenv("DLBRIDGE_COPY_ISA"));
   if (asked >= 0 && asked < dlb__isa_best) dlb__isa_best = asked;
+}
+
+int dlb__cpu_is_intel(void) {
+  pthread_once(&dlb__isa_once, find_isa);
+  return dlb__isa_intel;
 }
 
 int dlb__copy_isa(void) {

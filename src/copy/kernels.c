@@ -110,10 +110,25 @@ static void contiguous(char *dst, int64_t dst_step, const char *src,
   memcpy(dst, src, (size_t)(n * dst_step));
 }
 
-/* The lines of dlb__stream_copy, not fenced, reading src `ahead` bytes
- * ahead of the stores (dlb__stream_ahead, chosen once per copy). */
-static void stream_unfenced(char *dst, const char *src, size_t n,
-                            size_t ahead) {
+size_t dlb__stream_kind_ahead(int kind) {
+  return kind == DLB__STREAM_V128_FAR    ? DLB__STREAM_AHEAD_FAR
+         : kind == DLB__STREAM_V128_NEAR ? DLB__STREAM_AHEAD_NEAR
+                                         : 0;
+}
+
+int dlb__stream_kind_for(int level, int intel) {
+  if (intel)
+    return level == DLB__ISA_AVX512 ? DLB__STREAM_AVX512
+           : level == DLB__ISA_AVX2 ? DLB__STREAM_AVX2
+                                    : DLB__STREAM_V128;
+  return level == DLB__ISA_AVX512 ? DLB__STREAM_V128_FAR
+                                  : DLB__STREAM_V128_NEAR;
+}
+
+/* The lines of dlb__stream_copy, not fenced, as a copy of `kind` writes
+ * them. */
+static DLB__FORCE_INLINE void stream_unfenced(char *dst, const char *src,
+                                              size_t n, int kind) {
 #if DLB__HAVE_STREAM
   size_t head = (size_t)(-(uintptr_t)dst & 63);
   if (head > n) head = n;
@@ -121,12 +136,25 @@ static void stream_unfenced(char *dst, const char *src, size_t n,
   dst += head;
   src += head;
   n -= head;
+#if DLB__HAVE_WIDE
+  if (kind == DLB__STREAM_AVX2 || kind == DLB__STREAM_AVX512) {
+    const size_t lines = n / 64;
+    if (kind == DLB__STREAM_AVX512)
+      dlb__stream_lines_avx512(dst, src, lines);
+    else
+      dlb__stream_lines_avx2(dst, src, lines);
+    dst += lines * 64;
+    src += lines * 64;
+    n -= lines * 64;
+  }
+#endif
   /* One line per round: four loads, then four stores that fill the line's
    * write-combining buffer at once (unrolling to two lines ran slower),
    * after asking for the src line `ahead` bytes on while that is still
    * part of the copy. */
+  const size_t ahead = dlb__stream_kind_ahead(kind);
   for (; n >= 64; n -= 64, dst += 64, src += 64) {
-    if (n >= ahead + 64) _mm_prefetch(src + ahead, _MM_HINT_NTA);
+    if (ahead != 0 && n >= ahead + 64) _mm_prefetch(src + ahead, _MM_HINT_NTA);
     __m128i a = _mm_loadu_si128((const __m128i *)(const void *)src);
     __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(src + 16));
     __m128i c = _mm_loadu_si128((const __m128i *)(const void *)(src + 32));
@@ -137,7 +165,7 @@ static void stream_unfenced(char *dst, const char *src, size_t n,
     _mm_stream_si128((__m128i *)(void *)(dst + 48), d);
   }
 #else
-  (void)ahead;
+  (void)kind;
 #endif
   memcpy(dst, src, n);
 }
@@ -148,31 +176,42 @@ void dlb__stream_fence(void) {
 #endif
 }
 
-void dlb__stream_copy(char *dst, const char *src, size_t n) {
-  stream_unfenced(dst, src, n, dlb__stream_ahead());
+void dlb__stream_copy_as(int kind, char *dst, const char *src, size_t n) {
+  stream_unfenced(dst, src, n, kind);
   dlb__stream_fence();
 }
 
-/* Unfenced: a fence waits for every non-temporal store in flight, and
- * one per row of 256 bytes made a (64, 64, 64, 64) float32 permutation
- * (2, 0, 1, 3) run at 0.13 x a non-temporal copy. The plan fences once,
- * at the end of each range it runs (dlb__copy_plan.fence). */
-static void contiguous_stream_near(char *dst, int64_t dst_step,
-                                   const char *src, int64_t src_step,
-                                   int64_t n) {
-  (void)src_step;
-  stream_unfenced(dst, src, (size_t)(n * dst_step), DLB__STREAM_AHEAD_NEAR);
+void dlb__stream_copy(char *dst, const char *src, size_t n) {
+  dlb__stream_copy_as(dlb__stream_kind(), dst, src, n);
 }
 
-static void contiguous_stream_far(char *dst, int64_t dst_step,
-                                  const char *src, int64_t src_step,
-                                  int64_t n) {
-  (void)src_step;
-  stream_unfenced(dst, src, (size_t)(n * dst_step), DLB__STREAM_AHEAD_FAR);
-}
+/* The streamed block copy of each kind, unfenced: a fence waits for every
+ * non-temporal store in flight, and one per row of 256 bytes made a (64,
+ * 64, 64, 64) float32 permutation (2, 0, 1, 3) run at 0.13 x a
+ * non-temporal copy. The plan fences once, at the end of each range it
+ * runs (dlb__copy_plan.fence). */
+#define DLB__STREAM_ROW_FN(NAME, KIND)                                       \
+  static void NAME(char *dst, int64_t dst_step, const char *src,             \
+                   int64_t src_step, int64_t n) {                            \
+    (void)src_step;                                                          \
+    stream_unfenced(dst, src, (size_t)(n * dst_step), KIND);                 \
+  }
+DLB__STREAM_ROW_FN(contiguous_stream, DLB__STREAM_V128)
+DLB__STREAM_ROW_FN(contiguous_stream_near, DLB__STREAM_V128_NEAR)
+DLB__STREAM_ROW_FN(contiguous_stream_far, DLB__STREAM_V128_FAR)
+DLB__STREAM_ROW_FN(contiguous_stream_avx2, DLB__STREAM_AVX2)
+DLB__STREAM_ROW_FN(contiguous_stream_avx512, DLB__STREAM_AVX512)
+#undef DLB__STREAM_ROW_FN
+
+/* By kind. */
+static const dlb__row_fn dlb__stream_rows[DLB__STREAM_KINDS] = {
+    contiguous_stream, contiguous_stream_near, contiguous_stream_far,
+    contiguous_stream_avx2, contiguous_stream_avx512};
 
 int dlb__row_kernel_streams(dlb__row_fn fn) {
-  return fn == contiguous_stream_near || fn == contiguous_stream_far;
+  for (int k = 0; k < DLB__STREAM_KINDS; k++)
+    if (fn == dlb__stream_rows[k]) return 1;
+  return 0;
 }
 
 #if defined(__SSE2__)
@@ -318,9 +357,7 @@ dlb__row_fn dlb__row_kernel(size_t unit, int64_t dst_step, int64_t src_step,
     return !DLB__HAVE_STREAM || !stream ||
                    dlb__copy_isa() == DLB__ISA_PORTABLE
                ? contiguous
-           : dlb__stream_ahead() == DLB__STREAM_AHEAD_FAR
-               ? contiguous_stream_far
-               : contiguous_stream_near;
+               : dlb__stream_rows[dlb__stream_kind()];
 #if defined(__SSE2__)
   if (dst_step == u && dlb__copy_isa() != DLB__ISA_PORTABLE) {
     dlb__row_fn fn = gather_shuffled(unit, src_step);

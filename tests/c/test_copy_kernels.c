@@ -20,71 +20,130 @@ static void fill(unsigned char *p, size_t n, unsigned seed) {
 }
 
 /* Copies n bytes from src + PAD + so to dst + PAD + d0 (dst holds
- * size bytes, a PAD each side) and fails unless exactly those bytes
- * changed, to src's. */
+ * size bytes, a PAD each side) as a non-temporal copy of `kind` does, and
+ * fails unless exactly those bytes changed, to src's. */
 enum { PAD = 64 };
-static void check_stream_copy(const unsigned char *src, unsigned char *dst,
-                              unsigned char *want, size_t size, size_t so,
-                              size_t d0, size_t n) {
+static void check_stream_copy(int kind, const unsigned char *src,
+                              unsigned char *dst, unsigned char *want,
+                              size_t size, size_t so, size_t d0, size_t n) {
   fill(dst, size, 3);
   memcpy(want, dst, size);
   memcpy(want + PAD + d0, src + PAD + so, n);
-  dlb__stream_copy((char *)dst + PAD + d0, (const char *)src + PAD + so, n);
+  dlb__stream_copy_as(kind, (char *)dst + PAD + d0,
+                      (const char *)src + PAD + so, n);
   if (memcmp(dst, want, size) != 0)
     dlb_test_failed(__FILE__, __LINE__,
-                    "src offset %zu dst offset %zu length %zu", so, d0, n);
+                    "kind %d src offset %zu dst offset %zu length %zu", kind,
+                    so, d0, n);
 }
 
-/* Every length up to 4 lines plus one, from and to every offset in a line:
- * the bytes copied match and the bytes around dst stay as they were. */
+/* Whether this CPU runs the non-temporal copy of `kind`: the wide ones
+ * need its registers. */
+static int stream_kind_runs_here(int kind) {
+  if (kind == DLB__STREAM_AVX512) return dlb__copy_isa() >= DLB__ISA_AVX512;
+  if (kind == DLB__STREAM_AVX2) return dlb__copy_isa() >= DLB__ISA_AVX2;
+  return 1;
+}
+
+/* Every length up to 9 lines plus one (two rounds of the wide kinds' four
+ * lines, then single lines, then a tail), from and to every offset in a
+ * line, for every kind this CPU runs: the bytes copied match and the
+ * bytes around dst stay as they were. */
 DLB_TEST(stream_copy_every_alignment_and_length) {
-  enum { MAXN = 4 * 64 + 65 };
+  enum { MAXN = 9 * 64 + 65 };
   static unsigned char src[PAD + MAXN + PAD], dst[PAD + MAXN + PAD + 64],
       want[sizeof dst];
   fill(src, sizeof src, 1);
-  for (size_t so = 0; so < 64; so += 7)
-    for (size_t d0 = 0; d0 < 64; d0++)
-      for (size_t n = 0; n <= MAXN; n += n < 130 ? 1 : 37)
-        check_stream_copy(src, dst, want, sizeof dst, so, d0, n);
+  int ran = 0;
+  for (int kind = 0; kind < DLB__STREAM_KINDS; kind++) {
+    if (!stream_kind_runs_here(kind)) continue;
+    ran++;
+    for (size_t so = 0; so < 64; so += 7)
+      for (size_t d0 = 0; d0 < 64; d0 += kind == 0 ? 1 : 5)
+        for (size_t n = 0; n <= MAXN; n += n < 130 ? 1 : n < 600 ? 7 : 1)
+          check_stream_copy(kind, src, dst, want, sizeof dst, so, d0, n);
+  }
+  CHECK(ran >= 3);
 }
 
-/* Lengths around the read-ahead distance, where the loop starts asking
- * for src lines ahead of its stores, copy the same bytes as memcpy: at
- * every level the machine has (each level's distance: dlb__stream_ahead). */
+/* Lengths around the read-ahead distance of each kind that reads ahead,
+ * where the loop starts asking for src lines ahead of its stores, copy
+ * the same bytes as memcpy. */
 DLB_TEST(stream_copy_lengths_around_its_read_ahead) {
   enum { MAXN = DLB__STREAM_AHEAD_FAR + 3 * 64 };
   static unsigned char src[PAD + MAXN + PAD], dst[PAD + MAXN + PAD + 64],
       want[sizeof dst];
   fill(src, sizeof src, 5);
-  for (int level = DLB__ISA_PORTABLE; level <= DLB__ISA_AVX512; level++) {
-    dlb__copy_cap_isa(level);
-    const size_t ahead = dlb__stream_ahead();
-    CHECK(ahead == DLB__STREAM_AHEAD_NEAR || ahead == DLB__STREAM_AHEAD_FAR);
+  CHECK(DLB__STREAM_AHEAD_NEAR < DLB__STREAM_AHEAD_FAR);
+  CHECK_EQ_INT(dlb__stream_kind_ahead(DLB__STREAM_V128_NEAR),
+               DLB__STREAM_AHEAD_NEAR);
+  CHECK_EQ_INT(dlb__stream_kind_ahead(DLB__STREAM_V128_FAR),
+               DLB__STREAM_AHEAD_FAR);
+  for (int kind = 0; kind < DLB__STREAM_KINDS; kind++) {
+    const size_t ahead = dlb__stream_kind_ahead(kind);
+    if (kind != DLB__STREAM_V128_NEAR && kind != DLB__STREAM_V128_FAR) {
+      CHECK_EQ_INT(ahead, 0);
+      continue;
+    }
     for (size_t so = 0; so < 64; so += 21)
       for (size_t d0 = 0; d0 < 64; d0 += 13)
         for (size_t n = ahead - 64; n <= ahead + 3 * 64; n += 9)
-          check_stream_copy(src, dst, want, sizeof dst, so, d0, n);
+          check_stream_copy(kind, src, dst, want, sizeof dst, so, d0, n);
   }
-  dlb__copy_cap_isa(-1);
 }
 
-/* The read-ahead distance follows the level the kernels run at: the far
- * one only where they are AVX-512 ones, the near one at every level
- * below (whatever the cap asked for, the level this machine gives). */
-DLB_TEST(stream_read_ahead_is_far_only_for_avx512_kernels) {
-  CHECK(DLB__STREAM_AHEAD_NEAR < DLB__STREAM_AHEAD_FAR);
+/* Reads the CPU's vendor from CPUID leaf 0 ("GenuineIntel"). */
+#if DLB__HAVE_WIDE
+#include <cpuid.h>
+static int cpu_vendor_is_intel(void) {
+  unsigned a, b, c, d;
+  if (!__get_cpuid(0, &a, &b, &c, &d)) return 0;
+  char v[13];
+  memcpy(v, &b, 4);
+  memcpy(v + 4, &d, 4);
+  memcpy(v + 8, &c, 4);
+  v[12] = 0;
+  return strcmp(v, "GenuineIntel") == 0;
+}
+#endif
+
+/* The non-temporal copy's kind follows the kernels' level and the
+ * vendor: Intel CPUs store the widest registers the level has and read
+ * nothing ahead; others store 16 bytes and read ahead, far only at the
+ * AVX-512 level. The copy and the plan's row kernel take this CPU's. */
+DLB_TEST(stream_kind_follows_the_level_and_the_vendor) {
+  static const int intel[4] = {DLB__STREAM_V128, DLB__STREAM_V128,
+                               DLB__STREAM_AVX2, DLB__STREAM_AVX512};
+  static const int other[4] = {DLB__STREAM_V128_NEAR, DLB__STREAM_V128_NEAR,
+                               DLB__STREAM_V128_NEAR, DLB__STREAM_V128_FAR};
+  for (int level = DLB__ISA_PORTABLE; level <= DLB__ISA_AVX512; level++) {
+    CHECK_EQ_INT(dlb__stream_kind_for(level, 1), intel[level]);
+    CHECK_EQ_INT(dlb__stream_kind_for(level, 0), other[level]);
+  }
+#if DLB__HAVE_WIDE
+  CHECK_EQ_INT(dlb__cpu_is_intel(), cpu_vendor_is_intel());
+#else
+  CHECK_EQ_INT(dlb__cpu_is_intel(), 0);
+#endif
+  /* Under every cap the row kernel of a streamed block copy is the one of
+   * the kind for the level the cap gives; kinds that differ, kernels that
+   * differ. */
+  dlb__row_fn by_level[4];
+  int kinds[4];
   for (int level = DLB__ISA_PORTABLE; level <= DLB__ISA_AVX512; level++) {
     dlb__copy_cap_isa(level);
-    const int isa = dlb__copy_isa();
-    CHECK(isa <= level);
-    CHECK_EQ_INT(dlb__stream_ahead(), isa == DLB__ISA_AVX512
-                                          ? DLB__STREAM_AHEAD_FAR
-                                          : DLB__STREAM_AHEAD_NEAR);
+    kinds[level] = dlb__stream_kind();
+    CHECK_EQ_INT(kinds[level], dlb__stream_kind_for(dlb__copy_isa(),
+                                                    dlb__cpu_is_intel()));
+    by_level[level] = dlb__row_kernel(4, 4, 4, 1);
+    CHECK_EQ_INT(dlb__row_kernel_streams(by_level[level]),
+                 DLB__HAVE_STREAM && level > DLB__ISA_PORTABLE);
   }
   dlb__copy_cap_isa(-1);
-  CHECK_EQ_INT(dlb__stream_ahead(), dlb__copy_isa() == DLB__ISA_AVX512
-                                        ? DLB__STREAM_AHEAD_FAR
-                                        : DLB__STREAM_AHEAD_NEAR);
+  for (int i = DLB__ISA_V128; i <= DLB__ISA_AVX512; i++)
+    for (int j = DLB__ISA_V128; j < i; j++)
+      if (DLB__HAVE_STREAM)
+        CHECK_EQ_INT(by_level[i] == by_level[j], kinds[i] == kinds[j]);
 }
 
 /* The plan picks the non-temporal kernel from DLB__STREAM_MIN bytes on,
