@@ -178,6 +178,16 @@ DLB__AVX512_INLINE void tile_16(char *dst, int64_t dst_b, const char *src,
   store64(dst + 3 * dst_b, _mm512_shuffle_i64x2(t1, t3, 0xdd), nt);
 }
 
+/* Index for the even 2-byte units of a (0-63) and b (64-127): byte p of
+ * a dst row is byte p % 2 of unit p / 2 of the 64 rows, which is unit 2
+ * (p / 2) of the concatenated halves (+ 2 bytes for odd rows). */
+_Alignas(64) static const unsigned char dlb__pick_even[64] = {
+    0,  1,  4,  5,  8,  9,  12, 13, 16, 17, 20, 21, 24, 25, 28, 29,
+    32, 33, 36, 37, 40, 41, 44, 45, 48, 49, 52, 53, 56, 57, 60, 61,
+    64, 65, 68, 69, 72, 73, 76, 77, 80, 81, 84, 85, 88, 89, 92, 93,
+    96, 97, 100, 101, 104, 105, 108, 109, 112, 113, 116, 117, 120, 121,
+    124, 125};
+
 /* 2-byte units: each half of the 32 rows transposed as four-byte units,
  * so that h[k] holds units 2k and 2k + 1 of 16 rows, interleaved; one
  * two-source byte permute per dst row takes the even (or odd) units of
@@ -194,13 +204,7 @@ DLB__AVX512_INLINE void tile_2(char *dst, int64_t dst_b, const char *src,
   transpose_16x16(hi);
   /* Byte p of a dst row is byte p % 2 of unit p / 2 of the 64 rows, which
    * is unit 2 (p / 2) (+ 1 for odd rows) of the concatenated halves. */
-  _Alignas(64) static const unsigned char pick_even[64] = {
-      0,  1,  4,  5,  8,  9,  12, 13, 16, 17, 20, 21, 24, 25, 28, 29,
-      32, 33, 36, 37, 40, 41, 44, 45, 48, 49, 52, 53, 56, 57, 60, 61,
-      64, 65, 68, 69, 72, 73, 76, 77, 80, 81, 84, 85, 88, 89, 92, 93,
-      96, 97, 100, 101, 104, 105, 108, 109, 112, 113, 116, 117, 120, 121,
-      124, 125};
-  const __m512i even = _mm512_load_si512((const void *)pick_even);
+  const __m512i even = _mm512_load_si512((const void *)dlb__pick_even);
   const __m512i odd = _mm512_add_epi8(even, _mm512_set1_epi8(2));
   DLB__UNROLL_ALL
   for (int k = 0; k < 16; k++) {
@@ -208,6 +212,38 @@ DLB__AVX512_INLINE void tile_2(char *dst, int64_t dst_b, const char *src,
     dst += dst_b;
     DLB__OPAQUE(dst);
     store64(dst, _mm512_permutex2var_epi8(lo[k], odd, hi[k]), nt);
+    dst += dst_b;
+    DLB__OPAQUE(dst);
+  }
+}
+
+/* Two 2-byte tiles of the same 32 columns, src rows [0, 32) and [32, 64),
+ * as tile_pair_1 for 1-byte units: each dst row's two lines stored back
+ * to back. 64 MiB transposes of 2-byte units ran 1.03-1.05 x faster so on
+ * one thread and 1.05-1.06 x on two (the Intel Xeon VM, the builds
+ * alternated in one process, 15-21 reps, three runs); on the AMD AVX-512
+ * VM such pairs had gained nothing (tile_pair_1). */
+DLB__AVX512_INLINE void tile_pair_2(char *dst, int64_t dst_b,
+                                    const char *src, int64_t src_a, int nt,
+                                    dlb__pf *pf, int64_t per) {
+  __m512i t[4][16];
+  const int64_t pf_k = (per + 63) / 64;
+  DLB__UNROLL_ALL
+  for (int h = 0; h < 4; h++) {
+    load_rows(t[h], 16, src, src_a, pf, pf_k);
+    src += 16 * src_a;
+    DLB__OPAQUE(src);
+    transpose_16x16(t[h]);
+  }
+  const __m512i even = _mm512_load_si512((const void *)dlb__pick_even);
+  const __m512i odd = _mm512_add_epi8(even, _mm512_set1_epi8(2));
+  for (int k = 0; k < 16; k++) {
+    store64(dst, _mm512_permutex2var_epi8(t[0][k], even, t[1][k]), nt);
+    store64(dst + 64, _mm512_permutex2var_epi8(t[2][k], even, t[3][k]), nt);
+    dst += dst_b;
+    DLB__OPAQUE(dst);
+    store64(dst, _mm512_permutex2var_epi8(t[0][k], odd, t[1][k]), nt);
+    store64(dst + 64, _mm512_permutex2var_epi8(t[2][k], odd, t[3][k]), nt);
     dst += dst_b;
     DLB__OPAQUE(dst);
   }
@@ -272,8 +308,11 @@ DLB__AVX512_INLINE void tile_1(char *dst, int64_t dst_b, const char *src,
  * tile by tile they went out 64 stores apart. 64 MiB transposes of 1-byte
  * units ran 1.15 x faster so on a quiet VM (one thread or two, the builds
  * alternated in one process; 1.07-1.17 x on a busy one), 0.83-0.88 x
- * float32's rate against 0.74-0.76 in bench_copy's sweep; pairs of 2-, 4- and 8-byte tiles gained nothing
- * (their tiles store 8-32 rows at a time). */
+ * float32's rate against 0.74-0.76 in bench_copy's sweep; pairs of 2-,
+ * 4- and 8-byte tiles gained nothing there (their tiles store 8-32 rows
+ * at a time), 2-byte ones a little on Intel (tile_pair_2). On the Intel
+ * Xeon VM the 1-byte pairs ran 1.25 x faster than single tiles on one
+ * thread and 1.30 x on two. */
 DLB__AVX512_INLINE void tile_pair_1(char *dst, int64_t dst_b,
                                     const char *src, int64_t src_a, int nt,
                                     dlb__pf *pf, int64_t per) {
@@ -325,9 +364,11 @@ DLB__AVX512_INLINE void tile(char *dst, int64_t dst_b, const char *src,
 DLB__AVX512_INLINE void tile_pair(char *dst, int64_t dst_b, const char *src,
                                   int64_t src_a, size_t unit, int nt,
                                   dlb__pf *pf, int64_t per, char *sc) {
-  (void)unit;
   (void)sc;
-  tile_pair_1(dst, dst_b, src, src_a, nt, pf, per);
+  if (unit == 1)
+    tile_pair_1(dst, dst_b, src, src_a, nt, pf, per);
+  else
+    tile_pair_2(dst, dst_b, src, src_a, nt, pf, per);
 }
 
 DLB__AVX512_INLINE void copy_lines(char *dst, const char *buf, int64_t lines,
@@ -337,7 +378,7 @@ DLB__AVX512_INLINE void copy_lines(char *dst, const char *buf, int64_t lines,
 }
 
 #define DLB__STRIPS_ATTR DLB__AVX512
-#define DLB__STRIPS_PAIR(unit) ((unit) == 1)
+#define DLB__STRIPS_PAIR(unit) ((unit) <= 2)
 #include "copy/strips.h"
 
 DLB__STRIPS_INSTANCE(1)
