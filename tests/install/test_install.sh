@@ -75,6 +75,8 @@ grep -q 'skipped the exchange benchmark' "$scratch/bench.err" ||
 pass=$((pass + 1))
 [ -f "$prefix/share/man/man1/dlbridge.1" ] ||
   { echo "install: no man page"; exit 1; }
+grep -q '^MIT License$' "$prefix/share/doc/dlbridge/LICENSE" ||
+  { echo "install: no license text in share/doc/dlbridge"; exit 1; }
 pass=$((pass + 1))
 # A CMake project: find_package(dlbridge) and the imported target.
 cmake_cfg=$(find "$dest" -name dlbridgeConfig.cmake | head -n 1)

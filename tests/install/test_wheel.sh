@@ -32,6 +32,9 @@ meta = z.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decod
 need("Description-Content-Type: text/markdown" in meta and "# dlbridge" in meta,
      "METADATA lacks the README")
 need("License: MIT" in meta or "License-Expression: MIT" in meta, "METADATA lacks the license")
+need("License-File: LICENSE" in meta, "METADATA names no license file")
+lic = [n for n in names if n.endswith(".dist-info/licenses/LICENSE")]
+need(lic and b"MIT License" in z.read(lic[0]), "no licenses/LICENSE with the MIT text")
 for f in ("dlbridge/__init__.py", "dlbridge/__init__.pyi", "dlbridge/py.typed",
           "dlbridge/__main__.py", "dlbridge/dlbridge_capi.h", "dlbridge/dlpack/dlpack.h"):
     need(f in names, "no " + f)
