@@ -68,3 +68,42 @@ def test_docstring_signature_matches_the_stub(name):
         fn = getattr(dlbridge, name)
         drop_self = False
     assert runtime_parameters(fn) == stub_parameters(STUBS[name], drop_self)
+
+
+def test_the_stub_types_set_sharing_pin_as_the_names_it_takes():
+    # The stub's annotation of set_sharing_pin's kind, followed through
+    # the module's aliases, names exactly the values the function accepts
+    # (with None): no (device_type, device_id) tuple, which it refuses.
+    tree = ast.parse(STUB.read_text())
+    aliases = {
+        node.targets[0].id: node.value
+        for node in tree.body
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
+    }
+
+    def literals(node):
+        if isinstance(node, ast.Name):
+            return literals(aliases[node.id]) if node.id in aliases else {node.id}
+        if isinstance(node, ast.Subscript):
+            head = node.value.id
+            items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            if head == "Literal":
+                return {item.value for item in items}
+            if head in ("Union", "Optional"):
+                found = {None} if head == "Optional" else set()
+                for item in items:
+                    found |= literals(item)
+                return found
+            return {head}
+        if isinstance(node, ast.Constant):
+            return {node.value}
+        raise AssertionError(ast.dump(node))
+
+    kind = stub_functions()["set_sharing_pin"].args[0].annotation
+    names = literals(kind)
+    assert names == {None, "cuda_host", "rocm_host"}, names
+    try:
+        for name in names:
+            dlbridge.set_sharing_pin(name)
+    finally:
+        dlbridge.set_sharing_pin(None)
