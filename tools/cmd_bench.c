@@ -186,8 +186,9 @@ static int bench_run(const char **values, int argc, char **argv) {
   if (values[1] != NULL) {
     char *end = NULL;
     long reps = strtol(values[1], &end, 10);
-    if (end == values[1] || *end != '\0' || reps < 1 ||
-        reps > BENCH_MAX_REPS) {
+    /* Digits only: strtol would also take leading blanks and a sign. */
+    if (values[1][0] < '0' || values[1][0] > '9' || *end != '\0' ||
+        reps < 1 || reps > BENCH_MAX_REPS) {
       fprintf(stderr, "%s bench: --reps is '%s'; must be 1 to %d\n",
               CLI_NAME, cli_shown(values[1]), BENCH_MAX_REPS);
       return CLI_USAGE;

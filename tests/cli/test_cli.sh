@@ -320,6 +320,8 @@ expect bench-reps-least 0 '' -- bench --reps 1
 expect bench-reps-none 2 "--reps is '0'; must be 1 to 101" -- bench --reps 0
 expect bench-reps-most 0 '' -- bench --reps 101
 expect bench-reps-too-many 2 "--reps is '102'; must be 1 to 101" -- bench --reps 102
+expect bench-reps-blank 2 "--reps is ' 5'; must be 1 to 101" -- bench --reps ' 5'
+expect bench-reps-sign 2 "--reps is '[+]5'; must be 1 to 101" -- bench --reps +5
 with=
 # A stand-in for the benchmarks and their Python: it says how it was run,
 # on standard output as a benchmark's table, and writes that as the
