@@ -397,6 +397,18 @@ void dlb__copy_plan_run(const dlb__copy_plan *plan, int fresh_dst);
  * DLB__COPY_PARALLEL_MIN_CONTIGUOUS (dlb__copy_plan_run). */
 #define DLB__COPY_PARALLEL_MIN_STREAMED ((int64_t)24 << 20)
 
+/* The threshold above for this CPU's streamed copy (dlb__stream_kind):
+ * the kinds that store 32- or 64-byte registers (Intel CPUs) share out
+ * from DLB__STREAM_MIN on. On the Intel Xeon VM (AVX-512; bench_copy's
+ * sweep with the threshold lowered, 15 reps, two runs) two threads ran
+ * 8 MiB 1.85-1.96 x as fast as one, 16 MiB 1.94 x, 32 MiB 1.91-1.95 x. */
+static inline int64_t dlb__copy_parallel_min_streamed(void) {
+  const int kind = dlb__stream_kind();
+  return kind == DLB__STREAM_AVX2 || kind == DLB__STREAM_AVX512
+             ? DLB__STREAM_MIN
+             : DLB__COPY_PARALLEL_MIN_STREAMED;
+}
+
 /* Runs fn(ctx, part) for part in [0, nparts) on up to `threads` threads,
  * the caller included, and returns when all are done. Runs everything on
  * the caller when the pool is busy with another caller's job (a part may

@@ -446,7 +446,7 @@ void dlb__copy_plan_run(const dlb__copy_plan *p, int fresh_dst) {
    * rows 1016 apart, 10 to 22 MiB, 1.2-1.4 x. */
   const int64_t least = !contiguous ? DLB__COPY_PARALLEL_MIN
                        : bytes >= DLB__STREAM_MIN && p->ndim == 1
-                           ? DLB__COPY_PARALLEL_MIN_STREAMED
+                           ? dlb__copy_parallel_min_streamed()
                            : DLB__COPY_PARALLEL_MIN_CONTIGUOUS;
   if (bytes >= least &&
       (threads = dlb_copy_get_threads()) > 1) {

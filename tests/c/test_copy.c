@@ -974,27 +974,41 @@ DLB_TEST(copy_threads_from_each_threshold_on) {
 /* Contiguous copies share out between DLB__COPY_PARALLEL_MIN_CONTIGUOUS
  * and DLB__STREAM_MIN bytes, stay on one thread from there (streamed
  * copies on two threads ran slower) and share out again from
- * DLB__COPY_PARALLEL_MIN_STREAMED; a transpose of the in-between size
- * shares out. */
+ * DLB__COPY_PARALLEL_MIN_STREAMED, where the streamed copy stores 16-byte
+ * registers; where it stores wider ones they share out from
+ * DLB__STREAM_MIN on. Every level the CPU has; a transpose of the
+ * in-between size shares out. */
 DLB_TEST(copy_threads_around_the_streamed_threshold) {
   const int64_t n = DLB__COPY_PARALLEL_MIN_STREAMED;
   uint8_t *a = malloc((size_t)n), *b = malloc((size_t)n);
   CHECK(a != NULL && b != NULL);
   fill_random(a, (size_t)n, 11);
-  memset(b, 0, (size_t)n);
   dlb_copy_set_threads(2);
-  const int64_t sizes[] = {DLB__STREAM_MIN - 1, DLB__STREAM_MIN,
-                           DLB__COPY_PARALLEL_MIN_STREAMED - 1,
-                           DLB__COPY_PARALLEL_MIN_STREAMED};
-  const int shared[] = {1, 0, 0, 1};
-  for (size_t k = 0; k < 4; k++) {
-    int64_t shape[1] = {sizes[k]};
-    DLTensor src = tensor(a, dt(kDLUInt, 8, 1), 1, shape, NULL, 0);
-    DLTensor dst = tensor(b, dt(kDLUInt, 8, 1), 1, shape, NULL, 0);
-    CHECK_OK(dlb_copy(&src, &dst));
-    CHECK_EQ_INT(dlb__copy_last_threads() > 1, shared[k]);
-    CHECK(memcmp(a, b, (size_t)sizes[k]) == 0);
+  for (int level = DLB__ISA_PORTABLE; level <= DLB__ISA_AVX512; level++) {
+    dlb__copy_cap_isa(level);
+    const int kind = dlb__stream_kind();
+    const int wide = kind == DLB__STREAM_AVX2 || kind == DLB__STREAM_AVX512;
+    const int64_t least = dlb__copy_parallel_min_streamed();
+    CHECK_EQ_INT(least,
+                 wide ? DLB__STREAM_MIN : DLB__COPY_PARALLEL_MIN_STREAMED);
+    const int64_t sizes[] = {DLB__STREAM_MIN - 1, DLB__STREAM_MIN,
+                             DLB__COPY_PARALLEL_MIN_STREAMED - 1,
+                             DLB__COPY_PARALLEL_MIN_STREAMED};
+    const int shared[] = {1, wide, wide, 1};
+    for (size_t k = 0; k < 4; k++) {
+      int64_t shape[1] = {sizes[k]};
+      DLTensor src = tensor(a, dt(kDLUInt, 8, 1), 1, shape, NULL, 0);
+      DLTensor dst = tensor(b, dt(kDLUInt, 8, 1), 1, shape, NULL, 0);
+      memset(b, 0, (size_t)n);
+      CHECK_OK(dlb_copy(&src, &dst));
+      if ((dlb__copy_last_threads() > 1) != shared[k])
+        dlb_test_failed(__FILE__, __LINE__, "level %d kind %d size %lld: %s",
+                        level, kind, (long long)sizes[k],
+                        shared[k] ? "not shared" : "shared");
+      CHECK(memcmp(a, b, (size_t)sizes[k]) == 0);
+    }
   }
+  dlb__copy_cap_isa(-1);
   int64_t side = 2048, shape[2] = {side, side}, str[2] = {1, side};
   DLTensor src = tensor(a, dt(kDLUInt, 32, 1), 2, shape, str, 0);
   DLTensor dst = tensor(b, dt(kDLUInt, 32, 1), 2, shape, NULL, 0);
