@@ -452,22 +452,23 @@ static void slice_bound(FILE *json, const DLTensor *src, const DLTensor *dst,
 
 #if defined(__SSE2__)
 /* Contiguous copies of growing size on one thread: memcpy against the
- * last non-temporal copy of limit_methods this CPU runs (the widest
- * registers; SSE2 reading 4 KiB ahead where it has no AVX2), median
- * per-rep ratio of their times, and dlb_copy against memcpy, to place
- * DLB__STREAM_MIN (src/copy/copy_internal.h). */
+ * non-temporal copy of limit_methods written as the library's on this CPU
+ * (limit_stream_like_library), median per-rep ratio of their times, and
+ * dlb_copy against memcpy, to place DLB__STREAM_MIN
+ * (src/copy/copy_internal.h). */
 static void stream_sweep(FILE *json, float *a, float *b) {
   static const int64_t mib[] = {1, 2, 4, 6, 8, 10, 12, 16, 24, 32, 64};
+  const size_t like = limit_stream_like_library();
+  const limit_fn stream = limit_methods[like].fn;
   printf("\nstream sweep, one thread (median per-rep ratios of times: "
-         ">1 means the first is slower)\n");
+         ">1 means the first is slower; stream: \"%s\")\n",
+         limit_methods[like].name);
   printf("%6s %14s %14s\n", "MiB", "memcpy/stream", "dlb/memcpy");
+  fprintf(json, "  \"stream_sweep_method\": \"%s\",\n",
+          limit_methods[like].name);
   fprintf(json, "  \"stream_sweep\": [\n");
   const size_t n = sizeof mib / sizeof mib[0];
   dlb_copy_set_threads(1);
-  const size_t here = limit_methods_here();
-  const limit_fn stream = LIMIT_HAVE_WIDE && here + 2 > LIMIT_METHODS
-                              ? limit_methods[here - 1].fn
-                              : limit_stream_ahead;
   for (size_t k = 0; k < n; k++) {
     const size_t bytes = (size_t)mib[k] << 20;
     int64_t flat[1] = {(int64_t)(bytes / 4)};

@@ -145,6 +145,14 @@ static const limit_method limit_methods[] = {
 };
 #define LIMIT_METHODS (sizeof limit_methods / sizeof limit_methods[0])
 
+/* The index in limit_methods of the non-temporal copy written as the
+ * library writes its own on this CPU (src/copy/copy_internal.h,
+ * DLB__STREAM_AHEAD_FAR): on Intel CPUs the widest registers the CPU has,
+ * nothing read ahead; elsewhere 16-byte stores reading 4 KiB ahead where
+ * the library's kernels are AVX-512 ones (F, BW and VBMI), 512 bytes
+ * ahead below. Defined after limit_methods_here. */
+static inline size_t limit_stream_like_library(void);
+
 /* How many of limit_methods this CPU runs: all but the wide ones whose
  * registers it lacks. */
 static inline size_t limit_methods_here(void) {
@@ -154,6 +162,24 @@ static inline size_t limit_methods_here(void) {
   if (!__builtin_cpu_supports("avx512f")) return LIMIT_METHODS - 1;
 #endif
   return LIMIT_METHODS;
+}
+
+static inline size_t limit_stream_like_library(void) {
+  const char *name = "stream ahead 512";
+#if LIMIT_HAVE_WIDE
+  __builtin_cpu_init();
+  if (__builtin_cpu_is("intel"))
+    name = __builtin_cpu_supports("avx512f")
+               ? "stream 512-bit"
+               : __builtin_cpu_supports("avx2") ? "stream 256-bit" : "stream";
+  else if (__builtin_cpu_supports("avx512f") &&
+           __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vbmi"))
+    name = "stream ahead";
+#endif
+  for (size_t m = 0; m < limit_methods_here(); m++)
+    if (strcmp(limit_methods[m].name, name) == 0) return m;
+  return 0; /* memcpy: a build without SSE2 */
 }
 
 /* Threads for the N-thread runs, started once and held at a barrier

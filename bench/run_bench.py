@@ -155,7 +155,8 @@ def summary(steps, started):
         p("\nCPU copy into preallocated memory, GB/s read + written "
           "(x memcpy, x limit: same run)")
         p("  the limit: the fastest of memcpy, non-temporal stores (with "
-          "and without reading ahead) and rep movsb")
+          "and without reading ahead; 32- and 64-byte ones where the CPU "
+          "has them) and rep movsb")
         p("  %-24s %12s %23s %23s" % ("case", "memcpy", "1 thread",
                                         "all threads"))
         mem, row = None, {}

@@ -120,7 +120,7 @@ void dlb__stream_fence(void);
  * 0.82-0.83, `rep movsb` 0.90-1.01. On Intel Xeon (family 6 model 207,
  * AVX-512, 2026-12-06; 64 MiB, one thread, 21 reps, two runs, median ms):
  * 16-byte stores with no prefetch 8.1-10.0, with prefetchnta 512 bytes
- * ahead 11.6-13.4, 4 KiB 12.5-13.1; 32-byte stores 7.2-8.0, 64-byte
+ * ahead 11.6-13.4, 4 KiB 12.5-13.1; 32-byte stores 6.5-8.0, 64-byte
  * stores 5.8-7.1 (prefetcht0 512 bytes to 2 KiB ahead: 5.3-7.0, within the
  * noise), memcpy 10.5-11.6, `rep movsb` 10.6-11.4. So on Intel CPUs the
  * copy stores the widest registers the kernels' level has and reads
@@ -173,8 +173,9 @@ enum {
  * by the test hook. */
 int dlb__copy_isa(void);
 
-/* Whether the CPU is an Intel one (read once; 0 on builds without the
- * wide kernels). */
+/* Whether the CPU is an Intel one (read once). Builds without the wide
+ * kernels (compilers older than GCC 9) do not ask and answer 0, so they
+ * stream as on other CPUs. */
 int dlb__cpu_is_intel(void);
 
 /* The non-temporal copy's kind (DLB__STREAM_V128 ...) for kernels at
@@ -397,16 +398,21 @@ void dlb__copy_plan_run(const dlb__copy_plan *plan, int fresh_dst);
  * DLB__COPY_PARALLEL_MIN_CONTIGUOUS (dlb__copy_plan_run). */
 #define DLB__COPY_PARALLEL_MIN_STREAMED ((int64_t)24 << 20)
 
-/* The threshold above for this CPU's streamed copy (dlb__stream_kind):
- * the kinds that store 32- or 64-byte registers (Intel CPUs) share out
- * from DLB__STREAM_MIN on. On the Intel Xeon VM (AVX-512; bench_copy's
- * sweep with the threshold lowered, 15 reps, two runs) two threads ran
- * 8 MiB 1.85-1.96 x as fast as one, 16 MiB 1.94 x, 32 MiB 1.91-1.95 x. */
-static inline int64_t dlb__copy_parallel_min_streamed(void) {
-  const int kind = dlb__stream_kind();
+/* The threshold above for a streamed copy of `kind`: the kinds that
+ * store 32- or 64-byte registers (Intel CPUs) share out from
+ * DLB__STREAM_MIN on. On the Intel Xeon VM (AVX-512; bench_copy's sweep
+ * with the threshold lowered, 15 reps, two runs) two threads ran 8 MiB
+ * 1.85-1.96 x as fast as one, 16 MiB 1.94 x, 32 MiB 1.91-1.95 x. That VM
+ * is the only Intel host measured, for this and for the kinds; the AVX2
+ * kind follows from it untried. dlb__copy_parallel_min_streamed() is the
+ * threshold for this CPU's kind. */
+static inline int64_t dlb__copy_parallel_min_streamed_for(int kind) {
   return kind == DLB__STREAM_AVX2 || kind == DLB__STREAM_AVX512
              ? DLB__STREAM_MIN
              : DLB__COPY_PARALLEL_MIN_STREAMED;
+}
+static inline int64_t dlb__copy_parallel_min_streamed(void) {
+  return dlb__copy_parallel_min_streamed_for(dlb__stream_kind());
 }
 
 /* Runs fn(ctx, part) for part in [0, nparts) on up to `threads` threads,

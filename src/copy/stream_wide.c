@@ -36,7 +36,8 @@ __attribute__((target("avx512f"))) void dlb__stream_lines_avx512(
     __m512i v[4];
     for (int i = 0; i < 4; i++)
       v[i] = _mm512_loadu_si512((const void *)(src + 64 * i));
-    for (int i = 0; i < 4; i++) _mm512_stream_si512((void *)(dst + 64 * i), v[i]);
+    for (int i = 0; i < 4; i++)
+      _mm512_stream_si512((void *)(dst + 64 * i), v[i]);
   }
   for (; lines > 0; lines--, dst += 64, src += 64)
     _mm512_stream_si512((void *)dst, _mm512_loadu_si512((const void *)src));

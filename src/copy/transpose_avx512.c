@@ -202,8 +202,6 @@ DLB__AVX512_INLINE void tile_2(char *dst, int64_t dst_b, const char *src,
   transpose_16x16(lo);
   load_rows(hi, 16, src + 16 * src_a, src_a, pf, pf_k);
   transpose_16x16(hi);
-  /* Byte p of a dst row is byte p % 2 of unit p / 2 of the 64 rows, which
-   * is unit 2 (p / 2) (+ 1 for odd rows) of the concatenated halves. */
   const __m512i even = _mm512_load_si512((const void *)dlb__pick_even);
   const __m512i odd = _mm512_add_epi8(even, _mm512_set1_epi8(2));
   DLB__UNROLL_ALL

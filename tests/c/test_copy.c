@@ -984,13 +984,17 @@ DLB_TEST(copy_threads_around_the_streamed_threshold) {
   CHECK(a != NULL && b != NULL);
   fill_random(a, (size_t)n, 11);
   dlb_copy_set_threads(2);
+  for (int kind = 0; kind < DLB__STREAM_KINDS; kind++)
+    CHECK_EQ_INT(dlb__copy_parallel_min_streamed_for(kind),
+                 kind == DLB__STREAM_AVX2 || kind == DLB__STREAM_AVX512
+                     ? DLB__STREAM_MIN
+                     : DLB__COPY_PARALLEL_MIN_STREAMED);
   for (int level = DLB__ISA_PORTABLE; level <= DLB__ISA_AVX512; level++) {
     dlb__copy_cap_isa(level);
     const int kind = dlb__stream_kind();
     const int wide = kind == DLB__STREAM_AVX2 || kind == DLB__STREAM_AVX512;
-    const int64_t least = dlb__copy_parallel_min_streamed();
-    CHECK_EQ_INT(least,
-                 wide ? DLB__STREAM_MIN : DLB__COPY_PARALLEL_MIN_STREAMED);
+    CHECK_EQ_INT(dlb__copy_parallel_min_streamed(),
+                 dlb__copy_parallel_min_streamed_for(kind));
     const int64_t sizes[] = {DLB__STREAM_MIN - 1, DLB__STREAM_MIN,
                              DLB__COPY_PARALLEL_MIN_STREAMED - 1,
                              DLB__COPY_PARALLEL_MIN_STREAMED};

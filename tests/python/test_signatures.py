@@ -107,3 +107,5 @@ def test_the_stub_types_set_sharing_pin_as_the_names_it_takes():
             dlbridge.set_sharing_pin(name)
     finally:
         dlbridge.set_sharing_pin(None)
+    with pytest.raises(ValueError, match=r"kind is \(3, 0\)"):
+        dlbridge.set_sharing_pin((3, 0))
