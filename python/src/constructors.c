@@ -388,6 +388,12 @@ static int dlbpy_fill_range(DLManagedTensorVersioned *mt, int64_t numel,
       int64_t value = (int64_t)((uint64_t)r->istart +
                                 (uint64_t)i * (uint64_t)r->istep);
       rc = dlbpy_element_set_int64(t->dtype, p, value);
+      if (rc < 0) {
+        char context[64];
+        PyOS_snprintf(context, sizeof context,
+                      "arange(): element %lld of the range", (long long)i);
+        dlbpy_error_add_context(PyExc_OverflowError, context);
+      }
     } else {
       rc = dlbpy_element_set_double(t->dtype, p,
                                     r->fstart + (double)i * r->fstep);

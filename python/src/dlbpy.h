@@ -187,6 +187,11 @@ void dlbpy_error_restore(dlbpy_saved_error *saved);
 /* Drops the saved exception. */
 void dlbpy_error_discard(dlbpy_saved_error *saved);
 
+/* Replaces the exception set (one of type exc) with one of the same type
+ * whose message is "<context>: <its message>"; any other exception, or
+ * none, is left as it is. */
+void dlbpy_error_add_context(PyObject *exc, const char *context);
+
 /* ------------------------------------------------------------------------
  * Argument parsing (argparse.c)
  * ---------------------------------------------------------------------- */

@@ -734,12 +734,25 @@ static int dlbpy_tick(int64_t *ticks) {
   return PyErr_CheckSignals();
 }
 
+/* A list of n items for tolist(), or NULL with a MemoryError that says
+ * how many (CPython's own has no message). */
+static PyObject *dlbpy_tolist_new_list(int64_t n) {
+  PyObject *list = PyList_New((Py_ssize_t)n);
+  if (list == NULL && PyErr_ExceptionMatches(PyExc_MemoryError)) {
+    PyErr_Clear();
+    PyErr_Format(PyExc_MemoryError,
+                 "tolist(): a list of %lld items does not fit in memory",
+                 (long long)n);
+  }
+  return list;
+}
+
 static PyObject *dlbpy_tolist_at(const DLTensor *t, const int64_t *strides,
                                  size_t itemsize, int32_t dim, const char *p,
                                  int64_t *ticks) {
   if (dlbpy_tick(ticks) < 0) return NULL;
   if (dim == t->ndim) return dlbpy_element_get(t->dtype, p);
-  PyObject *list = PyList_New((Py_ssize_t)t->shape[dim]);
+  PyObject *list = dlbpy_tolist_new_list(t->shape[dim]);
   if (list == NULL) return NULL;
   /* A dimension of extent 1 is never stepped and may hold any stride; the
    * others fit, as the validated byte span does, unless the tensor has no
@@ -775,7 +788,7 @@ static PyObject *dlbpy_tolist_packed(const DLTensor *t, int32_t dim,
     if ((*k & 0xffff) == 0xffff && PyErr_CheckSignals() < 0) return NULL;
     return dlbpy_element_get_packed(t->dtype, base, (*k)++);
   }
-  PyObject *list = PyList_New((Py_ssize_t)t->shape[dim]);
+  PyObject *list = dlbpy_tolist_new_list(t->shape[dim]);
   if (list == NULL) return NULL;
   for (int64_t i = 0; i < t->shape[dim]; i++) {
     PyObject *item = dlbpy_tolist_packed(t, dim + 1, base, k);

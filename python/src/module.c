@@ -98,6 +98,28 @@ void dlbpy_error_restore(dlbpy_saved_error *saved) {
 #endif
 }
 
+void dlbpy_error_add_context(PyObject *exc, const char *context) {
+  if (!PyErr_ExceptionMatches(exc)) return;
+  dlbpy_saved_error saved;
+  dlbpy_error_save(&saved);
+#if PY_VERSION_HEX >= 0x030C0000
+  PyObject *type = (PyObject *)Py_TYPE(saved.exc), *value = saved.exc;
+#else
+  PyObject *type = saved.type, *value = saved.value;
+#endif
+  PyObject *text = value != NULL ? PyObject_Str(value) : NULL;
+  if (text == NULL) {
+    PyErr_Clear();
+    dlbpy_error_restore(&saved);
+    return;
+  }
+  Py_INCREF(type);
+  dlbpy_error_discard(&saved);
+  PyErr_Format(type, "%s: %U", context, text);
+  Py_DECREF(type);
+  Py_DECREF(text);
+}
+
 void dlbpy_error_discard(dlbpy_saved_error *saved) {
 #if PY_VERSION_HEX >= 0x030C0000
   Py_XDECREF(saved->exc);

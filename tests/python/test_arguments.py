@@ -135,6 +135,20 @@ def test_keywords_reach_the_parameters_they_name():
     (lambda: dlbridge.zeros(2, device=(1, -(2**32))), ValueError, "is out of range for DLPack"),
     (lambda: dlbridge.zeros(2, device=(1, 2**32)), ValueError, "is out of range for DLPack"),
     (lambda: dlbridge.arange(2**64), OverflowError, "stop does not fit in 64 bits"),
+    # An element past the dtype's range names the call, the element and
+    # its value (arange refuses where NumPy and PyTorch wrap around).
+    (lambda: dlbridge.arange(0, 300, dtype="int8"), OverflowError,
+     "arange(): element 128 of the range: 128 is out of range for int8"),
+    (lambda: dlbridge.arange(250, 260, dtype="uint8"), OverflowError,
+     "arange(): element 6 of the range: 256 is out of range for uint8"),
+    (lambda: dlbridge.arange(0, 20, dtype="int4"), OverflowError,
+     "arange(): element 8 of the range: 8 is out of range for int4 (-8 to 7)"),
+    # More list items than memory holds: a message, not CPython's bare
+    # MemoryError.
+    (lambda: dlbridge.zeros((2**62, 0)).tolist(), MemoryError,
+     "tolist(): a list of 4611686018427387904 items does not fit in memory"),
+    (lambda: dlbridge.zeros((2**62, 0), dtype="int4").tolist(), MemoryError,
+     "tolist(): a list of 4611686018427387904 items does not fit in memory"),
     # A name is read up to its end, not to a NUL inside it.
     (lambda: dlbridge.zeros(2, device="cpu\0:1"), ValueError, "NUL character at byte 3"),
     (lambda: dlbridge.zeros(2, dtype="int8\0"), ValueError, "NUL character at byte 4"),
