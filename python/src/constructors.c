@@ -46,7 +46,10 @@ static int dlbpy_fill_packed(DLManagedTensorVersioned *mt, int64_t numel,
                              dlbpy_fill_fn fill, void *arg) {
   unsigned char *units = PyMem_Malloc(numel > 0 ? (size_t)numel : 1);
   if (units == NULL) {
-    PyErr_NoMemory();
+    PyErr_Format(PyExc_MemoryError,
+                 "%lld bytes to hold %lld sub-byte elements a byte each, "
+                 "before they are packed, do not fit in memory",
+                 (long long)numel, (long long)numel);
     return -1;
   }
   DLManagedTensorVersioned padded = *mt;

@@ -461,7 +461,10 @@ static int dlbpy_write_subbyte(const DLTensor *src, int src_padded,
                                                              : 1));
   int rc = -1;
   if (units == NULL || (!src_padded && unpacked == NULL)) {
-    PyErr_NoMemory();
+    PyErr_Format(PyExc_MemoryError,
+                 "t[...] = value: %lld bytes to hold the sub-byte elements "
+                 "a byte each, before they are packed, do not fit in memory",
+                 (long long)(count + (src_padded ? 0 : src_count)));
     goto done;
   }
   int64_t s1[DLB_MAX_NDIM], s2[DLB_MAX_NDIM], s3[DLB_MAX_NDIM];

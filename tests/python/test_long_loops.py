@@ -150,3 +150,36 @@ def test_tolist_and_contains_still_give_every_value():
     assert (3 * 40000 - 1) in t
     assert -1 not in t
     assert list(t)[2].tolist() == a[2].tolist()
+
+
+@pytest.mark.skipif(SANITIZED, reason="memory limits do not work under AddressSanitizer")
+def test_sub_byte_buffers_too_large_for_memory_say_so():
+    # Packed int4 elements go through a buffer of a byte each, twice the
+    # tensor's bytes: with room for the tensor and not for that buffer,
+    # full() and t[...] = value raise a MemoryError that says what did
+    # not fit (CPython's own has no message).
+    out = run("""
+        def vm_bytes():
+            with open("/proc/self/status") as f:
+                for line in f:
+                    if line.startswith("VmSize:"):
+                        return int(line.split()[1]) << 10
+
+        t = dlbridge.empty((2**30,), dtype="int4")  # 512 MiB
+        base = vm_bytes() + (768 << 20)
+        resource.setrlimit(resource.RLIMIT_AS, (base, base))
+        said = []
+        for call in (lambda: dlbridge.full((2**30,), 1, dtype="int4"),
+                     lambda: t.__setitem__(Ellipsis, 1)):
+            try:
+                call()
+                said.append("returned")
+            except MemoryError as e:
+                said.append(str(e))
+        print(said)
+        """)
+    assert out == str([
+        "1073741824 bytes to hold 1073741824 sub-byte elements a byte each, "
+        "before they are packed, do not fit in memory",
+        "t[...] = value: 1073741825 bytes to hold the sub-byte elements a byte "
+        "each, before they are packed, do not fit in memory"])
