@@ -25,18 +25,24 @@ static void limit_memcpy(void *dst, const void *src, size_t n) {
 }
 
 #if defined(__SSE2__)
+/* Copies the bytes before dst's first line boundary (at most n) with
+ * memcpy, moves *d and *s past them and returns the bytes left. */
+static inline size_t limit_head(char **d, const char **s, size_t n) {
+  size_t head = (size_t)(-(uintptr_t)*d & 63);
+  if (head > n) head = n;
+  memcpy(*d, *s, head);
+  *d += head;
+  *s += head;
+  return n - head;
+}
+
 /* dst aligned to a line by a plain head copy, then 64 bytes per round:
  * four loads, four streaming stores; the fence orders them before the
  * copy counts as done. With `ahead` non-zero, each round first asks for
  * the src line that many bytes further on (prefetchnta), while it lies
  * inside the copy. */
 static void stream_copy(char *d, const char *s, size_t n, size_t ahead) {
-  size_t head = (size_t)(-(uintptr_t)d & 63);
-  if (head > n) head = n;
-  memcpy(d, s, head);
-  d += head;
-  s += head;
-  n -= head;
+  n = limit_head(&d, &s, n);
   for (; n >= 64; n -= 64, d += 64, s += 64) {
     if (ahead > 0 && n >= ahead + 64) _mm_prefetch(s + ahead, _MM_HINT_NTA);
     __m128i a = _mm_loadu_si128((const __m128i *)(const void *)s);
@@ -77,12 +83,7 @@ __attribute__((target("avx2"))) static void limit_stream_256(void *dst,
                                                              size_t n) {
   char *d = dst;
   const char *s = src;
-  size_t head = (size_t)(-(uintptr_t)d & 63);
-  if (head > n) head = n;
-  memcpy(d, s, head);
-  d += head;
-  s += head;
-  n -= head;
+  n = limit_head(&d, &s, n);
   for (; n >= 256; n -= 256, d += 256, s += 256) {
     __m256i v[8];
     for (int i = 0; i < 8; i++)
@@ -98,12 +99,7 @@ __attribute__((target("avx512f"))) static void limit_stream_512(
     void *dst, const void *src, size_t n) {
   char *d = dst;
   const char *s = src;
-  size_t head = (size_t)(-(uintptr_t)d & 63);
-  if (head > n) head = n;
-  memcpy(d, s, head);
-  d += head;
-  s += head;
-  n -= head;
+  n = limit_head(&d, &s, n);
   for (; n >= 256; n -= 256, d += 256, s += 256) {
     __m512i v[4];
     for (int i = 0; i < 4; i++) v[i] = _mm512_loadu_si512(s + 64 * i);

@@ -215,38 +215,6 @@ DLB__AVX512_INLINE void tile_2(char *dst, int64_t dst_b, const char *src,
   }
 }
 
-/* Two 2-byte tiles of the same 32 columns, src rows [0, 32) and [32, 64),
- * as tile_pair_1 for 1-byte units: each dst row's two lines stored back
- * to back. 64 MiB transposes of 2-byte units ran 1.03-1.05 x faster so on
- * one thread and 1.05-1.06 x on two (the Intel Xeon VM, the builds
- * alternated in one process, 15-21 reps, three runs); on the AMD AVX-512
- * VM such pairs had gained nothing (tile_pair_1). */
-DLB__AVX512_INLINE void tile_pair_2(char *dst, int64_t dst_b,
-                                    const char *src, int64_t src_a, int nt,
-                                    dlb__pf *pf, int64_t per) {
-  __m512i t[4][16];
-  const int64_t pf_k = (per + 63) / 64;
-  DLB__UNROLL_ALL
-  for (int h = 0; h < 4; h++) {
-    load_rows(t[h], 16, src, src_a, pf, pf_k);
-    src += 16 * src_a;
-    DLB__OPAQUE(src);
-    transpose_16x16(t[h]);
-  }
-  const __m512i even = _mm512_load_si512((const void *)dlb__pick_even);
-  const __m512i odd = _mm512_add_epi8(even, _mm512_set1_epi8(2));
-  for (int k = 0; k < 16; k++) {
-    store64(dst, _mm512_permutex2var_epi8(t[0][k], even, t[1][k]), nt);
-    store64(dst + 64, _mm512_permutex2var_epi8(t[2][k], even, t[3][k]), nt);
-    dst += dst_b;
-    DLB__OPAQUE(dst);
-    store64(dst, _mm512_permutex2var_epi8(t[0][k], odd, t[1][k]), nt);
-    store64(dst + 64, _mm512_permutex2var_epi8(t[2][k], odd, t[3][k]), nt);
-    dst += dst_b;
-    DLB__OPAQUE(dst);
-  }
-}
-
 /* 1-byte units: four quarters of 16 rows transposed as four-byte units
  * (q[k] then holds bytes 4k .. 4k + 3 of 16 rows, interleaved) through an
  * L1 buffer; byte permutes of two quarters take byte m of each unit, two
@@ -260,6 +228,32 @@ DLB__AVX512_INLINE void quarters_1(__m512i q[4][16], const char *src,
     src += 16 * src_a;
     DLB__OPAQUE(src);
     transpose_16x16(q[g]);
+  }
+}
+
+/* Two 2-byte tiles of the same 32 columns, src rows [0, 32) and [32, 64),
+ * as tile_pair_1 for 1-byte units: each dst row's two lines stored back
+ * to back. Their four groups of 16 rows load and transpose as the 1-byte
+ * tiles' quarters do. 64 MiB transposes of 2-byte units ran 1.03-1.05 x
+ * faster so on one thread and 1.05-1.06 x on two (the Intel Xeon VM, the
+ * builds alternated in one process, 15-21 reps, three runs); on the AMD
+ * AVX-512 VM such pairs had gained nothing (tile_pair_1). */
+DLB__AVX512_INLINE void tile_pair_2(char *dst, int64_t dst_b,
+                                    const char *src, int64_t src_a, int nt,
+                                    dlb__pf *pf, int64_t per) {
+  __m512i t[4][16];
+  quarters_1(t, src, src_a, pf, (per + 63) / 64);
+  const __m512i even = _mm512_load_si512((const void *)dlb__pick_even);
+  const __m512i odd = _mm512_add_epi8(even, _mm512_set1_epi8(2));
+  for (int k = 0; k < 16; k++) {
+    store64(dst, _mm512_permutex2var_epi8(t[0][k], even, t[1][k]), nt);
+    store64(dst + 64, _mm512_permutex2var_epi8(t[2][k], even, t[3][k]), nt);
+    dst += dst_b;
+    DLB__OPAQUE(dst);
+    store64(dst, _mm512_permutex2var_epi8(t[0][k], odd, t[1][k]), nt);
+    store64(dst + 64, _mm512_permutex2var_epi8(t[2][k], odd, t[3][k]), nt);
+    dst += dst_b;
+    DLB__OPAQUE(dst);
   }
 }
 
